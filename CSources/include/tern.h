@@ -1,0 +1,273 @@
+/*
+ * tern.h — the public C ABI of the Tern HTTP/1.1 client engine.
+ *
+ * This is the only header a C user includes. It does not include uv.h: the loop type is
+ * forward-declared so that callers who never embed the engine need no libuv headers.
+ *
+ * Conventions (see docs/c-api.md for the long form):
+ *   - Every object is opaque and reached through typed setters and getters, so that no option
+ *     changes a struct layout the caller compiled against.
+ *   - Functions that can fail return 0 or a negative TERN_E* code; tern_strerror() names it.
+ *     If a call that takes a callback returns an error, that callback will not run.
+ *   - Strings passed in are copied; the caller may free them as soon as the call returns.
+ *   - Codes and options are only ever appended, never renumbered or removed.
+ */
+#ifndef TERN_H
+#define TERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#  define TERN_API __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#  define TERN_API __attribute__((visibility("default")))
+#else
+#  define TERN_API
+#endif
+
+#define TERN_VERSION_MAJOR 0
+#define TERN_VERSION_MINOR 1
+#define TERN_VERSION_PATCH 0
+#define TERN_VERSION_HEX                                                                        \
+  ((TERN_VERSION_MAJOR << 16) | (TERN_VERSION_MINOR << 8) | TERN_VERSION_PATCH)
+
+/** The library's version as TERN_VERSION_HEX, which may differ from the header's. */
+TERN_API unsigned tern_version(void);
+/** The library's version as "MAJOR.MINOR.PATCH". */
+TERN_API const char *tern_version_string(void);
+
+/*
+ * Errors. Negative codes; 0 is success. The list is append-only: a code keeps its number for
+ * ever. XX(NAME, value, description).
+ */
+#define TERN_ERRNO_MAP(XX)                                                                      \
+  XX(EINVAL, -1, "invalid argument")                                                            \
+  XX(ENOMEM, -2, "out of memory")                                                               \
+  XX(EBADURL, -3, "malformed or unsupported URL")                                               \
+  XX(EBADHEADER, -4, "invalid request header name or value")                                    \
+  XX(EBUSY, -5, "request already submitted")                                                    \
+  XX(ERESOLVE, -6, "could not resolve host")                                                    \
+  XX(ECONNREFUSED, -7, "connection refused")                                                    \
+  XX(ECONNECT, -8, "could not connect to host")                                                 \
+  XX(ECONNRESET, -9, "connection reset by peer")                                                \
+  XX(ECONNECTTIMEOUT, -10, "connect timed out")                                                 \
+  XX(EHEADERTIMEOUT, -11, "timed out waiting for response headers")                             \
+  XX(EBODYTIMEOUT, -12, "response body stalled")                                                \
+  XX(ETOTALTIMEOUT, -13, "request exceeded its total time limit")                               \
+  XX(EPROTO, -14, "malformed HTTP response")                                                    \
+  XX(EHEADERSIZE, -15, "response headers too large")                                            \
+  XX(ECHUNKED, -16, "malformed chunked encoding")                                               \
+  XX(EPARTIAL, -17, "response body ended early")                                                \
+  XX(EEMPTYREPLY, -18, "server closed the connection without replying")                         \
+  XX(ECANCELED, -19, "request canceled")                                                        \
+  XX(EFILEWRITE, -20, "could not write the download file")                                      \
+  XX(EFILEREAD, -21, "could not read the upload file")                                          \
+  XX(ESHUTDOWN, -22, "engine shut down")                                                        \
+  XX(EIO, -23, "network I/O error")                                                             \
+  XX(ERANGE, -24, "requested range not satisfiable")                                            \
+  XX(ECALLBACK, -25, "a callback reported an error")                                            \
+  XX(EUNSUPPORTED, -26, "feature not supported by this build")
+
+typedef enum {
+#define TERN_XX_(name, value, desc) TERN_##name = (value),
+  TERN_ERRNO_MAP(TERN_XX_)
+#undef TERN_XX_
+  TERN_OK = 0
+} tern_errno;
+
+/** A sentence for an error code ("connection refused"); never NULL. */
+TERN_API const char *tern_strerror(int err);
+/** The code's name without prefix ("ECONNREFUSED"); never NULL. */
+TERN_API const char *tern_err_name(int err);
+/** Non-zero for the four timeout codes. */
+TERN_API int tern_error_is_timeout(int err);
+
+struct uv_loop_s; /* libuv's loop, for callers that embed the engine */
+
+typedef struct tern_engine tern_engine_t;
+typedef struct tern_request tern_request_t;
+typedef struct tern_config tern_config_t;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Engine configuration                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+/** A configuration holding defaults; NULL when out of memory. Free with tern_config_free. */
+TERN_API tern_config_t *tern_config_new(void);
+TERN_API void tern_config_free(tern_config_t *config);
+/** Bytes of the one I/O buffer each connection owns (default 65536, minimum 1024). */
+TERN_API int tern_config_set_buffer_size(tern_config_t *config, size_t bytes);
+/** How long an idle pooled connection is kept (default 60000 ms; 0 disables pooling). */
+TERN_API int tern_config_set_idle_timeout(tern_config_t *config, uint64_t ms);
+/** Upper bound on one response head, status line to blank line (default 65536). The head
+ *  must also fit the connection buffer, so the effective bound is the smaller of the two. */
+TERN_API int tern_config_set_max_header_size(tern_config_t *config, size_t bytes);
+/** Connections per origin, busy and idle (default 0: unlimited). Excess requests wait. */
+TERN_API int tern_config_set_max_connections_per_origin(tern_config_t *config, unsigned n);
+/** How many idempotent requests may be queued on one connection (default 1: no pipelining).
+ *  A request opts in with tern_request_set_pipelining. */
+TERN_API int tern_config_set_pipeline_depth(tern_config_t *config, unsigned depth);
+/** The User-Agent sent when a request sets none (default "tern/VERSION"; NULL or "" sends none). */
+TERN_API int tern_config_set_user_agent(tern_config_t *config, const char *user_agent);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Engine                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/** An engine with its own loop thread. `config` may be NULL for defaults; it is copied. */
+TERN_API int tern_engine_new(tern_engine_t **out, const tern_config_t *config);
+/** An engine on the caller's loop. Callbacks run on that loop's thread. The caller must keep
+ *  running the loop; tern_engine_free must then be called on the loop thread, and the loop run
+ *  once more so the engine's handles close. */
+TERN_API int tern_engine_new_on_loop(tern_engine_t **out, struct uv_loop_s *loop,
+                                     const tern_config_t *config);
+/** Stops the engine: requests still pending complete with TERN_ESHUTDOWN, connections close,
+ *  and an owned loop thread is joined. NULL is a no-op. Must not be called from a callback of
+ *  an engine that owns its loop thread. */
+TERN_API void tern_engine_free(tern_engine_t *engine);
+/** Hands a request to the engine; callable from any thread. On success the engine holds a
+ *  reference until the request completes, and the complete callback runs exactly once, on the
+ *  loop thread. On error nothing runs and the request may be changed and submitted again. */
+TERN_API int tern_engine_submit(tern_engine_t *engine, tern_request_t *req);
+
+/** Engine counters, readable from any thread at any time. */
+typedef enum {
+  TERN_STAT_CONNECTIONS_OPENED = 0, /* TCP connections opened since start */
+  TERN_STAT_CONNECTIONS_OPEN = 1,   /* connections open now (busy or idle) */
+  TERN_STAT_CONNECTIONS_IDLE = 2,   /* idle connections in the pool now */
+  TERN_STAT_REQUESTS_ACTIVE = 3,    /* submitted and not yet completed */
+  TERN_STAT_REQUESTS_COMPLETED = 4, /* completed since start, any outcome */
+  TERN_STAT_REUSED = 5,             /* requests sent on a reused connection */
+  TERN_STAT_RETRIES = 6,            /* silent retries after a stale pooled connection */
+  TERN_STAT_REQUESTS_LIVE = 7       /* request objects allocated and not yet freed (all engines) */
+} tern_stat;
+TERN_API uint64_t tern_engine_get_stat(const tern_engine_t *engine, tern_stat stat);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Requests                                                                                  */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef enum { TERN_PROGRESS_UPLOAD = 1, TERN_PROGRESS_DOWNLOAD = 2 } tern_progress_state;
+
+/** Runs once per request, on the loop thread, with 0 or a TERN_E* code. */
+typedef void (*tern_complete_cb)(tern_request_t *req, int status, void *user_data);
+/** Progress: percent is 0..100, or -1 when the total is unknown. Return non-zero to cancel
+ *  (the request then completes with TERN_ECANCELED). */
+typedef int (*tern_progress_cb)(tern_request_t *req, tern_progress_state state, int percent,
+                                uint64_t done, uint64_t total, void *user_data);
+/** Receives body bytes as they arrive (the sink of tern_request_set_data_cb). Return non-zero
+ *  to abort with TERN_ECALLBACK. */
+typedef int (*tern_data_cb)(tern_request_t *req, const void *data, size_t len, void *user_data);
+/** Supplies request body bytes: fill at most `cap` bytes of `buf`, return the count, 0 at the
+ *  end, or a negative value to abort with TERN_EFILEREAD. */
+typedef int64_t (*tern_read_cb)(tern_request_t *req, void *buf, size_t cap, void *user_data);
+
+/** A new request: method GET, no URL. NULL when out of memory. */
+TERN_API tern_request_t *tern_request_new(void);
+/** Drops the caller's reference. A request still in flight is canceled and none of its
+ *  callbacks run any more; its memory goes when the engine lets go of it. NULL is a no-op. */
+TERN_API void tern_request_free(tern_request_t *req);
+/** Cancels from any thread: the request completes with TERN_ECANCELED unless it already
+ *  completed. Idempotent. */
+TERN_API void tern_request_cancel(tern_request_t *req);
+
+/* Setters: valid before submission; after it they return TERN_EBUSY. */
+
+/** http:// URL (https:// with TLS). Rejects control characters, spaces and bad ports. */
+TERN_API int tern_request_set_url(tern_request_t *req, const char *url);
+/** Any token method ("GET", "PROPFIND"); HEAD reads no body. */
+TERN_API int tern_request_set_method(tern_request_t *req, const char *method);
+/** Adds a header. Names must be tokens; values must hold no CR, LF or NUL. Host, User-Agent,
+ *  Content-Length and Transfer-Encoding set here replace the engine's own. */
+TERN_API int tern_request_add_header(tern_request_t *req, const char *name, const char *value);
+/** A body from memory; copied. */
+TERN_API int tern_request_set_body(tern_request_t *req, const void *data, size_t len);
+/** A body from a file, bytes [offset, end) (end 0: to the end of the file). Read through the
+ *  connection buffer while sending; never loaded whole. */
+TERN_API int tern_request_set_body_file(tern_request_t *req, const char *path, uint64_t offset,
+                                        uint64_t end);
+/** A body from a callback. length -1 sends it chunked. */
+TERN_API int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_read_cb cb,
+                                      void *user_data);
+/** Writes the body into a file instead of memory. offset/end (end 0: open-ended) become a
+ *  Range request, and the file receives exactly the bytes returned. With resume, an existing
+ *  file is continued from its current size (Range from offset+size) and a 416 on a complete
+ *  file counts as success; a server ignoring the range restarts the file from zero. */
+TERN_API int tern_request_set_download_file(tern_request_t *req, const char *path,
+                                            uint64_t offset, uint64_t end, int resume);
+/** Streams the body to `cb` instead of keeping it; nothing is accumulated. */
+TERN_API int tern_request_set_data_cb(tern_request_t *req, tern_data_cb cb, void *user_data);
+TERN_API int tern_request_set_complete_cb(tern_request_t *req, tern_complete_cb cb,
+                                          void *user_data);
+TERN_API int tern_request_set_progress_cb(tern_request_t *req, tern_progress_cb cb,
+                                          void *user_data);
+
+typedef enum {
+  TERN_TIMEOUT_CONNECT = 0, /* DNS + TCP (+ TLS handshake); default 30000 ms */
+  TERN_TIMEOUT_HEADERS = 1, /* request sent to end of response head; default 60000 ms */
+  TERN_TIMEOUT_BODY = 2,    /* longest silence while sending or receiving a body; default 60000 */
+  TERN_TIMEOUT_TOTAL = 3    /* whole request, queueing and retries included; default 0 (none) */
+} tern_timeout;
+/** A per-phase limit in milliseconds; 0 disables it. */
+TERN_API int tern_request_set_timeout(tern_request_t *req, tern_timeout which, uint64_t ms);
+/** 0 sends "Connection: close" and never pools the connection (default 1). */
+TERN_API int tern_request_set_persistent(tern_request_t *req, int persistent);
+/** Non-zero lets an idempotent bodiless request be pipelined (needs a pipeline depth > 1). */
+TERN_API int tern_request_set_pipelining(tern_request_t *req, int enabled);
+/** Non-zero speaks HTTP/1.0: no chunked bodies, keep-alive only when the server offers it. */
+TERN_API int tern_request_set_http10(tern_request_t *req, int enabled);
+/** This request's connection buffer size when it opens a connection (0: engine default).
+ *  Pooled connections are shared only between requests asking the same size. */
+TERN_API int tern_request_set_buffer_size(tern_request_t *req, size_t bytes);
+TERN_API void tern_request_set_user_data(tern_request_t *req, void *user_data);
+TERN_API void *tern_request_get_user_data(const tern_request_t *req);
+
+/* Getters: valid from the complete callback on (headers from the first progress callback). */
+
+/** The final HTTP status, or 0 when no response head arrived. */
+TERN_API int tern_request_get_status(const tern_request_t *req);
+/** 0, or the TERN_E* code the request completed with. */
+TERN_API int tern_request_get_error(const tern_request_t *req);
+/** A message saying what failed and where ("connect to example.com:80: connection refused");
+ *  "" on success. */
+TERN_API const char *tern_request_get_error_message(const tern_request_t *req);
+/** Number of response header fields, in the order received. */
+TERN_API size_t tern_request_get_header_count(const tern_request_t *req);
+/** The i-th response header; returns 0 or TERN_EINVAL when out of range. */
+TERN_API int tern_request_get_header_at(const tern_request_t *req, size_t i, const char **name,
+                                        const char **value);
+/** The first response header with this name (case-insensitive), or NULL. */
+TERN_API const char *tern_request_get_header(const tern_request_t *req, const char *name);
+/** The body kept in memory (the default sink); NULL with *len 0 for other sinks. */
+TERN_API const void *tern_request_get_body(const tern_request_t *req, size_t *len);
+/** Body bytes received for this request (after any resume offset). */
+TERN_API uint64_t tern_request_get_bytes_received(const tern_request_t *req);
+/** The body length the server announced (Content-Length, or Content-Size with chunked),
+ *  or -1 when unknown. */
+TERN_API int64_t tern_request_get_content_length(const tern_request_t *req);
+/** Where the body landed in the resource: the start of a 206 range, or 0. */
+TERN_API uint64_t tern_request_get_offset(const tern_request_t *req);
+/** Non-zero when the request was sent on a pooled connection. */
+TERN_API int tern_request_is_reused(const tern_request_t *req);
+/** Non-zero once the request completed. */
+TERN_API int tern_request_is_done(const tern_request_t *req);
+
+typedef enum {
+  TERN_TIME_START = 0,     /* submission */
+  TERN_TIME_CONNECTED = 1, /* connection ready (or reused) */
+  TERN_TIME_SENT = 2,      /* request fully written */
+  TERN_TIME_HEADERS = 3,   /* response head parsed */
+  TERN_TIME_END = 4        /* completion */
+} tern_time;
+/** Seconds from TERN_TIME_START to the given event, or -1 when it did not happen. */
+TERN_API double tern_request_get_time(const tern_request_t *req, tern_time which);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TERN_H */
