@@ -156,8 +156,9 @@ typedef enum { TERN_PROGRESS_UPLOAD = 1, TERN_PROGRESS_DOWNLOAD = 2 } tern_progr
 
 /** Runs once per request, on the loop thread, with 0 or a TERN_E* code. */
 typedef void (*tern_complete_cb)(tern_request_t *req, int status, void *user_data);
-/** Progress: percent is 0..100, or -1 when the total is unknown. Return non-zero to cancel
- *  (the request then completes with TERN_ECANCELED). */
+/** Progress: percent is 0..100 and never decreases; it stays 0 while the total is unknown and
+ *  reaches 100 exactly once per state when that phase completes. -1 reports a failure (once, just
+ *  before the complete callback). Return non-zero to cancel (completion with TERN_ECANCELED). */
 typedef int (*tern_progress_cb)(tern_request_t *req, tern_progress_state state, int percent,
                                 uint64_t done, uint64_t total, void *user_data);
 /** Receives body bytes as they arrive (the sink of tern_request_set_data_cb). Return non-zero
@@ -182,8 +183,10 @@ TERN_API void tern_request_cancel(tern_request_t *req);
 TERN_API int tern_request_set_url(tern_request_t *req, const char *url);
 /** Any token method ("GET", "PROPFIND"); HEAD reads no body. */
 TERN_API int tern_request_set_method(tern_request_t *req, const char *method);
-/** Adds a header. Names must be tokens; values must hold no CR, LF or NUL. Host, User-Agent,
- *  Content-Length and Transfer-Encoding set here replace the engine's own. */
+/** Adds a header. Names must be tokens; values must hold no CR, LF or NUL. Host, User-Agent and
+ *  Accept set here replace the engine's own; "Connection: close" makes the request
+ *  non-persistent. Content-Length and Transfer-Encoding are the engine's to frame the body:
+ *  setting them is TERN_EBADHEADER. */
 TERN_API int tern_request_add_header(tern_request_t *req, const char *name, const char *value);
 /** A body from memory; copied. */
 TERN_API int tern_request_set_body(tern_request_t *req, const void *data, size_t len);
@@ -194,8 +197,10 @@ TERN_API int tern_request_set_body_file(tern_request_t *req, const char *path, u
 /** A body from a callback. length -1 sends it chunked. */
 TERN_API int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_read_cb cb,
                                       void *user_data);
-/** Writes the body into a file instead of memory. offset/end (end 0: open-ended) become a
- *  Range request, and the file receives exactly the bytes returned. With resume, an existing
+/** Writes a 2xx body into a file instead of memory (another status keeps up to 1 MiB of its body
+ *  in memory and leaves the file alone; the file is opened only once a 2xx head arrives).
+ *  offset/end select bytes [offset, end) (end 0: open-ended) with a Range request, and the file
+ *  receives exactly the bytes returned. With resume, an existing
  *  file is continued from its current size (Range from offset+size) and a 416 on a complete
  *  file counts as success; a server ignoring the range restarts the file from zero. */
 TERN_API int tern_request_set_download_file(tern_request_t *req, const char *path,
@@ -231,6 +236,10 @@ TERN_API void *tern_request_get_user_data(const tern_request_t *req);
 
 /** The final HTTP status, or 0 when no response head arrived. */
 TERN_API int tern_request_get_status(const tern_request_t *req);
+/** The reason phrase of the final status line ("" when none). */
+TERN_API const char *tern_request_get_reason(const tern_request_t *req);
+/** The response's HTTP minor version (0 or 1), or -1 when no response head arrived. */
+TERN_API int tern_request_get_http_minor(const tern_request_t *req);
 /** 0, or the TERN_E* code the request completed with. */
 TERN_API int tern_request_get_error(const tern_request_t *req);
 /** A message saying what failed and where ("connect to example.com:80: connection refused");

@@ -1,0 +1,509 @@
+/* The engine: its loop (owned thread or the caller's), the cross-thread submit and cancel
+ * queues, request start and completion, and the per-origin pool that hands requests to
+ * connections. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void on_async(uv_async_t *handle);
+static void start_request(tern_request_t *req);
+static void shutdown_all(tern_engine_t *eng);
+
+static bool on_loop_thread(const tern_engine_t *eng) {
+  uv_thread_t self = uv_thread_self();
+  return uv_thread_equal(&self, &eng->loop_thread);
+}
+
+/* Every entry from libuv into the engine is bracketed by enter/leave: requests submitted from
+ * inside a callback are started on the way out, never re-entrantly in the middle of connection
+ * code, and without a round trip through uv_async. */
+void tern__engine_enter(tern_engine_t *eng) { eng->depth++; }
+
+void tern__engine_leave(tern_engine_t *eng) {
+  if (eng->depth > 1) {
+    eng->depth--;
+    return;
+  }
+  while (!tern__list_empty(&eng->ready)) {
+    tern__list *n = eng->ready.next;
+    tern__list_remove(n);
+    start_request(tern__container_of(n, tern_request_t, node));
+  }
+  eng->depth--;
+}
+
+static void thread_main(void *arg) {
+  tern_engine_t *eng = arg;
+  uv_run(eng->loop, UV_RUN_DEFAULT);
+}
+
+static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
+  tern__config_defaults(&eng->config);
+  if (config && tern__config_copy(&eng->config, config)) return TERN_ENOMEM;
+  tern__list_init(&eng->submitted);
+  tern__list_init(&eng->cancels);
+  tern__list_init(&eng->ready);
+  tern__list_init(&eng->origins);
+  for (int i = 0; i < 8; i++) atomic_init(&eng->stats[i], 0);
+  if (uv_mutex_init(&eng->lock)) return TERN_ENOMEM;
+  if (uv_async_init(eng->loop, &eng->async, on_async)) {
+    uv_mutex_destroy(&eng->lock);
+    return TERN_ENOMEM;
+  }
+  eng->async.data = eng;
+  eng->handles = 1;
+  return 0;
+}
+
+int tern_engine_new(tern_engine_t **out, const tern_config_t *config) {
+  if (out == NULL) return TERN_EINVAL;
+  *out = NULL;
+  tern_engine_t *eng = calloc(1, sizeof *eng);
+  if (eng == NULL) return TERN_ENOMEM;
+  if (uv_loop_init(&eng->own_loop)) {
+    free(eng);
+    return TERN_ENOMEM;
+  }
+  eng->loop = &eng->own_loop;
+  eng->owns_loop = true;
+  int r = engine_init(eng, config);
+  if (r) {
+    tern__config_clear(&eng->config);
+    uv_loop_close(&eng->own_loop);
+    free(eng);
+    return r;
+  }
+  if (uv_thread_create(&eng->thread, thread_main, eng)) {
+    uv_close((uv_handle_t *)&eng->async, NULL);
+    uv_run(&eng->own_loop, UV_RUN_DEFAULT);
+    uv_loop_close(&eng->own_loop);
+    uv_mutex_destroy(&eng->lock);
+    tern__config_clear(&eng->config);
+    free(eng);
+    return TERN_ENOMEM;
+  }
+  /* Read only on the loop thread, and only after a submit has synchronised through the lock. */
+  eng->loop_thread = eng->thread;
+  *out = eng;
+  return 0;
+}
+
+int tern_engine_new_on_loop(tern_engine_t **out, struct uv_loop_s *loop,
+                            const tern_config_t *config) {
+  if (out == NULL || loop == NULL) return TERN_EINVAL;
+  *out = NULL;
+  tern_engine_t *eng = calloc(1, sizeof *eng);
+  if (eng == NULL) return TERN_ENOMEM;
+  eng->loop = loop;
+  eng->loop_thread = uv_thread_self();
+  int r = engine_init(eng, config);
+  if (r) {
+    tern__config_clear(&eng->config);
+    free(eng);
+    return r;
+  }
+  *out = eng;
+  return 0;
+}
+
+static void engine_destroy(tern_engine_t *eng) {
+  uv_mutex_destroy(&eng->lock);
+  tern__config_clear(&eng->config);
+  free(eng);
+}
+
+void tern__engine_handle_gone(tern_engine_t *eng) {
+  if (--eng->handles == 0 && eng->free_when_closed) engine_destroy(eng);
+}
+
+static void on_async_closed(uv_handle_t *h) { tern__engine_handle_gone(h->data); }
+
+void tern_engine_free(tern_engine_t *eng) {
+  if (eng == NULL) return;
+  uv_mutex_lock(&eng->lock);
+  eng->stopping = true;
+  uv_mutex_unlock(&eng->lock);
+  if (eng->owns_loop) {
+    uv_async_send(&eng->async);
+    uv_thread_join(&eng->thread);
+    uv_loop_close(&eng->own_loop);
+    engine_destroy(eng);
+    return;
+  }
+  /* Embedded: we are on the loop thread; handles close as the caller's loop runs on. */
+  tern__engine_enter(eng);
+  shutdown_all(eng);
+  tern__engine_leave(eng);
+  eng->free_when_closed = true;
+}
+
+uint64_t tern_engine_get_stat(const tern_engine_t *eng, tern_stat stat) {
+  if (stat == TERN_STAT_REQUESTS_LIVE) return atomic_load(&tern__requests_live);
+  if (eng == NULL || (unsigned)stat >= 8) return 0;
+  return atomic_load(&((tern_engine_t *)eng)->stats[stat]);
+}
+
+int tern_engine_submit(tern_engine_t *eng, tern_request_t *req) {
+  if (eng == NULL || req == NULL) return TERN_EINVAL;
+  if (!req->has_url) return TERN_EBADURL;
+  int expected = TERN__REQ_NEW;
+  if (!atomic_compare_exchange_strong(&req->state, &expected, TERN__REQ_SUBMITTED))
+    return TERN_EBUSY;
+  req->engine = eng;
+  req->start_ns = uv_hrtime();
+  req->times_ns[TERN_TIME_START] = 0;
+  tern__request_ref(req);
+
+  if (on_loop_thread(eng)) {
+    if (eng->stopped) goto refused;
+    TERN__STAT_ADD(eng, TERN_STAT_REQUESTS_ACTIVE, 1);
+    tern__list_insert_tail(&eng->ready, &req->node);
+    if (eng->depth == 0) uv_async_send(&eng->async); /* called from outside our callbacks */
+    return 0;
+  }
+  uv_mutex_lock(&eng->lock);
+  if (eng->stopping) {
+    uv_mutex_unlock(&eng->lock);
+    goto refused;
+  }
+  TERN__STAT_ADD(eng, TERN_STAT_REQUESTS_ACTIVE, 1);
+  tern__list_insert_tail(&eng->submitted, &req->node);
+  uv_mutex_unlock(&eng->lock);
+  uv_async_send(&eng->async);
+  return 0;
+
+refused:
+  atomic_store(&req->state, TERN__REQ_NEW);
+  req->engine = NULL;
+  tern__request_unref(req);
+  return TERN_ESHUTDOWN;
+}
+
+void tern_request_cancel(tern_request_t *req) {
+  if (req == NULL) return;
+  atomic_store(&req->cancel_requested, true);
+  if (atomic_load(&req->state) != TERN__REQ_SUBMITTED) return;
+  if (atomic_exchange(&req->cancel_queued, true)) return;
+  tern_engine_t *eng = req->engine;
+  tern__request_ref(req);
+  uv_mutex_lock(&eng->lock);
+  tern__list_insert_tail(&eng->cancels, &req->cancel_node);
+  uv_mutex_unlock(&eng->lock);
+  uv_async_send(&eng->async);
+}
+
+/* Takes a request off whatever it waits in and completes it with `err`. */
+static void abort_request(tern_request_t *req, int err) {
+  if (atomic_load(&req->state) == TERN__REQ_DONE) return;
+  if (req->conn) {
+    tern__conn_fail(req->conn, req, err);
+  } else {
+    tern__list_remove(&req->node);
+    tern__complete(req, err);
+  }
+}
+
+static void on_async(uv_async_t *handle) {
+  tern_engine_t *eng = handle->data;
+  tern__list subs, cancels;
+  tern__list_init(&subs);
+  tern__list_init(&cancels);
+  uv_mutex_lock(&eng->lock);
+  bool stopping = eng->stopping;
+  /* Splice both queues out so that callbacks may queue more while we work. */
+  if (!tern__list_empty(&eng->submitted)) {
+    subs.next = eng->submitted.next;
+    subs.prev = eng->submitted.prev;
+    subs.next->prev = &subs;
+    subs.prev->next = &subs;
+    tern__list_init(&eng->submitted);
+  }
+  if (!tern__list_empty(&eng->cancels)) {
+    cancels.next = eng->cancels.next;
+    cancels.prev = eng->cancels.prev;
+    cancels.next->prev = &cancels;
+    cancels.prev->next = &cancels;
+    tern__list_init(&eng->cancels);
+  }
+  uv_mutex_unlock(&eng->lock);
+
+  tern__engine_enter(eng);
+  while (!tern__list_empty(&subs)) {
+    tern__list *n = subs.next;
+    tern__list_remove(n);
+    tern__list_insert_tail(&eng->ready, n);
+  }
+  while (!tern__list_empty(&cancels)) {
+    tern__list *n = cancels.next;
+    tern__list_remove(n);
+    tern_request_t *req = tern__container_of(n, tern_request_t, cancel_node);
+    atomic_store(&req->cancel_queued, false);
+    if (atomic_load(&req->state) != TERN__REQ_DONE) {
+      tern__request_set_error(req, TERN_ECANCELED, "request to %s canceled",
+                              req->url.hostport);
+      abort_request(req, TERN_ECANCELED);
+    }
+    tern__request_unref(req);
+  }
+  if (stopping && !eng->stopped) shutdown_all(eng);
+  tern__engine_leave(eng);
+}
+
+static void on_total_closed(uv_handle_t *h) { tern__request_unref(h->data); }
+
+void tern__complete(tern_request_t *req, int err) {
+  if (atomic_load(&req->state) == TERN__REQ_DONE) return;
+  tern_engine_t *eng = req->engine;
+  if (err && req->error != err) {
+    req->error = 0;
+    tern__request_set_error(req, err, "%s: %s", req->url.hostport, tern_strerror(err));
+  }
+  if (!err) {
+    req->error = 0;
+    req->errmsg[0] = '\0';
+  }
+  tern__list_remove(&req->node);
+  req->conn = NULL;
+  if (req->dl_fd >= 0) {
+    close(req->dl_fd);
+    req->dl_fd = -1;
+  }
+  if (req->body_fd >= 0) {
+    close(req->body_fd);
+    req->body_fd = -1;
+  }
+  tern__request_mark(req, TERN_TIME_END);
+  atomic_store(&req->state, TERN__REQ_DONE);
+  TERN__STAT_SUB(eng, TERN_STAT_REQUESTS_ACTIVE, 1);
+  TERN__STAT_ADD(eng, TERN_STAT_REQUESTS_COMPLETED, 1);
+  bool released = atomic_load(&req->released);
+  if (err && req->progress_cb && !released)
+    (void)req->progress_cb(req, req->status ? TERN_PROGRESS_DOWNLOAD : TERN_PROGRESS_UPLOAD, -1,
+                           req->received, 0, req->progress_data);
+  if (req->complete_cb && !atomic_load(&req->released))
+    req->complete_cb(req, err, req->complete_data);
+  if (req->total_timer_live) {
+    req->total_timer_live = false;
+    uv_timer_stop(&req->total_timer);
+    uv_close((uv_handle_t *)&req->total_timer, on_total_closed);
+  } else {
+    tern__request_unref(req);
+  }
+}
+
+static void on_total_timeout(uv_timer_t *t) {
+  tern_request_t *req = t->data;
+  tern_engine_t *eng = req->engine;
+  tern__engine_enter(eng);
+  tern__request_set_error(req, TERN_ETOTALTIMEOUT, "%s: request exceeded its total limit of %llu ms",
+                          req->url.hostport,
+                          (unsigned long long)req->timeouts[TERN_TIMEOUT_TOTAL]);
+  abort_request(req, TERN_ETOTALTIMEOUT);
+  tern__engine_leave(eng);
+}
+
+static void start_request(tern_request_t *req) {
+  tern_engine_t *eng = req->engine;
+  if (eng->stopped) {
+    tern__complete(req, TERN_ESHUTDOWN);
+    return;
+  }
+  if (atomic_load(&req->cancel_requested)) {
+    tern__complete(req, TERN_ECANCELED);
+    return;
+  }
+  if (req->timeouts[TERN_TIMEOUT_TOTAL]) {
+    uv_timer_init(eng->loop, &req->total_timer);
+    req->total_timer.data = req;
+    req->total_timer_live = true;
+    uint64_t spent = (uv_hrtime() - req->start_ns) / 1000000;
+    uint64_t limit = req->timeouts[TERN_TIMEOUT_TOTAL];
+    uv_timer_start(&req->total_timer, on_total_timeout, spent < limit ? limit - spent : 1, 0);
+  }
+  int r = tern__request_prepare(req, &eng->config);
+  if (r) {
+    tern__complete(req, r);
+    return;
+  }
+  if (req->sink_kind == TERN__SINK_FILE && req->dl_end && req->range_start >= req->dl_end) {
+    tern__complete(req, 0); /* a resumed file that already holds the whole range */
+    return;
+  }
+  tern__dispatch(req);
+}
+
+/* ---- origins and the pool ---- */
+
+tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
+  size_t bufsize = req->buffer_size ? req->buffer_size : eng->config.buffer_size;
+  for (tern__list *n = eng->origins.next; n != &eng->origins; n = n->next) {
+    tern__origin *o = tern__container_of(n, tern__origin, node);
+    if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
+        strcmp(o->host, req->url.host) == 0)
+      return o;
+  }
+  tern__origin *o = calloc(1, sizeof *o);
+  if (o == NULL) return NULL;
+  o->host = strdup(req->url.host);
+  if (o->host == NULL) {
+    free(o);
+    return NULL;
+  }
+  o->port = req->url.port;
+  o->tls = req->url.tls;
+  o->buffer_size = bufsize;
+  tern__list_init(&o->idle);
+  tern__list_init(&o->busy);
+  tern__list_init(&o->waiting);
+  /* Most recently used first: a crawler's hot origin is found at once. */
+  tern__list_insert_head(&eng->origins, &o->node);
+  return o;
+}
+
+static bool may_open(const tern_engine_t *eng, const tern__origin *o) {
+  return eng->config.max_conns_per_origin == 0 || o->nconns < eng->config.max_conns_per_origin;
+}
+
+void tern__dispatch(tern_request_t *req) {
+  tern_engine_t *eng = req->engine;
+  if (req->origin == NULL) {
+    req->origin = tern__origin_get(eng, req);
+    if (req->origin == NULL) {
+      tern__complete(req, TERN_ENOMEM);
+      return;
+    }
+  }
+  tern__origin *o = req->origin;
+  if (!req->force_new_conn && !tern__list_empty(&o->idle)) {
+    tern__conn *c = tern__container_of(o->idle.next, tern__conn, node);
+    tern__conn_send(c, req);
+    return;
+  }
+  if (!req->force_new_conn && eng->config.pipeline_depth > 1) {
+    for (tern__list *n = o->busy.next; n != &o->busy; n = n->next) {
+      tern__conn *c = tern__container_of(n, tern__conn, node);
+      if (tern__conn_can_pipeline(c, req, eng->config.pipeline_depth)) {
+        tern__conn_send(c, req);
+        return;
+      }
+    }
+  }
+  if (may_open(eng, o)) {
+    if (tern__conn_open(o, req, req->timeouts[TERN_TIMEOUT_CONNECT]) == NULL)
+      tern__complete(req, TERN_ENOMEM);
+    return;
+  }
+  tern__list_insert_tail(&o->waiting, &req->node);
+}
+
+void tern__redispatch(tern_request_t *req, int err, bool counts_as_retry) {
+  tern_engine_t *eng = req->engine;
+  req->conn = NULL;
+  if (eng->stopped) {
+    tern__complete(req, TERN_ESHUTDOWN);
+    return;
+  }
+  if (counts_as_retry) {
+    if (req->retried) {
+      tern__complete(req, err);
+      return;
+    }
+    req->retried = true;
+    req->force_new_conn = true;
+    TERN__STAT_ADD(eng, TERN_STAT_RETRIES, 1);
+  }
+  if (req->body_kind == TERN__BODY_CB && req->head_sent) {
+    tern__complete(req, err); /* a callback body cannot be replayed */
+    return;
+  }
+  tern__request_reset_response(req);
+  req->head_sent = req->body_done = req->sent = false;
+  req->reused = false;
+  tern__dispatch(req);
+}
+
+void tern__pool_release(tern__conn *c) {
+  tern__origin *o = c->origin;
+  tern_engine_t *eng = c->engine;
+  if (!tern__list_empty(&o->waiting)) {
+    tern__list *n = o->waiting.next;
+    tern__list_remove(n);
+    tern__conn_send(c, tern__container_of(n, tern_request_t, node));
+    return;
+  }
+  uint64_t idle = eng->config.idle_timeout_ms;
+  if (c->idle_ms && c->idle_ms < idle) idle = c->idle_ms;
+  if (idle == 0 || eng->stopped) {
+    tern__conn_close(c);
+    return;
+  }
+  tern__list_remove(&c->node);
+  tern__list_insert_head(&o->idle, &c->node);
+  c->state = TERN__CONN_IDLE;
+  TERN__STAT_ADD(eng, TERN_STAT_CONNECTIONS_IDLE, 1);
+  c->timer_kind = TERN__TIMER_IDLE;
+  c->timer_ms = idle;
+  c->last_activity = uv_now(eng->loop);
+  tern__conn_arm_timer(c);
+}
+
+void tern__origin_conn_gone(tern__origin *o) {
+  o->nconns--;
+  if (tern__list_empty(&o->waiting)) return;
+  tern__list *n = o->waiting.next;
+  tern_request_t *req = tern__container_of(n, tern_request_t, node);
+  if (!may_open(req->engine, o)) return;
+  tern__list_remove(n);
+  if (tern__conn_open(o, req, req->timeouts[TERN_TIMEOUT_CONNECT]) == NULL)
+    tern__complete(req, TERN_ENOMEM);
+}
+
+static void fail_list(tern__list *l, int err) {
+  while (!tern__list_empty(l)) {
+    tern_request_t *req = tern__container_of(l->next, tern_request_t, node);
+    tern__list_remove(&req->node);
+    tern__complete(req, err);
+  }
+}
+
+static void shutdown_all(tern_engine_t *eng) {
+  eng->stopped = true;
+  uv_mutex_lock(&eng->lock);
+  tern__list subs;
+  tern__list_init(&subs);
+  while (!tern__list_empty(&eng->submitted)) {
+    tern__list *n = eng->submitted.next;
+    tern__list_remove(n);
+    tern__list_insert_tail(&subs, n);
+  }
+  while (!tern__list_empty(&eng->cancels)) {
+    tern__list *n = eng->cancels.next;
+    tern__list_remove(n);
+    tern_request_t *req = tern__container_of(n, tern_request_t, cancel_node);
+    atomic_store(&req->cancel_queued, false);
+    tern__request_unref(req);
+  }
+  uv_mutex_unlock(&eng->lock);
+  fail_list(&subs, TERN_ESHUTDOWN);
+  fail_list(&eng->ready, TERN_ESHUTDOWN);
+  while (!tern__list_empty(&eng->origins)) {
+    tern__origin *o = tern__container_of(eng->origins.next, tern__origin, node);
+    fail_list(&o->waiting, TERN_ESHUTDOWN);
+    while (!tern__list_empty(&o->busy)) {
+      tern__conn *c = tern__container_of(o->busy.next, tern__conn, node);
+      if (!tern__list_empty(&c->requests))
+        tern__conn_fail(c, NULL, TERN_ESHUTDOWN);
+      else
+        tern__conn_close(c);
+    }
+    while (!tern__list_empty(&o->idle))
+      tern__conn_close(tern__container_of(o->idle.next, tern__conn, node));
+    tern__list_remove(&o->node);
+    free(o->host);
+    free(o);
+  }
+  uv_close((uv_handle_t *)&eng->async, on_async_closed);
+}

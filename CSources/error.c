@@ -1,0 +1,190 @@
+/* Error names and messages, the version, and the small string and config helpers. */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TERN_STR_(x) #x
+#define TERN_XSTR_(x) TERN_STR_(x)
+
+unsigned tern_version(void) { return TERN_VERSION_HEX; }
+
+const char *tern_version_string(void) {
+  return TERN_XSTR_(TERN_VERSION_MAJOR) "." TERN_XSTR_(TERN_VERSION_MINOR) "." TERN_XSTR_(
+      TERN_VERSION_PATCH);
+}
+
+const char *tern_strerror(int err) {
+  switch (err) {
+    case 0: return "success";
+#define XX(name, value, desc) \
+  case value: return desc;
+    TERN_ERRNO_MAP(XX)
+#undef XX
+    default: return "unknown error";
+  }
+}
+
+const char *tern_err_name(int err) {
+  switch (err) {
+    case 0: return "OK";
+#define XX(name, value, desc) \
+  case value: return #name;
+    TERN_ERRNO_MAP(XX)
+#undef XX
+    default: return "EUNKNOWN";
+  }
+}
+
+int tern_error_is_timeout(int err) {
+  return err == TERN_ECONNECTTIMEOUT || err == TERN_EHEADERTIMEOUT || err == TERN_EBODYTIMEOUT ||
+         err == TERN_ETOTALTIMEOUT;
+}
+
+int tern__map_uv_error(int uverr, int fallback) {
+  switch (uverr) {
+    case UV_ECONNREFUSED: return TERN_ECONNREFUSED;
+    case UV_ECONNRESET:
+    case UV_EPIPE: return TERN_ECONNRESET;
+    case UV_ENOMEM: return TERN_ENOMEM;
+    case UV_ECANCELED: return TERN_ECANCELED;
+    case UV_EAI_NONAME:
+    case UV_EAI_AGAIN:
+    case UV_EAI_FAIL:
+    case UV_EAI_NODATA:
+    case UV_EAI_FAMILY:
+    case UV_EAI_SERVICE:
+    case UV_EAI_ADDRFAMILY: return TERN_ERESOLVE;
+    case UV_ENETUNREACH:
+    case UV_EHOSTUNREACH:
+    case UV_EADDRNOTAVAIL:
+    case UV_ETIMEDOUT: return TERN_ECONNECT;
+    default: return fallback;
+  }
+}
+
+/* ---- growable strings ---- */
+
+int tern__str_reserve(tern__str *s, size_t extra) {
+  if (extra <= s->cap - s->len) return 0;
+  if (extra > SIZE_MAX / 2 - s->len) return TERN_ENOMEM;
+  size_t need = s->len + extra;
+  size_t cap = s->cap ? s->cap : 64;
+  while (cap < need) cap *= 2;
+  char *p = realloc(s->data, cap);
+  if (p == NULL) return TERN_ENOMEM;
+  s->data = p;
+  s->cap = cap;
+  return 0;
+}
+
+int tern__str_append(tern__str *s, const void *p, size_t n) {
+  if (n == 0) return 0;
+  int r = tern__str_reserve(s, n);
+  if (r) return r;
+  memcpy(s->data + s->len, p, n);
+  s->len += n;
+  return 0;
+}
+
+int tern__str_appendf(tern__str *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return TERN_EINVAL;
+  int r = tern__str_reserve(s, (size_t)n + 1);
+  if (r) return r;
+  va_start(ap, fmt);
+  vsnprintf(s->data + s->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  s->len += (size_t)n;
+  return 0;
+}
+
+void tern__str_free(tern__str *s) {
+  free(s->data);
+  s->data = NULL;
+  s->len = s->cap = 0;
+}
+
+/* ---- configuration ---- */
+
+void tern__config_defaults(tern_config_t *c) {
+  memset(c, 0, sizeof *c);
+  c->buffer_size = 65536;
+  c->idle_timeout_ms = 60000;
+  c->max_header_size = 65536;
+  c->max_conns_per_origin = 0;
+  c->pipeline_depth = 1;
+}
+
+int tern__config_copy(tern_config_t *dst, const tern_config_t *src) {
+  *dst = *src;
+  dst->user_agent = NULL;
+  if (src->user_agent) {
+    dst->user_agent = strdup(src->user_agent);
+    if (dst->user_agent == NULL) return TERN_ENOMEM;
+  }
+  return 0;
+}
+
+void tern__config_clear(tern_config_t *c) {
+  free(c->user_agent);
+  c->user_agent = NULL;
+}
+
+tern_config_t *tern_config_new(void) {
+  tern_config_t *c = malloc(sizeof *c);
+  if (c) tern__config_defaults(c);
+  return c;
+}
+
+void tern_config_free(tern_config_t *c) {
+  if (c == NULL) return;
+  tern__config_clear(c);
+  free(c);
+}
+
+int tern_config_set_buffer_size(tern_config_t *c, size_t bytes) {
+  if (c == NULL || bytes < 1024 || bytes > (1u << 30)) return TERN_EINVAL;
+  c->buffer_size = bytes;
+  return 0;
+}
+
+int tern_config_set_idle_timeout(tern_config_t *c, uint64_t ms) {
+  if (c == NULL) return TERN_EINVAL;
+  c->idle_timeout_ms = ms;
+  return 0;
+}
+
+int tern_config_set_max_header_size(tern_config_t *c, size_t bytes) {
+  if (c == NULL || bytes < 64) return TERN_EINVAL;
+  c->max_header_size = bytes;
+  return 0;
+}
+
+int tern_config_set_max_connections_per_origin(tern_config_t *c, unsigned n) {
+  if (c == NULL) return TERN_EINVAL;
+  c->max_conns_per_origin = n;
+  return 0;
+}
+
+int tern_config_set_pipeline_depth(tern_config_t *c, unsigned depth) {
+  if (c == NULL || depth == 0 || depth > 1024) return TERN_EINVAL;
+  c->pipeline_depth = depth;
+  return 0;
+}
+
+int tern_config_set_user_agent(tern_config_t *c, const char *ua) {
+  if (c == NULL) return TERN_EINVAL;
+  if (ua && strpbrk(ua, "\r\n")) return TERN_EBADHEADER;
+  char *copy = strdup(ua ? ua : "");
+  if (copy == NULL) return TERN_ENOMEM;
+  free(c->user_agent);
+  c->user_agent = copy;
+  c->user_agent_set = true;
+  return 0;
+}

@@ -1,0 +1,325 @@
+/*
+ * internal.h — declarations shared by the engine's C files (tern__ prefix). Never installed.
+ *
+ * Threading: everything here runs on the engine's loop thread, except what is marked
+ * "any thread" (the submit and cancel queues, reference counts and statistics).
+ */
+#ifndef TERN_INTERNAL_H
+#define TERN_INTERNAL_H
+
+#include "tern.h"
+#include "http1_parse.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <uv.h>
+
+/* ---- intrusive doubly linked list (circular, with a sentinel head) ----------------------- */
+
+typedef struct tern__list {
+  struct tern__list *next, *prev;
+} tern__list;
+
+static inline void tern__list_init(tern__list *h) { h->next = h->prev = h; }
+static inline bool tern__list_empty(const tern__list *h) { return h->next == h; }
+static inline void tern__list_insert_tail(tern__list *h, tern__list *n) {
+  n->prev = h->prev;
+  n->next = h;
+  h->prev->next = n;
+  h->prev = n;
+}
+static inline void tern__list_insert_head(tern__list *h, tern__list *n) {
+  n->next = h->next;
+  n->prev = h;
+  h->next->prev = n;
+  h->next = n;
+}
+static inline void tern__list_remove(tern__list *n) {
+  n->prev->next = n->next;
+  n->next->prev = n->prev;
+  n->next = n->prev = n;
+}
+#define tern__container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---- growable byte string ------------------------------------------------------------------ */
+
+typedef struct {
+  char *data;
+  size_t len, cap;
+} tern__str;
+
+int tern__str_reserve(tern__str *s, size_t extra);
+int tern__str_append(tern__str *s, const void *p, size_t n);
+int tern__str_appendf(tern__str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tern__str_free(tern__str *s);
+
+/* ---- configuration ------------------------------------------------------------------------- */
+
+struct tern_config {
+  size_t buffer_size;
+  uint64_t idle_timeout_ms;
+  size_t max_header_size;
+  unsigned max_conns_per_origin;
+  unsigned pipeline_depth;
+  char *user_agent; /* NULL: the default; "": none */
+  bool user_agent_set;
+};
+
+void tern__config_defaults(tern_config_t *c);
+int tern__config_copy(tern_config_t *dst, const tern_config_t *src);
+void tern__config_clear(tern_config_t *c);
+
+/* ---- URL ------------------------------------------------------------------------------------ */
+
+typedef struct {
+  char *host;      /* lower-case; IPv6 without brackets */
+  char *hostport;  /* for the Host header: "host", "host:port", "[v6]:port" */
+  char *target;    /* origin-form: "/path?query" */
+  char *userinfo;  /* "user:password" still percent-encoded, or NULL */
+  uint16_t port;
+  bool tls;
+  bool ipv6;
+} tern__url;
+
+int tern__url_parse(tern__url *u, const char *url);
+void tern__url_free(tern__url *u);
+
+/* ---- requests -------------------------------------------------------------------------------- */
+
+enum { TERN__BODY_NONE, TERN__BODY_MEM, TERN__BODY_FILE, TERN__BODY_CB };
+enum { TERN__SINK_MEM, TERN__SINK_FILE, TERN__SINK_CB };
+enum {
+  TERN__REQ_NEW,       /* being configured */
+  TERN__REQ_SUBMITTED, /* handed to the engine (maybe still in the cross-thread queue) */
+  TERN__REQ_DONE       /* completed */
+};
+
+typedef struct tern__conn tern__conn;
+typedef struct tern__origin tern__origin;
+
+struct tern_request {
+  tern__list node; /* in exactly one of: submit queue, origin wait list, connection queue */
+  tern_engine_t *engine;
+  atomic_int refs;              /* caller's + engine's */
+  atomic_int state;             /* TERN__REQ_* (any thread reads) */
+  atomic_bool cancel_requested; /* any thread */
+  atomic_bool cancel_queued;    /* in engine->cancels */
+  atomic_bool released;         /* the caller let go: no more callbacks */
+  tern__list cancel_node;
+
+  /* settings */
+  char *method;
+  bool has_url;
+  tern__url url;
+  tern__str headers; /* validated "Name: value\r\n" lines */
+  bool user_host, user_agent, user_accept, user_connection_close;
+  int body_kind;
+  void *body_mem;
+  size_t body_mem_len;
+  char *body_path;
+  uint64_t body_offset, body_end;
+  tern_read_cb body_cb;
+  void *body_cb_data;
+  int64_t body_cb_length;
+  int sink_kind;
+  char *dl_path;
+  uint64_t dl_offset, dl_end;
+  bool dl_resume;
+  tern_data_cb data_cb;
+  void *data_cb_data;
+  tern_complete_cb complete_cb;
+  void *complete_data;
+  tern_progress_cb progress_cb;
+  void *progress_data;
+  uint64_t timeouts[4];
+  bool persistent, pipelining, http10;
+  size_t buffer_size;
+  void *user_data;
+
+  /* per exchange */
+  tern__origin *origin;
+  tern__conn *conn;
+  char *head; /* serialized request head */
+  size_t head_len;
+  bool idempotent, is_head, retried, force_new_conn, reused;
+  uint64_t body_len;  /* request body length, or UINT64_MAX for chunked */
+  uint64_t body_sent; /* request body bytes handed to the socket */
+  int body_fd;
+  uint64_t range_start; /* first byte asked for (download offset + resumed size) */
+  bool range_sent;
+  uv_timer_t total_timer;
+  bool total_timer_live;
+  uint64_t start_ns;
+  int64_t times_ns[5];
+  int last_percent, last_up_percent; /* progress already reported, so it never goes back */
+  bool head_sent, body_done, sent; /* how much of the request is on the wire */
+  uint64_t skip_bytes; /* leading body bytes to drop (a 200 answering a ranged download) */
+  bool range_done;     /* 416 on a resumed download: the file was already whole */
+
+  /* response */
+  int status, minor;
+  char *reason;
+  char *resp_block; /* one block: header pointers then NUL-terminated strings */
+  size_t resp_count;
+  tern__str body;
+  int dl_fd;
+  bool to_file;          /* this response's body goes to dl_fd */
+  bool keep_error_body;  /* non-2xx with a file sink: body goes to memory instead */
+  uint64_t received;
+  int64_t content_length;
+  uint64_t resp_offset;
+  int error;
+  char errmsg[256];
+};
+
+void tern__request_ref(tern_request_t *req);
+void tern__request_unref(tern_request_t *req);
+/* Builds req->head and opens the upload file. Returns 0 or a TERN_E* code. */
+int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg);
+/* Records the response head and chooses where its body goes. */
+int tern__request_set_response(tern_request_t *req, int minor, int status, const char *reason,
+                               size_t reason_len, const tern__header_t *h, size_t n);
+/* Appends body bytes to the request's sink. Returns 0 or a TERN_E* code. */
+int tern__request_deliver(tern_request_t *req, const char *data, size_t n);
+/* Progress events; return TERN_ECANCELED when the callback asked to stop. */
+int tern__request_progress_download(tern_request_t *req, bool final);
+int tern__request_progress_upload(tern_request_t *req);
+/* Reads the next piece of the request body into buf; returns bytes (0 at end) or a TERN_E*. */
+int64_t tern__request_read_body(tern_request_t *req, char *buf, size_t cap);
+/* Resets the per-response fields before a retry. */
+void tern__request_reset_response(tern_request_t *req);
+void tern__request_set_error(tern_request_t *req, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void tern__request_mark(tern_request_t *req, tern_time which);
+const char *tern__request_header_value(const tern_request_t *req, const char *name);
+
+/* ---- connections and pool ------------------------------------------------------------------- */
+
+enum {
+  TERN__CONN_RESOLVING,
+  TERN__CONN_CONNECTING,
+  TERN__CONN_ACTIVE, /* has requests */
+  TERN__CONN_IDLE,   /* in the pool */
+  TERN__CONN_CLOSING
+};
+
+enum { TERN__TIMER_NONE, TERN__TIMER_CONNECT, TERN__TIMER_HEADERS, TERN__TIMER_BODY, TERN__TIMER_IDLE };
+
+enum { TERN__RESP_HEAD, TERN__RESP_LENGTH, TERN__RESP_CHUNKED, TERN__RESP_CLOSE };
+
+struct tern__conn {
+  tern__list node; /* origin->idle or origin->busy */
+  tern__origin *origin;
+  tern_engine_t *engine;
+  uv_tcp_t tcp;
+  uv_timer_t timer;
+  uv_connect_t connect_req;
+  uv_getaddrinfo_t gai;
+  uv_write_t write_req;
+  struct addrinfo *addrs, *next_addr;
+  int pending; /* open handles and in-flight libuv requests; freed at 0 after closing */
+  int state;
+  bool reading, writing, gai_live;
+  bool keep_alive;    /* the current response allows reuse */
+  bool no_more;       /* no further request may be queued here */
+  bool upload_buffered; /* the request body is streamed through buf: reading paused */
+  unsigned served;    /* responses completed on this connection */
+  int last_error;     /* of the last failed address */
+
+  tern__list requests; /* written or being written, oldest first */
+  unsigned nrequests;
+  tern_request_t *writing_req; /* request whose bytes are on the wire now */
+
+  /* the one I/O buffer */
+  char *buf;
+  size_t cap, len;
+
+  /* response framing for requests.next */
+  int rstate;
+  size_t last_len;
+  uint64_t body_left;
+  tern__chunked_t chunked;
+
+  /* timers */
+  int timer_kind;
+  uint64_t timer_ms;     /* the limit the timer enforces */
+  uint64_t last_activity; /* uv_now at the last read or write */
+  uint64_t idle_ms;       /* idle timeout for this connection */
+  size_t pending_body;    /* body bytes in the write under way */
+  bool tcp_closing;       /* uv_close called on tcp (reconnect or close) */
+  bool http11;            /* the last response was HTTP/1.1 */
+  char chunk_line[24];    /* "HEX\r\n" for chunked request bodies */
+};
+
+struct tern__origin {
+  tern__list node; /* engine->origins */
+  char *host;
+  uint16_t port;
+  bool tls;
+  size_t buffer_size;
+  tern__list idle;    /* most recently used first */
+  tern__list busy;    /* connecting or active */
+  tern__list waiting; /* requests waiting for a connection slot */
+  unsigned nconns;
+};
+
+/* ---- engine ----------------------------------------------------------------------------------- */
+
+struct tern_engine {
+  uv_loop_t *loop;
+  uv_loop_t own_loop;
+  bool owns_loop;
+  uv_thread_t thread;
+  uv_thread_t loop_thread;
+  uv_async_t async;
+  uv_mutex_t lock;
+  tern__list submitted; /* guarded by lock */
+  tern__list cancels;   /* guarded by lock */
+  bool stopping;        /* guarded by lock */
+  bool stopped;         /* loop thread: shutdown done */
+  tern__list ready;     /* loop thread: submitted from a callback, started on return */
+  int depth;            /* loop thread: nesting of engine callbacks */
+  tern__list origins;
+  int handles; /* engine-owned handles still open (embedded mode frees at 0) */
+  bool free_when_closed;
+  tern_config_t config;
+  atomic_uint_fast64_t stats[8];
+};
+
+#define TERN__STAT_ADD(eng, which, n) atomic_fetch_add(&(eng)->stats[which], (uint64_t)(n))
+#define TERN__STAT_SUB(eng, which, n) atomic_fetch_sub(&(eng)->stats[which], (uint64_t)(n))
+
+extern atomic_uint_fast64_t tern__requests_live;
+
+/* engine.c */
+void tern__engine_enter(tern_engine_t *eng);
+void tern__engine_leave(tern_engine_t *eng);
+/* Completes a request once: error code, callbacks, statistics, engine reference. */
+void tern__complete(tern_request_t *req, int err);
+/* Sends or queues a request on its origin's pool. */
+void tern__dispatch(tern_request_t *req);
+/* A connection lost requests that never saw a response byte: retry them on fresh ones. */
+void tern__redispatch(tern_request_t *req, int err, bool counts_as_retry);
+/* Finds or creates the origin for a request. NULL when out of memory. */
+tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req);
+/* A connection just closed: wake waiters of its origin. */
+void tern__origin_conn_gone(tern__origin *o);
+/* A connection finished its requests and may be reused: hand it to a waiter or park it. */
+void tern__pool_release(tern__conn *c);
+/* A closed connection's memory is gone: the engine may finish shutting down. */
+void tern__engine_handle_gone(tern_engine_t *eng);
+
+/* conn.c */
+tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms);
+void tern__conn_send(tern__conn *c, tern_request_t *req);
+void tern__conn_close(tern__conn *c);
+/* Fails the connection: `req` (or the oldest request) gets `err`, the others are retried. */
+void tern__conn_fail(tern__conn *c, tern_request_t *req, int err);
+/* (Re)starts the connection timer for c->timer_kind and c->timer_ms. */
+void tern__conn_arm_timer(tern__conn *c);
+bool tern__conn_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth);
+
+/* error.c */
+int tern__map_uv_error(int uverr, int fallback);
+
+#endif

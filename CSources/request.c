@@ -1,0 +1,680 @@
+/* The request object: settings, the serialized request head, body sources, body sinks and
+ * progress. Connection code (conn.c) drives it; nothing here touches a socket. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A non-2xx response with a file sink keeps at most this much of its body, for the caller to
+ * read the server's explanation; the file itself is left alone. */
+#define ERROR_BODY_LIMIT (1u << 20)
+/* Memory sinks reserve the announced Content-Length up front, but never more than this, so a
+ * lying server cannot make one header allocate gigabytes. */
+#define PREALLOC_LIMIT (16u << 20)
+
+atomic_uint_fast64_t tern__requests_live;
+
+tern_request_t *tern_request_new(void) {
+  tern_request_t *req = calloc(1, sizeof *req);
+  if (req == NULL) return NULL;
+  req->method = strdup("GET");
+  if (req->method == NULL) {
+    free(req);
+    return NULL;
+  }
+  tern__list_init(&req->node);
+  tern__list_init(&req->cancel_node);
+  atomic_init(&req->refs, 1);
+  atomic_init(&req->state, TERN__REQ_NEW);
+  req->timeouts[TERN_TIMEOUT_CONNECT] = 30000;
+  req->timeouts[TERN_TIMEOUT_HEADERS] = 60000;
+  req->timeouts[TERN_TIMEOUT_BODY] = 60000;
+  req->timeouts[TERN_TIMEOUT_TOTAL] = 0;
+  req->persistent = true;
+  req->body_fd = -1;
+  req->dl_fd = -1;
+  req->content_length = -1;
+  req->minor = -1;
+  req->last_percent = -1;
+  req->last_up_percent = -1;
+  for (int i = 0; i < 5; i++) req->times_ns[i] = -1;
+  atomic_fetch_add(&tern__requests_live, 1);
+  return req;
+}
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+static void destroy(tern_request_t *req) {
+  free(req->method);
+  tern__url_free(&req->url);
+  tern__str_free(&req->headers);
+  free(req->body_mem);
+  free(req->body_path);
+  free(req->dl_path);
+  free(req->head);
+  free(req->reason);
+  free(req->resp_block);
+  tern__str_free(&req->body);
+  close_fd(&req->body_fd);
+  close_fd(&req->dl_fd);
+  free(req);
+  atomic_fetch_sub(&tern__requests_live, 1);
+}
+
+void tern__request_ref(tern_request_t *req) { atomic_fetch_add(&req->refs, 1); }
+
+void tern__request_unref(tern_request_t *req) {
+  if (atomic_fetch_sub(&req->refs, 1) == 1) destroy(req);
+}
+
+void tern_request_free(tern_request_t *req) {
+  if (req == NULL) return;
+  atomic_store(&req->released, true);
+  tern_request_cancel(req);
+  tern__request_unref(req);
+}
+
+#define CHECK_NEW(req)                                                               \
+  do {                                                                               \
+    if ((req) == NULL) return TERN_EINVAL;                                           \
+    if (atomic_load(&(req)->state) != TERN__REQ_NEW) return TERN_EBUSY;              \
+  } while (0)
+
+static bool is_tchar(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static bool is_token(const char *s) {
+  if (s == NULL || *s == '\0') return false;
+  for (; *s; s++)
+    if (!is_tchar((unsigned char)*s)) return false;
+  return true;
+}
+
+int tern_request_set_url(tern_request_t *req, const char *url) {
+  CHECK_NEW(req);
+  tern__url u;
+  int r = tern__url_parse(&u, url);
+  if (r) return r;
+  tern__url_free(&req->url);
+  req->url = u;
+  req->has_url = true;
+  return 0;
+}
+
+int tern_request_set_method(tern_request_t *req, const char *method) {
+  CHECK_NEW(req);
+  if (!is_token(method)) return TERN_EINVAL;
+  char *m = strdup(method);
+  if (m == NULL) return TERN_ENOMEM;
+  free(req->method);
+  req->method = m;
+  return 0;
+}
+
+int tern_request_add_header(tern_request_t *req, const char *name, const char *value) {
+  CHECK_NEW(req);
+  if (!is_token(name) || value == NULL) return TERN_EBADHEADER;
+  /* Field values are VCHAR, obs-text, SP and HTAB: any other control byte (CR and LF above all)
+   * would let the caller forge headers or a second request. */
+  for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+    if ((*p < 0x20 && *p != '\t') || *p == 0x7f) return TERN_EBADHEADER;
+  if (strcasecmp(name, "content-length") == 0 || strcasecmp(name, "transfer-encoding") == 0)
+    return TERN_EBADHEADER;
+  size_t vlen = strlen(value);
+  int r = tern__str_appendf(&req->headers, "%s: %s\r\n", name, value);
+  if (r) return r;
+  if (strcasecmp(name, "host") == 0) req->user_host = true;
+  if (strcasecmp(name, "user-agent") == 0) req->user_agent = true;
+  if (strcasecmp(name, "accept") == 0) req->user_accept = true;
+  if (strcasecmp(name, "connection") == 0 && tern__has_token(value, vlen, "close"))
+    req->user_connection_close = true;
+  return 0;
+}
+
+static void clear_body(tern_request_t *req) {
+  free(req->body_mem);
+  req->body_mem = NULL;
+  req->body_mem_len = 0;
+  free(req->body_path);
+  req->body_path = NULL;
+  req->body_cb = NULL;
+  req->body_kind = TERN__BODY_NONE;
+}
+
+int tern_request_set_body(tern_request_t *req, const void *data, size_t len) {
+  CHECK_NEW(req);
+  if (data == NULL && len > 0) return TERN_EINVAL;
+  void *copy = NULL;
+  if (len > 0) {
+    copy = malloc(len);
+    if (copy == NULL) return TERN_ENOMEM;
+    memcpy(copy, data, len);
+  }
+  clear_body(req);
+  req->body_kind = TERN__BODY_MEM;
+  req->body_mem = copy;
+  req->body_mem_len = len;
+  return 0;
+}
+
+int tern_request_set_body_file(tern_request_t *req, const char *path, uint64_t offset,
+                               uint64_t end) {
+  CHECK_NEW(req);
+  if (path == NULL || (end != 0 && end < offset)) return TERN_EINVAL;
+  char *p = strdup(path);
+  if (p == NULL) return TERN_ENOMEM;
+  clear_body(req);
+  req->body_kind = TERN__BODY_FILE;
+  req->body_path = p;
+  req->body_offset = offset;
+  req->body_end = end;
+  return 0;
+}
+
+int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_read_cb cb,
+                             void *user_data) {
+  CHECK_NEW(req);
+  if (cb == NULL || length < -1) return TERN_EINVAL;
+  clear_body(req);
+  req->body_kind = TERN__BODY_CB;
+  req->body_cb = cb;
+  req->body_cb_data = user_data;
+  req->body_cb_length = length;
+  return 0;
+}
+
+int tern_request_set_download_file(tern_request_t *req, const char *path, uint64_t offset,
+                                   uint64_t end, int resume) {
+  CHECK_NEW(req);
+  if (path == NULL || (end != 0 && end <= offset)) return TERN_EINVAL;
+  char *p = strdup(path);
+  if (p == NULL) return TERN_ENOMEM;
+  free(req->dl_path);
+  req->dl_path = p;
+  req->dl_offset = offset;
+  req->dl_end = end;
+  req->dl_resume = resume != 0;
+  req->sink_kind = TERN__SINK_FILE;
+  return 0;
+}
+
+int tern_request_set_data_cb(tern_request_t *req, tern_data_cb cb, void *user_data) {
+  CHECK_NEW(req);
+  if (cb == NULL) return TERN_EINVAL;
+  req->sink_kind = TERN__SINK_CB;
+  req->data_cb = cb;
+  req->data_cb_data = user_data;
+  return 0;
+}
+
+int tern_request_set_complete_cb(tern_request_t *req, tern_complete_cb cb, void *user_data) {
+  CHECK_NEW(req);
+  req->complete_cb = cb;
+  req->complete_data = user_data;
+  return 0;
+}
+
+int tern_request_set_progress_cb(tern_request_t *req, tern_progress_cb cb, void *user_data) {
+  CHECK_NEW(req);
+  req->progress_cb = cb;
+  req->progress_data = user_data;
+  return 0;
+}
+
+int tern_request_set_timeout(tern_request_t *req, tern_timeout which, uint64_t ms) {
+  CHECK_NEW(req);
+  if ((unsigned)which > TERN_TIMEOUT_TOTAL) return TERN_EINVAL;
+  req->timeouts[which] = ms;
+  return 0;
+}
+
+int tern_request_set_persistent(tern_request_t *req, int persistent) {
+  CHECK_NEW(req);
+  req->persistent = persistent != 0;
+  return 0;
+}
+
+int tern_request_set_pipelining(tern_request_t *req, int enabled) {
+  CHECK_NEW(req);
+  req->pipelining = enabled != 0;
+  return 0;
+}
+
+int tern_request_set_http10(tern_request_t *req, int enabled) {
+  CHECK_NEW(req);
+  req->http10 = enabled != 0;
+  return 0;
+}
+
+int tern_request_set_buffer_size(tern_request_t *req, size_t bytes) {
+  CHECK_NEW(req);
+  if (bytes != 0 && (bytes < 1024 || bytes > (1u << 30))) return TERN_EINVAL;
+  req->buffer_size = bytes;
+  return 0;
+}
+
+void tern_request_set_user_data(tern_request_t *req, void *user_data) {
+  if (req) req->user_data = user_data;
+}
+
+void *tern_request_get_user_data(const tern_request_t *req) { return req ? req->user_data : NULL; }
+
+/* ---- getters ---- */
+
+int tern_request_get_status(const tern_request_t *req) { return req ? req->status : 0; }
+const char *tern_request_get_reason(const tern_request_t *req) {
+  return req && req->reason ? req->reason : "";
+}
+int tern_request_get_http_minor(const tern_request_t *req) { return req ? req->minor : -1; }
+int tern_request_get_error(const tern_request_t *req) { return req ? req->error : TERN_EINVAL; }
+const char *tern_request_get_error_message(const tern_request_t *req) {
+  return req ? req->errmsg : "";
+}
+size_t tern_request_get_header_count(const tern_request_t *req) {
+  return req ? req->resp_count : 0;
+}
+
+int tern_request_get_header_at(const tern_request_t *req, size_t i, const char **name,
+                               const char **value) {
+  if (req == NULL || i >= req->resp_count) return TERN_EINVAL;
+  char **pairs = (char **)(void *)req->resp_block;
+  if (name) *name = pairs[2 * i];
+  if (value) *value = pairs[2 * i + 1];
+  return 0;
+}
+
+const char *tern_request_get_header(const tern_request_t *req, const char *name) {
+  if (req == NULL || name == NULL) return NULL;
+  return tern__request_header_value(req, name);
+}
+
+const char *tern__request_header_value(const tern_request_t *req, const char *name) {
+  char **pairs = (char **)(void *)req->resp_block;
+  for (size_t i = 0; i < req->resp_count; i++)
+    if (strcasecmp(pairs[2 * i], name) == 0) return pairs[2 * i + 1];
+  return NULL;
+}
+
+const void *tern_request_get_body(const tern_request_t *req, size_t *len) {
+  if (len) *len = req ? req->body.len : 0;
+  return req && req->body.len ? req->body.data : NULL;
+}
+
+uint64_t tern_request_get_bytes_received(const tern_request_t *req) {
+  return req ? req->received : 0;
+}
+int64_t tern_request_get_content_length(const tern_request_t *req) {
+  return req ? req->content_length : -1;
+}
+uint64_t tern_request_get_offset(const tern_request_t *req) { return req ? req->resp_offset : 0; }
+int tern_request_is_reused(const tern_request_t *req) { return req ? req->reused : 0; }
+int tern_request_is_done(const tern_request_t *req) {
+  return req ? atomic_load(&req->state) == TERN__REQ_DONE : 0;
+}
+
+double tern_request_get_time(const tern_request_t *req, tern_time which) {
+  if (req == NULL || (unsigned)which > TERN_TIME_END || req->times_ns[which] < 0) return -1;
+  return (double)req->times_ns[which] / 1e9;
+}
+
+void tern__request_mark(tern_request_t *req, tern_time which) {
+  req->times_ns[which] = (int64_t)(uv_hrtime() - req->start_ns);
+}
+
+void tern__request_set_error(tern_request_t *req, int err, const char *fmt, ...) {
+  if (req->error) return; /* the first failure is the one that explains */
+  req->error = err;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(req->errmsg, sizeof req->errmsg, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- preparing the exchange ---- */
+
+static bool method_is(const tern_request_t *req, const char *m) {
+  return strcmp(req->method, m) == 0;
+}
+
+static int open_upload(tern_request_t *req) {
+  int fd = open(req->body_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    tern__request_set_error(req, TERN_EFILEREAD, "open %s: %s", req->body_path, strerror(errno));
+    return TERN_EFILEREAD;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    tern__request_set_error(req, TERN_EFILEREAD, "stat %s: %s", req->body_path, strerror(errno));
+    close(fd);
+    return TERN_EFILEREAD;
+  }
+  uint64_t size = (uint64_t)st.st_size;
+  uint64_t end = req->body_end ? req->body_end : size;
+  if (end > size || req->body_offset > end) {
+    tern__request_set_error(req, TERN_EFILEREAD,
+                            "upload range %llu-%llu lies outside %s (%llu bytes)",
+                            (unsigned long long)req->body_offset, (unsigned long long)end,
+                            req->body_path, (unsigned long long)size);
+    close(fd);
+    return TERN_EFILEREAD;
+  }
+  req->body_fd = fd;
+  req->body_len = end - req->body_offset;
+  return 0;
+}
+
+int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
+  req->idempotent = method_is(req, "GET") || method_is(req, "HEAD") || method_is(req, "PUT") ||
+                    method_is(req, "DELETE") || method_is(req, "OPTIONS") ||
+                    method_is(req, "TRACE");
+  req->is_head = method_is(req, "HEAD");
+  if (req->user_connection_close) req->persistent = false;
+
+  int r;
+  switch (req->body_kind) {
+    case TERN__BODY_MEM: req->body_len = req->body_mem_len; break;
+    case TERN__BODY_FILE:
+      if (req->body_fd < 0 && (r = open_upload(req)) != 0) return r;
+      break;
+    case TERN__BODY_CB:
+      if (req->body_cb_length < 0 && req->http10) {
+        tern__request_set_error(req, TERN_EINVAL, "a body of unknown length needs HTTP/1.1");
+        return TERN_EINVAL;
+      }
+      req->body_len = req->body_cb_length < 0 ? UINT64_MAX : (uint64_t)req->body_cb_length;
+      break;
+    default: req->body_len = 0; break;
+  }
+
+  req->range_start = 0;
+  req->range_sent = false;
+  if (req->sink_kind == TERN__SINK_FILE) {
+    req->range_start = req->dl_offset;
+    if (req->dl_resume) {
+      struct stat st;
+      if (stat(req->dl_path, &st) == 0 && S_ISREG(st.st_mode))
+        req->range_start += (uint64_t)st.st_size;
+    }
+    req->range_sent = req->range_start > 0 || req->dl_end != 0;
+  }
+
+  tern__str h = {0};
+  r = tern__str_appendf(&h, "%s %s HTTP/1.%d\r\n", req->method, req->url.target,
+                        req->http10 ? 0 : 1);
+  if (!r && !req->user_host) r = tern__str_appendf(&h, "Host: %s\r\n", req->url.hostport);
+  if (!r && !req->user_agent) {
+    if (!cfg->user_agent_set)
+      r = tern__str_appendf(&h, "User-Agent: tern/%s\r\n", tern_version_string());
+    else if (cfg->user_agent[0])
+      r = tern__str_appendf(&h, "User-Agent: %s\r\n", cfg->user_agent);
+  }
+  if (!r && !req->user_accept) r = tern__str_appendf(&h, "Accept: */*\r\n");
+  if (!r && req->range_sent) {
+    if (req->dl_end)
+      r = tern__str_appendf(&h, "Range: bytes=%llu-%llu\r\n",
+                            (unsigned long long)req->range_start,
+                            (unsigned long long)(req->dl_end - 1));
+    else
+      r = tern__str_appendf(&h, "Range: bytes=%llu-\r\n", (unsigned long long)req->range_start);
+  }
+  if (!r) {
+    if (req->body_len == UINT64_MAX)
+      r = tern__str_appendf(&h, "Transfer-Encoding: chunked\r\n");
+    else if (req->body_kind != TERN__BODY_NONE || method_is(req, "POST") ||
+             method_is(req, "PUT") || method_is(req, "PATCH"))
+      r = tern__str_appendf(&h, "Content-Length: %llu\r\n", (unsigned long long)req->body_len);
+  }
+  if (!r && !req->user_connection_close) {
+    if (!req->persistent && !req->http10)
+      r = tern__str_appendf(&h, "Connection: close\r\n");
+    else if (req->persistent && req->http10)
+      r = tern__str_appendf(&h, "Connection: keep-alive\r\n");
+  }
+  if (!r && req->headers.len) r = tern__str_append(&h, req->headers.data, req->headers.len);
+  if (!r) r = tern__str_append(&h, "\r\n", 2);
+  if (r) {
+    tern__str_free(&h);
+    return r;
+  }
+  free(req->head);
+  req->head = h.data;
+  req->head_len = h.len;
+  return 0;
+}
+
+void tern__request_reset_response(tern_request_t *req) {
+  req->status = 0;
+  req->minor = -1;
+  free(req->reason);
+  req->reason = NULL;
+  free(req->resp_block);
+  req->resp_block = NULL;
+  req->resp_count = 0;
+  req->body.len = 0;
+  req->received = 0;
+  req->content_length = -1;
+  req->resp_offset = 0;
+  req->body_sent = 0;
+  req->to_file = false;
+  req->keep_error_body = false;
+  req->skip_bytes = 0;
+  req->range_done = false;
+  close_fd(&req->dl_fd);
+}
+
+/* "bytes 100-199/1000" -> *first = 100. */
+static int parse_content_range_start(const char *v, uint64_t *first) {
+  if (v == NULL || strncasecmp(v, "bytes ", 6) != 0) return -1;
+  v += 6;
+  while (*v == ' ') v++;
+  if (*v < '0' || *v > '9') return -1;
+  uint64_t n = 0;
+  for (; *v >= '0' && *v <= '9'; v++) {
+    if (n > (UINT64_MAX - 9) / 10) return -1;
+    n = n * 10 + (uint64_t)(*v - '0');
+  }
+  if (*v != '-') return -1;
+  *first = n;
+  return 0;
+}
+
+static int open_download(tern_request_t *req, bool truncate, uint64_t position) {
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0);
+  int fd = open(req->dl_path, flags, 0666);
+  if (fd < 0) {
+    tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", req->dl_path, strerror(errno));
+    return TERN_EFILEWRITE;
+  }
+  if (lseek(fd, (off_t)position, SEEK_SET) < 0) {
+    tern__request_set_error(req, TERN_EFILEWRITE, "seek %s: %s", req->dl_path, strerror(errno));
+    close(fd);
+    return TERN_EFILEWRITE;
+  }
+  req->dl_fd = fd;
+  req->to_file = true;
+  return 0;
+}
+
+int tern__request_set_response(tern_request_t *req, int minor, int status, const char *reason,
+                               size_t reason_len, const tern__header_t *h, size_t n) {
+  free(req->reason);
+  free(req->resp_block);
+  req->resp_block = NULL;
+  req->resp_count = 0;
+  req->reason = malloc(reason_len + 1);
+  if (req->reason == NULL) return TERN_ENOMEM;
+  memcpy(req->reason, reason, reason_len);
+  req->reason[reason_len] = '\0';
+  req->status = status;
+  req->minor = minor;
+
+  /* One block: 2n pointers, then "name\0value\0" for each field. */
+  size_t strings = 0;
+  for (size_t i = 0; i < n; i++) strings += h[i].name_len + h[i].value_len + 2;
+  size_t ptrs = 2 * n * sizeof(char *);
+  char *block = malloc(ptrs + strings + 1);
+  if (block == NULL) return TERN_ENOMEM;
+  char **pairs = (char **)(void *)block;
+  char *s = block + ptrs;
+  for (size_t i = 0; i < n; i++) {
+    pairs[2 * i] = s;
+    memcpy(s, h[i].name, h[i].name_len);
+    s += h[i].name_len;
+    *s++ = '\0';
+    pairs[2 * i + 1] = s;
+    memcpy(s, h[i].value, h[i].value_len);
+    s += h[i].value_len;
+    *s++ = '\0';
+  }
+  req->resp_block = block;
+  req->resp_count = n;
+
+  if (req->sink_kind != TERN__SINK_FILE) return 0;
+  if (status >= 200 && status < 300) {
+    uint64_t existing = req->range_start - req->dl_offset; /* bytes already in a resumed file */
+    if (status == 206 && req->range_sent) {
+      uint64_t first;
+      if (parse_content_range_start(tern__request_header_value(req, "content-range"), &first) ||
+          first != req->range_start) {
+        tern__request_set_error(req, TERN_ERANGE,
+                                "%s: asked for bytes from %llu, got Content-Range \"%s\"",
+                                req->url.hostport, (unsigned long long)req->range_start,
+                                tern__request_header_value(req, "content-range")
+                                    ? tern__request_header_value(req, "content-range")
+                                    : "");
+        return TERN_ERANGE;
+      }
+      req->resp_offset = first;
+      return open_download(req, !req->dl_resume, req->dl_resume ? existing : 0);
+    }
+    /* A full representation: the file restarts from zero, and when the caller wanted it from
+     * an offset the bytes before that are skipped rather than spliced in. */
+    req->skip_bytes = req->dl_offset;
+    return open_download(req, true, 0);
+  }
+  if (status == 416 && req->dl_resume && req->range_start > req->dl_offset) {
+    req->range_done = true; /* the partial file is already whole */
+  }
+  req->keep_error_body = true;
+  return 0;
+}
+
+int tern__request_deliver(tern_request_t *req, const char *data, size_t n) {
+  if (req->skip_bytes) {
+    size_t k = n < req->skip_bytes ? n : (size_t)req->skip_bytes;
+    req->skip_bytes -= k;
+    data += k;
+    n -= k;
+    if (n == 0) return 0;
+  }
+  req->received += n;
+  if (req->to_file) {
+    while (n > 0) {
+      ssize_t w = write(req->dl_fd, data, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        tern__request_set_error(req, TERN_EFILEWRITE, "write %s: %s", req->dl_path,
+                                strerror(errno));
+        return TERN_EFILEWRITE;
+      }
+      data += w;
+      n -= (size_t)w;
+    }
+    return 0;
+  }
+  if (req->sink_kind == TERN__SINK_CB && !req->keep_error_body) {
+    if (req->data_cb(req, data, n, req->data_cb_data) != 0) {
+      tern__request_set_error(req, TERN_ECALLBACK, "the data callback stopped the body from %s",
+                              req->url.hostport);
+      return TERN_ECALLBACK;
+    }
+    return 0;
+  }
+  if (req->keep_error_body) {
+    if (req->body.len >= ERROR_BODY_LIMIT) return 0;
+    if (n > ERROR_BODY_LIMIT - req->body.len) n = ERROR_BODY_LIMIT - req->body.len;
+  } else if (req->body.cap == 0 && req->content_length > 0) {
+    uint64_t want = (uint64_t)req->content_length;
+    if (tern__str_reserve(&req->body, want < PREALLOC_LIMIT ? (size_t)want : PREALLOC_LIMIT))
+      return TERN_ENOMEM;
+  }
+  return tern__str_append(&req->body, data, n);
+}
+
+static int percent_of(uint64_t done, uint64_t total) {
+  if (total == 0) return 0;
+  if (done >= total) return 100;
+  if (total > UINT64_MAX / 100) return (int)(done / (total / 100));
+  return (int)(done * 100 / total);
+}
+
+int tern__request_progress_download(tern_request_t *req, bool final) {
+  if (req->progress_cb == NULL || atomic_load(&req->released)) return 0;
+  uint64_t total = req->content_length > 0 ? (uint64_t)req->content_length : 0;
+  uint64_t done = req->resp_offset + req->received;
+  if (total) total += req->resp_offset;
+  int percent = final ? 100 : (total ? percent_of(done, total) : 0);
+  /* Percent never goes back, and 100 is reported once. */
+  if (percent <= req->last_percent && !(percent == 0 && req->last_percent == 0 && !total))
+    return 0;
+  if (percent == 100 && req->last_percent == 100) return 0;
+  req->last_percent = percent;
+  if (final && total == 0) total = done;
+  if (req->progress_cb(req, TERN_PROGRESS_DOWNLOAD, percent, done, total, req->progress_data)) {
+    tern__request_set_error(req, TERN_ECANCELED, "canceled by the progress callback");
+    return TERN_ECANCELED;
+  }
+  return 0;
+}
+
+int tern__request_progress_upload(tern_request_t *req) {
+  if (req->progress_cb == NULL || atomic_load(&req->released)) return 0;
+  bool unknown = req->body_len == UINT64_MAX;
+  uint64_t total = unknown ? 0 : req->body_len;
+  int percent = unknown ? 0 : percent_of(req->body_sent, total);
+  if (percent <= req->last_up_percent && !(unknown && percent == 0)) return 0;
+  req->last_up_percent = percent;
+  if (req->progress_cb(req, TERN_PROGRESS_UPLOAD, percent, req->body_sent, total,
+                       req->progress_data)) {
+    tern__request_set_error(req, TERN_ECANCELED, "canceled by the progress callback");
+    return TERN_ECANCELED;
+  }
+  return 0;
+}
+
+int64_t tern__request_read_body(tern_request_t *req, char *buf, size_t cap) {
+  uint64_t left = req->body_len == UINT64_MAX ? UINT64_MAX : req->body_len - req->body_sent;
+  if (left == 0) return 0;
+  if (cap > left) cap = (size_t)left;
+  if (req->body_kind == TERN__BODY_FILE) {
+    ssize_t n;
+    do {
+      n = pread(req->body_fd, buf, cap, (off_t)(req->body_offset + req->body_sent));
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+      tern__request_set_error(req, TERN_EFILEREAD, "read %s: %s", req->body_path,
+                              n < 0 ? strerror(errno) : "file shrank while uploading");
+      return TERN_EFILEREAD;
+    }
+    return n;
+  }
+  int64_t n = req->body_cb(req, buf, cap, req->body_cb_data);
+  if (n < 0 || (uint64_t)n > cap || (n == 0 && req->body_len != UINT64_MAX)) {
+    tern__request_set_error(req, TERN_EFILEREAD, "the body callback %s",
+                            n == 0 ? "ended before the announced length" : "reported an error");
+    return TERN_EFILEREAD;
+  }
+  return n;
+}

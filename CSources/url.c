@@ -1,0 +1,131 @@
+/* URL parsing for the request line and the pool key (RFC 3986, http and https only). */
+#include "internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_range(const char *p, size_t n) {
+  char *s = malloc(n + 1);
+  if (s) {
+    memcpy(s, p, n);
+    s[n] = '\0';
+  }
+  return s;
+}
+
+void tern__url_free(tern__url *u) {
+  free(u->host);
+  free(u->hostport);
+  free(u->target);
+  free(u->userinfo);
+  memset(u, 0, sizeof *u);
+}
+
+/* Characters allowed in a reg-name host: unreserved, sub-delims, pct-encoded. */
+static bool is_host_char(unsigned char c) {
+  return isalnum(c) || strchr("-._~!$&'()*+,;=%", c) != NULL;
+}
+
+int tern__url_parse(tern__url *out, const char *url) {
+  tern__url u;
+  memset(&u, 0, sizeof u);
+  if (url == NULL) return TERN_EINVAL;
+  /* Control characters, spaces and DEL never belong in a URL and would let a caller inject
+   * bytes into the request line. */
+  for (const unsigned char *p = (const unsigned char *)url; *p; p++)
+    if (*p <= 0x20 || *p == 0x7f) return TERN_EBADURL;
+
+  const char *p;
+  if (strncasecmp(url, "http://", 7) == 0) {
+    p = url + 7;
+    u.port = 80;
+  } else if (strncasecmp(url, "https://", 8) == 0) {
+    p = url + 8;
+    u.port = 443;
+    u.tls = true;
+  } else {
+    return TERN_EBADURL;
+  }
+
+  size_t auth_len = strcspn(p, "/?#");
+  const char *auth = p, *rest = p + auth_len;
+  const char *at = NULL;
+  /* The last '@' ends the userinfo, as browsers and curl read it. */
+  for (const char *q = auth; q < auth + auth_len; q++)
+    if (*q == '@') at = q;
+  const char *hp = auth;
+  if (at) {
+    u.userinfo = dup_range(auth, (size_t)(at - auth));
+    if (u.userinfo == NULL) goto nomem;
+    hp = at + 1;
+  }
+  const char *hend = auth + auth_len;
+  const char *host_start, *host_end, *port_start = NULL;
+  if (*hp == '[') {
+    const char *close = memchr(hp, ']', (size_t)(hend - hp));
+    if (close == NULL) goto bad;
+    host_start = hp + 1;
+    host_end = close;
+    for (const char *q = host_start; q < host_end; q++)
+      if (!isxdigit((unsigned char)*q) && *q != ':' && *q != '.') goto bad;
+    if (close + 1 < hend) {
+      if (close[1] != ':') goto bad;
+      port_start = close + 2;
+    }
+    u.ipv6 = true;
+  } else {
+    host_start = hp;
+    const char *colon = memchr(hp, ':', (size_t)(hend - hp));
+    host_end = colon ? colon : hend;
+    if (colon) port_start = colon + 1;
+    for (const char *q = host_start; q < host_end; q++)
+      if (!is_host_char((unsigned char)*q)) goto bad;
+  }
+  if (host_end == host_start) goto bad;
+  if (port_start && port_start < hend) {
+    unsigned long port = 0;
+    for (const char *q = port_start; q < hend; q++) {
+      if (!isdigit((unsigned char)*q)) goto bad;
+      port = port * 10 + (unsigned long)(*q - '0');
+      if (port > 65535) goto bad;
+    }
+    if (port == 0) goto bad;
+    u.port = (uint16_t)port;
+  }
+  u.host = dup_range(host_start, (size_t)(host_end - host_start));
+  if (u.host == NULL) goto nomem;
+  for (char *q = u.host; *q; q++) *q = (char)tolower((unsigned char)*q);
+
+  bool default_port = u.port == (u.tls ? 443 : 80);
+  size_t hpcap = strlen(u.host) + 16;
+  u.hostport = malloc(hpcap);
+  if (u.hostport == NULL) goto nomem;
+  if (u.ipv6)
+    snprintf(u.hostport, hpcap, default_port ? "[%s]" : "[%s]:%u", u.host, (unsigned)u.port);
+  else
+    snprintf(u.hostport, hpcap, default_port ? "%s" : "%s:%u", u.host, (unsigned)u.port);
+
+  size_t tlen = strcspn(rest, "#");
+  if (tlen == 0 || rest[0] != '/') {
+    /* "http://h?q" has an empty path: the request target still starts with "/". */
+    u.target = malloc(tlen + 2);
+    if (u.target == NULL) goto nomem;
+    u.target[0] = '/';
+    memcpy(u.target + 1, rest, tlen);
+    u.target[tlen + 1] = '\0';
+  } else {
+    u.target = dup_range(rest, tlen);
+    if (u.target == NULL) goto nomem;
+  }
+  *out = u;
+  return 0;
+
+bad:
+  tern__url_free(&u);
+  return TERN_EBADURL;
+nomem:
+  tern__url_free(&u);
+  return TERN_ENOMEM;
+}
