@@ -1,0 +1,817 @@
+#!/usr/bin/env python3
+"""A scriptable HTTP/1.1 server for misbehaving peers (Tern's integration tests).
+
+Every behaviour is chosen by the request path and query, so C, Swift and shell tests drive it
+with nothing but a URL. See README.md next to this file for the endpoint list.
+
+    faultserver.py [--host 127.0.0.1] [--port 0] [--port-file FILE] [--exchanges DIR] [-v]
+
+Prints exactly one line on stdout once listening ("listening on 127.0.0.1:PORT"); errors (and
+with -v one line per request) go to stderr. SIGTERM or SIGINT shuts it down cleanly (exit 0).
+
+Stdlib only (asyncio); runs on Python 3.8+ and is tested with 3.11.
+"""
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import sys
+import traceback
+from http import HTTPStatus
+from urllib.parse import parse_qs, urlsplit
+
+# Body pattern shared by every generated body: byte i of a body is i % 251. A prime modulus
+# keeps the pattern from lining up with power-of-two buffer sizes, so an off-by-N slip in a
+# client's buffer handling shows up as a content mismatch.
+PATTERN_MOD = 251
+BLOCK = 65536
+_PATTERN = bytes(range(PATTERN_MOD)) * (BLOCK // PATTERN_MOD + 2)
+
+MAX_HEAD = 1 << 20  # request head limit (and StreamReader line limit)
+LINGER_S = 2.0  # how long a graceful close waits for the peer's FIN
+DEFAULT_EXCHANGES = os.path.normpath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtures", "exchanges"))
+
+try:  # Linux: bytes in the send queue (unsent + unacknowledged), to flush before an RST.
+    import fcntl
+    import termios
+    _SIOCOUTQ = termios.TIOCOUTQ
+except (ImportError, AttributeError):  # pragma: no cover - macOS / other
+    fcntl = None
+    _SIOCOUTQ = None
+
+_DISCONNECTED = (ConnectionError, BrokenPipeError, asyncio.IncompleteReadError, OSError)
+
+
+def pattern(offset, n):
+    """n (<= BLOCK) bytes of the body pattern starting at body offset `offset`."""
+    s = offset % PATTERN_MOD
+    return _PATTERN[s:s + n]
+
+
+def pattern_bytes(n, offset=0):
+    out = bytearray()
+    while n > 0:
+        k = min(n, BLOCK)
+        out += pattern(offset, k)
+        offset += k
+        n -= k
+    return bytes(out)
+
+
+def reason(code):
+    try:
+        return HTTPStatus(code).phrase
+    except ValueError:
+        return "Status %d" % code
+
+
+class BadRequest(Exception):
+    def __init__(self, message, status=400):
+        super().__init__(message)
+        self.status = status
+
+
+class Request:
+    def __init__(self, method, target, version, headers):
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers  # [(name, value)] as received, latin-1 decoded
+        parts = urlsplit(target)
+        self.path = parts.path or "/"
+        self.query = parse_qs(parts.query, keep_blank_values=True)
+        self.body_length = 0
+        self.body_sha256 = hashlib.sha256(b"").hexdigest()
+        self.body_read = False
+        self.chunked = False
+        self.content_length = None
+        self.trailers = []
+
+    def header(self, name):
+        name = name.lower()
+        for n, v in self.headers:
+            if n.lower() == name:
+                return v
+        return None
+
+    def header_tokens(self, name):
+        name = name.lower()
+        out = []
+        for n, v in self.headers:
+            if n.lower() == name:
+                out += [t.strip().lower() for t in v.split(",") if t.strip()]
+        return out
+
+    def q(self, name, default=None):
+        v = self.query.get(name)
+        return v[-1] if v else default
+
+    def q_int(self, name, default, minimum=0):
+        v = self.q(name)
+        if v is None or v == "":
+            return default
+        try:
+            n = int(v, 10)
+        except ValueError:
+            raise BadRequest("query parameter %s=%r is not an integer" % (name, v))
+        if n < minimum:
+            raise BadRequest("query parameter %s=%d is below %d" % (name, n, minimum))
+        return n
+
+    def q_bool(self, name, default=False):
+        v = self.q(name)
+        if v is None:
+            return default
+        return v.lower() not in ("0", "false", "no", "off")
+
+    @property
+    def is_head(self):
+        return self.method == "HEAD"
+
+    @property
+    def has_body(self):
+        return self.chunked or (self.content_length or 0) > 0
+
+    @property
+    def wants_keep_alive(self):
+        tokens = self.header_tokens("Connection")
+        if self.version == "HTTP/1.0":
+            return "keep-alive" in tokens
+        return "close" not in tokens
+
+
+class Stats:
+    def __init__(self):
+        self.accepted = 0  # connections accepted since start (or /reset-stats)
+        self.next_conn_id = 0  # never reset: X-Connection stays unique for the process
+        self.tags = {}  # tag -> set of connection ids that carried a request with ?tag=
+
+
+class Server:
+    def __init__(self, exchanges_dir, verbose, idle_timeout):
+        self.exchanges_dir = exchanges_dir
+        self.verbose = verbose
+        self.idle_timeout = idle_timeout
+        self.stats = Stats()
+        self.conns = set()
+
+    async def on_connect(self, reader, writer):
+        self.stats.accepted += 1
+        self.stats.next_conn_id += 1
+        conn = Connection(self, self.stats.next_conn_id, reader, writer)
+        self.conns.add(conn)
+        try:
+            await conn.serve()
+        except asyncio.CancelledError:
+            conn.writer.transport.abort()
+            raise
+        except _DISCONNECTED:
+            pass
+        except Exception:  # a bug in this server: say so, drop the connection
+            sys.stderr.write("faultserver: connection %d: unexpected error\n" % conn.id)
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
+        finally:
+            self.conns.discard(conn)
+            if not conn.writer.transport.is_closing():
+                conn.writer.transport.abort()
+
+
+class Connection:
+    def __init__(self, server, conn_id, reader, writer):
+        self.server = server
+        self.id = conn_id
+        self.reader = reader
+        self.writer = writer
+        self.requests = 0
+        self.idle_timeout = None  # seconds for the next wait only; None: server default
+        self.close_on_next = None  # "fin" / "rst": drop the next request unanswered
+        self.must_close = False  # the request body was left unread
+        self.sent_100 = False
+        sock = writer.get_extra_info("socket")
+        self.sock = sock
+
+    # ---- I/O helpers ---------------------------------------------------------------------
+
+    async def write(self, data):
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def close_fin(self):
+        """Clean close: flush, send FIN, swallow whatever the peer still sends until it closes
+        (so unread input cannot turn our FIN into an RST), then close."""
+        try:
+            await self.writer.drain()
+            if self.writer.can_write_eof():
+                self.writer.write_eof()
+
+            async def drain_input():
+                while await self.reader.read(65536):
+                    pass
+
+            await asyncio.wait_for(drain_input(), LINGER_S)
+        except (asyncio.TimeoutError,) + _DISCONNECTED:
+            pass
+        finally:
+            self.writer.close()
+
+    async def close_rst(self):
+        """Abortive close: make sure what was written has reached the peer, then RST."""
+        try:
+            await self.writer.drain()
+            await self._wait_send_queue_empty()
+        except _DISCONNECTED:
+            pass
+        try:
+            if self.sock is not None:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        self.writer.transport.abort()
+
+    async def _wait_send_queue_empty(self, limit_s=2.0):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit_s
+        if _SIOCOUTQ is None or self.sock is None:
+            await asyncio.sleep(0.05)
+            return
+        while loop.time() < deadline:
+            try:
+                buf = fcntl.ioctl(self.sock.fileno(), _SIOCOUTQ, struct.pack("i", 0))
+                if struct.unpack("i", buf)[0] == 0:
+                    return
+            except OSError:
+                return
+            await asyncio.sleep(0.002)
+
+    # ---- request reading -----------------------------------------------------------------
+
+    async def read_head(self):
+        """The next request head, or None at a clean EOF between requests."""
+        try:
+            head = await self.reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as e:
+            if e.partial.strip(b"\r\n") == b"":
+                return None
+            raise
+        except asyncio.LimitOverrunError:
+            raise BadRequest("request head larger than %d bytes" % MAX_HEAD, 431)
+        return head.lstrip(b"\r\n")
+
+    @staticmethod
+    def parse_head(head):
+        lines = head[:-4].split(b"\r\n")
+        try:
+            method, target, version = lines[0].decode("latin-1").split(" ")
+        except ValueError:
+            raise BadRequest("malformed request line")
+        if not re.fullmatch(r"HTTP/1\.[01]", version):
+            raise BadRequest("unsupported version %r" % version, 505)
+        if not method or not target:
+            raise BadRequest("malformed request line")
+        headers = []
+        for raw in lines[1:]:
+            line = raw.decode("latin-1")
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip() or line[0] in " \t":
+                raise BadRequest("malformed header line %r" % line)
+            headers.append((name, value.strip(" \t")))
+        req = Request(method, target, version, headers)
+        te = req.header_tokens("Transfer-Encoding")
+        if te:
+            if te[-1] != "chunked":
+                raise BadRequest("unsupported transfer coding %r" % req.header("Transfer-Encoding"), 501)
+            req.chunked = True
+        else:
+            cls = [v for n, v in headers if n.lower() == "content-length"]
+            if cls:
+                values = {v.strip() for c in cls for v in c.split(",")}
+                if len(values) != 1 or not values.copy().pop().isdigit():
+                    raise BadRequest("bad Content-Length %r" % cls)
+                req.content_length = int(values.pop())
+        return req
+
+    async def read_body(self, req):
+        """Reads (and hashes) the whole request body, streaming: any size, constant memory."""
+        h = hashlib.sha256()
+        total = 0
+        reader = self.reader
+        if req.chunked:
+            while True:
+                line = await reader.readuntil(b"\r\n")
+                size_s = line[:-2].split(b";", 1)[0].strip()
+                if not size_s or not re.fullmatch(rb"[0-9a-fA-F]{1,15}", size_s):
+                    raise BadRequest("bad chunk size line %r" % line[:40])
+                left = int(size_s, 16)
+                if left == 0:
+                    break
+                while left:
+                    data = await reader.read(min(left, 262144))
+                    if not data:
+                        raise asyncio.IncompleteReadError(b"", left)
+                    h.update(data)
+                    total += len(data)
+                    left -= len(data)
+                if await reader.readexactly(2) != b"\r\n":
+                    raise BadRequest("missing CRLF after chunk data")
+            while True:  # trailer section
+                line = await reader.readuntil(b"\r\n")
+                if line == b"\r\n":
+                    break
+                name, _, value = line[:-2].decode("latin-1").partition(":")
+                req.trailers.append((name, value.strip(" \t")))
+        else:
+            left = req.content_length or 0
+            while left:
+                data = await reader.read(min(left, 262144))
+                if not data:
+                    raise asyncio.IncompleteReadError(b"", left)
+                h.update(data)
+                total += len(data)
+                left -= len(data)
+        req.body_length = total
+        req.body_sha256 = h.hexdigest()
+        req.body_read = True
+
+    # ---- responses -----------------------------------------------------------------------
+
+    def std_headers(self):
+        return [("Server", "tern-faultserver"), ("X-Connection", str(self.id)),
+                ("X-Connection-Requests", str(self.requests))]
+
+    @staticmethod
+    def head_bytes(status, headers, reason_phrase=None):
+        lines = ["HTTP/1.1 %d %s" % (status, reason(status) if reason_phrase is None else reason_phrase)]
+        lines += ["%s: %s" % (n, v) for n, v in headers]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    async def respond(self, req, status, headers=(), body=b"", *, size=None, chunked=False,
+                      chunk_size=8192, close=False, drip_ms=0, drip_bytes=1024,
+                      content_length=None):
+        """Sends a complete, well-formed response and returns True when the connection stays
+        open. The body is `body`, or `size` bytes of the pattern when size is given. HEAD gets
+        the same head and no body; 1xx/204/304 never carry a body."""
+        keep = req.wants_keep_alive and not close and not self.must_close
+        headers = self.std_headers() + list(headers)
+        no_body = status in (204, 304) or 100 <= status < 200
+        n = len(body) if size is None else size
+        if req.version == "HTTP/1.0" and chunked:
+            chunked, keep = False, False  # 1.0 cannot do chunked: close-delimited instead
+            content_length = -1
+        if not no_body:
+            if chunked:
+                headers.append(("Transfer-Encoding", "chunked"))
+            elif content_length != -1:
+                headers.append(("Content-Length", str(n if content_length is None else content_length)))
+        if not keep:
+            headers.append(("Connection", "close"))
+        elif req.version == "HTTP/1.0":
+            headers.append(("Connection", "keep-alive"))
+        self.writer.write(self.head_bytes(status, headers))
+        if not (no_body or req.is_head):
+            if size is None:
+                if chunked and body:
+                    self.writer.write(b"%x\r\n%s\r\n" % (len(body), body))
+                elif body:
+                    self.writer.write(body)
+            else:
+                await self.send_pattern(size, chunked, chunk_size, drip_ms, drip_bytes)
+            if chunked:
+                self.writer.write(b"0\r\n\r\n")
+        await self.writer.drain()
+        if not keep:
+            await self.close_fin()
+        return keep
+
+    async def send_pattern(self, size, chunked, chunk_size, drip_ms=0, drip_bytes=1024):
+        off = 0
+        step = min(chunk_size if chunked else BLOCK, BLOCK)
+        if drip_ms:
+            step = min(step, max(1, drip_bytes))
+        while off < size:
+            k = min(step, size - off)
+            data = pattern(off, k)
+            if chunked:
+                self.writer.write(b"%x\r\n" % k)
+                self.writer.write(data)
+                self.writer.write(b"\r\n")
+            else:
+                self.writer.write(data)
+            off += k
+            await self.writer.drain()
+            if drip_ms and off < size:
+                await asyncio.sleep(drip_ms / 1000)
+
+    async def raw_then_close(self, data, how="fin"):
+        self.writer.write(data)
+        if how == "rst":
+            await self.close_rst()
+        else:
+            await self.close_fin()
+        return False
+
+    # ---- the connection loop -------------------------------------------------------------
+
+    async def serve(self):
+        while True:
+            timeout = self.idle_timeout if self.idle_timeout is not None else self.server.idle_timeout
+            self.idle_timeout = None
+            try:
+                if timeout:
+                    head = await asyncio.wait_for(self.read_head(), timeout)
+                else:
+                    head = await self.read_head()
+            except asyncio.TimeoutError:
+                await self.close_fin()  # idle: close without a word, like a real server
+                return
+            except BadRequest as e:
+                await self.error_response(e)
+                return
+            if head is None:
+                self.writer.close()
+                return
+            if self.close_on_next:
+                how, self.close_on_next = self.close_on_next, None
+                if how == "rst":
+                    await self.close_rst()
+                else:
+                    await self.close_fin()
+                return
+            self.requests += 1
+            self.must_close = False
+            self.sent_100 = False
+            try:
+                req = self.parse_head(head)
+            except BadRequest as e:
+                await self.error_response(e)
+                return
+            if self.server.verbose:
+                sys.stderr.write("faultserver: conn=%d req=%d %s %s\n"
+                                 % (self.id, self.requests, req.method, req.target))
+                sys.stderr.flush()
+            try:
+                keep = await self.dispatch(req)
+            except BadRequest as e:
+                await self.error_response(e, req)
+                return
+            if not keep:
+                return
+
+    async def error_response(self, e, req=None):
+        body = (str(e) + "\n").encode()
+        head = self.head_bytes(e.status, self.std_headers() + [
+            ("Content-Type", "text/plain"), ("Content-Length", str(len(body))), ("Connection", "close")])
+        if req is not None and req.is_head:
+            body = b""
+        await self.raw_then_close(head + body)
+
+    async def dispatch(self, req):
+        tag = req.q("tag")
+        if tag is not None and req.path not in ("/connections", "/reset-stats"):
+            self.server.stats.tags.setdefault(tag, set()).add(self.id)
+        handler = ROUTES.get(req.path)
+        arg = None
+        if handler is None:
+            for prefix, h in PREFIX_ROUTES:
+                if req.path.startswith(prefix):
+                    handler, arg = h, req.path[len(prefix):]
+                    break
+        if handler is None:
+            handler = Connection.h_not_found
+        if req.has_body:
+            expect = "100-continue" in req.header_tokens("Expect")
+            mode = req.q("expect", "continue")
+            if req.q_bool("early") or (expect and mode == "final"):
+                self.must_close = True  # answer without reading the body, then close
+            else:
+                if expect and mode == "continue":
+                    await self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    self.sent_100 = True
+                await self.read_body(req)
+        if arg is None:
+            return await handler(self, req)
+        return await handler(self, req, arg)
+
+    # ---- endpoints -----------------------------------------------------------------------
+
+    async def h_not_found(self, req):
+        return await self.respond(req, 404, [("Content-Type", "text/plain")],
+                                  b"unknown endpoint %s\n" % req.path.encode("latin-1", "replace"))
+
+    async def h_ok(self, req):
+        size = req.q_int("size", 1024)
+        delay = req.q_int("delay_ms", 0)
+        if delay:
+            await asyncio.sleep(delay / 1000)
+        drip_ms = req.q_int("drip_ms", 0)
+        return await self.respond(
+            req, 200, [("Content-Type", "application/octet-stream")], size=size,
+            chunked=req.q_bool("chunked"), chunk_size=req.q_int("chunk", 8192, 1),
+            close=not req.q_bool("keepalive", True), drip_ms=drip_ms,
+            drip_bytes=req.q_int("drip_bytes", 1024, 1))
+
+    async def h_truncate(self, req):
+        n = req.q_int("len", 1000)
+        m = min(req.q_int("send", n // 2), n)
+        head = self.head_bytes(200, self.std_headers() + [
+            ("Content-Type", "application/octet-stream"), ("Content-Length", str(n))])
+        return await self.raw_then_close(head + pattern_bytes(m), "fin")
+
+    async def h_reset(self, req):
+        n = req.q_int("len", 1000)
+        m = min(req.q_int("send", n // 2), n)
+        head = self.head_bytes(200, self.std_headers() + [
+            ("Content-Type", "application/octet-stream"), ("Content-Length", str(n))])
+        return await self.raw_then_close(head + pattern_bytes(m), "rst")
+
+    async def h_slowheaders(self, req):
+        await asyncio.sleep(req.q_int("delay_ms", 3000) / 1000)
+        return await self.respond(req, 200, [("Content-Type", "application/octet-stream")],
+                                  size=req.q_int("size", 16))
+
+    async def h_stall(self, req):
+        n = req.q_int("len", 1000)
+        m = min(req.q_int("send", n // 2), n)
+        head = self.head_bytes(200, self.std_headers() + [
+            ("Content-Type", "application/octet-stream"), ("Content-Length", str(n))])
+        await self.write(head + pattern_bytes(m))
+        await asyncio.sleep(req.q_int("stall_ms", 3000) / 1000)
+        await self.close_fin()
+        return False
+
+    BAD_STATUS = {
+        "text": b"HTTP/1.1 abc OK\r\n",
+        "proto": b"HTTPX/1.1 200 OK\r\n",
+        "bigcode": b"HTTP/1.1 2000 OK\r\n",
+        "shortcode": b"HTTP/1.1 20 OK\r\n",
+        "nospace": b"HTTP/1.1200 OK\r\n",
+        "version": b"HTTP/3.7 200 OK\r\n",
+        "garbage": b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\xfe\xed\xfa\xce\x00\xff\r\n",
+        "nul": b"HTTP/1.1 200 OK\r\nX-Bad: a\x00b\r\n",
+        "spacecolon": b"HTTP/1.1 200 OK\r\nX-Bad : v\r\n",
+        "obsfold": b"HTTP/1.1 200 OK\r\nX-Folded: first\r\n  second\r\n",
+        "badname": b"HTTP/1.1 200 OK\r\nX(Bad): v\r\n",
+        "nocolon": b"HTTP/1.1 200 OK\r\nX-No-Colon\r\n",
+        "http09": None,  # no status line at all, just body bytes
+        "empty": b"",  # close without a single byte (an "empty reply")
+    }
+
+    async def h_badstatus(self, req):
+        variant = req.q("variant", "text")
+        if variant not in self.BAD_STATUS:
+            raise BadRequest("variant must be one of: %s" % ", ".join(sorted(self.BAD_STATUS)))
+        start = self.BAD_STATUS[variant]
+        if variant == "http09":
+            data = b"hello, this is not HTTP/1.x\r\n"
+        elif variant == "empty":
+            data = b""
+        else:
+            data = start + b"Content-Length: 5\r\nConnection: close\r\n\r\nhello"
+        return await self.raw_then_close(data)
+
+    async def h_bigheaders(self, req):
+        size = req.q_int("size", 70000)
+        headers = self.std_headers() + [("Content-Length", "2"), ("Connection", "close")]
+        if req.q_bool("single"):
+            headers.append(("X-Filler", "x" * size))
+        else:
+            i = 0
+            while len(self.head_bytes(200, headers)) <= size:
+                headers.append(("X-Filler-%05d" % i, "x" * 100))
+                i += 1
+        return await self.raw_then_close(self.head_bytes(200, headers) + b"ok")
+
+    BAD_CHUNK = {
+        "hex": b"5\r\nhello\r\nzz\r\nhello\r\n0\r\n\r\n",
+        "overflow": b"5\r\nhello\r\nffffffffffffffffff\r\nhello\r\n0\r\n\r\n",
+        "negative": b"5\r\nhello\r\n-5\r\nhello\r\n0\r\n\r\n",
+        "nocrlf": b"5\r\nhelloXX5\r\nhello\r\n0\r\n\r\n",
+        "truncated": b"5\r\nhello\r\n100\r\n" + pattern_bytes(50),
+        "nolast": b"5\r\nhello\r\n5\r\nworld\r\n",
+        "badtrailer": b"5\r\nhello\r\n0\r\nX-Trailer no colon\r\n\r\n",
+    }
+
+    async def h_badchunk(self, req):
+        variant = req.q("variant", "hex")
+        if variant not in self.BAD_CHUNK:
+            raise BadRequest("variant must be one of: %s" % ", ".join(sorted(self.BAD_CHUNK)))
+        head = self.head_bytes(200, self.std_headers() + [
+            ("Content-Type", "text/plain"), ("Transfer-Encoding", "chunked")])
+        return await self.raw_then_close(head + self.BAD_CHUNK[variant])
+
+    async def h_closepooled(self, req):
+        keep = await self.respond(req, 200, [("Content-Type", "text/plain")], b"ok\n")
+        self.idle_timeout = max(req.q_int("after_ms", 50), 1) / 1000
+        return keep
+
+    async def h_closenext(self, req):
+        mode = req.q("mode", "fin")
+        if mode not in ("fin", "rst"):
+            raise BadRequest("mode must be fin or rst")
+        keep = await self.respond(req, 200, [("Content-Type", "text/plain")], b"ok\n")
+        self.close_on_next = mode
+        return keep
+
+    async def h_echo(self, req):
+        doc = {
+            "method": req.method,
+            "target": req.target,
+            "path": req.path,
+            "version": req.version,
+            "headers": [[n, v] for n, v in req.headers],
+            "body_length": req.body_length,
+            "body_sha256": req.body_sha256,
+            "body_read": req.body_read,
+            "chunked": req.chunked,
+            "trailers": [[n, v] for n, v in req.trailers],
+            "connection": self.id,
+            "connection_requests": self.requests,
+        }
+        # One top-level key per line, compact values: easy to read and to strstr() from C.
+        body = ("{\n" + ",\n".join(" %s: %s" % (json.dumps(k), json.dumps(v))
+                                    for k, v in doc.items()) + "\n}\n").encode()
+        # The essentials again as headers, so a test can check them without parsing JSON.
+        return await self.respond(req, 200, [
+            ("Content-Type", "application/json"), ("X-Echo-Method", req.method),
+            ("X-Echo-Body-Length", str(req.body_length)), ("X-Echo-Body-Sha256", req.body_sha256),
+            ("X-Echo-Chunked", "1" if req.chunked else "0"),
+            ("X-Echo-Header-Count", str(len(req.headers)))], body)
+
+    async def h_status(self, req, spec):
+        m = re.fullmatch(r"(\d{3})((?:-then-\d{3})*)", spec)
+        if not m:
+            raise BadRequest("use /status/NNN or /status/1xx-then-NNN")
+        codes = [int(c) for c in re.findall(r"\d{3}", spec)]
+        if any(c < 100 or c > 599 for c in codes):
+            raise BadRequest("status codes must be 100..599")
+        interim, final = codes[:-1], codes[-1]
+        if any(c >= 200 or c == 101 for c in interim):
+            raise BadRequest("only 1xx (not 101) may come before the final status")
+        if 100 <= final < 200:  # a lone 1xx: follow it with a 200 so the exchange completes
+            interim, final = codes, 200
+        for c in interim:
+            extra = "Link: </style.css>; rel=preload\r\n" if c == 103 else ""
+            self.writer.write(("HTTP/1.1 %d %s\r\n%s\r\n" % (c, reason(c), extra)).encode())
+        headers = [("Content-Type", "application/octet-stream")]
+        loc = req.q("location")
+        if loc is not None:
+            headers.append(("Location", loc))
+        for h in req.query.get("header", []):
+            name, sep, value = h.partition(":")
+            if not sep:
+                raise BadRequest("header=NAME:VALUE")
+            headers.append((name.strip(), value.strip()))
+        return await self.respond(req, final, headers, size=req.q_int("size", 0),
+                                  chunked=req.q_bool("chunked"))
+
+    async def h_interim(self, req):
+        if not self.sent_100:
+            self.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        self.writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+        return await self.respond(req, 200, [("Content-Type", "application/octet-stream")],
+                                  size=req.q_int("size", 64))
+
+    async def h_contentsize(self, req):
+        size = req.q_int("size", 1000)
+        announce = req.q_int("announce", size)
+        return await self.respond(req, 200, [("Content-Type", "application/octet-stream"),
+                                             ("Content-Size", str(announce))],
+                                  size=size, chunked=True, chunk_size=req.q_int("chunk", 8192, 1))
+
+    async def h_headlen(self, req):
+        return await self.respond(req, 200, [("Content-Type", "application/octet-stream")],
+                                  size=req.q_int("len", 1000))
+
+    async def h_close_delimited(self, req):
+        size = req.q_int("size", 1000)
+        head = self.head_bytes(200, self.std_headers() + [
+            ("Content-Type", "application/octet-stream"), ("Connection", "close")])
+        self.writer.write(head)
+        if not req.is_head:
+            await self.send_pattern(size, False, BLOCK)
+        await self.close_fin()
+        return False
+
+    async def h_connections(self, req):
+        tag = req.q("tag")
+        stats = self.server.stats
+        n = len(stats.tags.get(tag, ())) if tag is not None else stats.accepted
+        return await self.respond(req, 200, [("Content-Type", "text/plain")], b"%d\n" % n)
+
+    async def h_reset_stats(self, req):
+        tag = req.q("tag")
+        stats = self.server.stats
+        if tag is not None:
+            stats.tags.pop(tag, None)
+        else:
+            stats.accepted = 0
+            stats.tags.clear()
+        return await self.respond(req, 200, [("Content-Type", "text/plain")], b"ok\n")
+
+    async def h_keepalive_timeout(self, req):
+        timeout = req.q_int("timeout", 1)
+        value = "timeout=%d" % timeout
+        if req.q("max") is not None:
+            value += ", max=%d" % req.q_int("max", 0)
+        keep = await self.respond(req, 200, [("Content-Type", "application/octet-stream"),
+                                             ("Keep-Alive", value)], size=req.q_int("size", 16))
+        if req.q_bool("enforce", True):
+            self.idle_timeout = max(timeout, 0.001)
+        return keep
+
+    async def h_exchange(self, req, name):
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or ".." in name:
+            raise BadRequest("bad exchange name %r" % name)
+        path = os.path.join(self.server.exchanges_dir, name + ".http")
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return await self.respond(req, 404, [("Content-Type", "text/plain")],
+                                      b"no exchange fixture %s\n" % path.encode())
+        return await self.raw_then_close(data)
+
+
+ROUTES = {
+    "/ok": Connection.h_ok,
+    "/truncate": Connection.h_truncate,
+    "/reset": Connection.h_reset,
+    "/slowheaders": Connection.h_slowheaders,
+    "/stall": Connection.h_stall,
+    "/badstatus": Connection.h_badstatus,
+    "/bigheaders": Connection.h_bigheaders,
+    "/badchunk": Connection.h_badchunk,
+    "/closepooled": Connection.h_closepooled,
+    "/closenext": Connection.h_closenext,
+    "/echo": Connection.h_echo,
+    "/interim": Connection.h_interim,
+    "/contentsize": Connection.h_contentsize,
+    "/headlen": Connection.h_headlen,
+    "/close-delimited": Connection.h_close_delimited,
+    "/connections": Connection.h_connections,
+    "/reset-stats": Connection.h_reset_stats,
+    "/keepalive-timeout": Connection.h_keepalive_timeout,
+}
+PREFIX_ROUTES = [
+    ("/status/", Connection.h_status),
+    ("/exchange/", Connection.h_exchange),
+]
+
+
+async def main_async(args):
+    server = Server(args.exchanges, args.verbose, args.idle_timeout)
+    srv = await asyncio.start_server(server.on_connect, args.host, args.port, limit=MAX_HEAD,
+                                     backlog=1024, reuse_address=True)
+    port = srv.sockets[0].getsockname()[1]
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % port)
+        os.replace(tmp, args.port_file)
+    sys.stdout.write("listening on %s:%d\n" % (args.host, port))
+    sys.stdout.flush()
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+    srv.close()
+    for conn in list(server.conns):
+        conn.writer.transport.abort()
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=2)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Scriptable misbehaving HTTP/1.1 server for tests.")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0, help="0 picks a free port (printed)")
+    ap.add_argument("--port-file", help="also write the port to this file (atomically)")
+    ap.add_argument("--exchanges", default=DEFAULT_EXCHANGES,
+                    help="directory of NAME.http fixtures for /exchange/NAME")
+    ap.add_argument("--idle-timeout", type=float, default=600.0,
+                    help="seconds an idle connection is kept (0: forever)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="log each request to stderr")
+    args = ap.parse_args()
+    try:
+        asyncio.run(main_async(args))
+    except OSError as e:
+        sys.stderr.write("faultserver: %s\n" % e)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
