@@ -83,8 +83,10 @@ tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t con
   eng->handles++;
   o->nconns++;
   tern__list_insert_tail(&o->busy, &c->node);
-  TERN__STAT_ADD(eng, TERN_STAT_CONNECTIONS_OPENED, 1);
+  c->id = TERN__STAT_ADD(eng, TERN_STAT_CONNECTIONS_OPENED, 1) + 1;
   TERN__STAT_ADD(eng, TERN_STAT_CONNECTIONS_OPEN, 1);
+  tern__log(eng, TERN_LOG_DEBUG, first, "connection #%llu to %s port %u: opening",
+            (unsigned long long)c->id, o->host, (unsigned)o->port);
 
   first->conn = c;
   tern__list_remove(&first->node);
@@ -213,6 +215,15 @@ static void on_connect(uv_connect_t *cr, int status) {
   c->state = TERN__CONN_ACTIVE;
   tern_request_t *req = first_request(c);
   if (req) tern__request_mark(req, TERN_TIME_CONNECTED);
+  if (TERN__LOGGING(eng, TERN_LOG_DEBUG)) {
+    struct sockaddr_storage peer;
+    int len = sizeof peer;
+    char ip[64] = "?";
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &len) == 0)
+      uv_ip_name((struct sockaddr *)&peer, ip, sizeof ip);
+    tern__log(eng, TERN_LOG_DEBUG, req, "connection #%llu connected to %s (%s) port %u",
+              (unsigned long long)c->id, c->origin->host, ip, (unsigned)c->origin->port);
+  }
   write_next(c);
   tern__engine_leave(eng);
 }
@@ -238,6 +249,8 @@ void tern__conn_send(tern__conn *c, tern_request_t *req) {
   req->conn = c;
   req->reused = true;
   TERN__STAT_ADD(eng, TERN_STAT_REUSED, 1);
+  tern__log(eng, TERN_LOG_DEBUG, req, "reusing connection #%llu to %s (request %u on it)",
+            (unsigned long long)c->id, req->url.hostport, c->served + c->nrequests + 1);
   tern__request_mark(req, TERN_TIME_CONNECTED);
   tern__list_remove(&req->node);
   tern__list_insert_tail(&c->requests, &req->node);
@@ -269,6 +282,8 @@ static void request_sent(tern__conn *c, tern_request_t *req) {
   req->sent = true;
   c->writing_req = NULL;
   tern__request_mark(req, TERN_TIME_SENT);
+  tern__log(c->engine, TERN_LOG_INFO, req, "sent %s %s to %s on connection #%llu", req->method,
+            req->url.target, req->url.hostport, (unsigned long long)c->id);
   if (c->upload_buffered) c->upload_buffered = false;
   if (req == first_request(c) && req->status == 0)
     set_timer(c, TERN__TIMER_HEADERS, req->timeouts[TERN_TIMEOUT_HEADERS]);
@@ -476,6 +491,13 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
   if (have_cl) req->content_length = (int64_t)cl;
 
   tern__request_mark(req, TERN_TIME_HEADERS);
+  tern__log(c->engine, TERN_LOG_INFO, req, "HTTP/1.%d %d %s from %s after %.3f s", minor, status,
+            req->reason, req->url.hostport, tern_request_get_time(req, TERN_TIME_HEADERS));
+  if (req->hop_response_cb && !atomic_load(&req->released) &&
+      req->hop_response_cb(req, status, req->hop_response_data) != 0) {
+    tern__request_set_error(req, TERN_ECANCELED, "canceled by the response callback");
+    return TERN_ECANCELED;
+  }
   set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
   if (req->is_head || status == 204 || status == 304) {
     c->rstate = TERN__RESP_HEAD;
@@ -712,6 +734,8 @@ void tern__conn_close(tern__conn *c) {
   tern_engine_t *eng = c->engine;
   if (c->state == TERN__CONN_IDLE) TERN__STAT_SUB(eng, TERN_STAT_CONNECTIONS_IDLE, 1);
   c->state = TERN__CONN_CLOSING;
+  tern__log(eng, TERN_LOG_DEBUG, NULL, "connection #%llu to %s port %u closed after %u response(s)",
+            (unsigned long long)c->id, c->origin->host, (unsigned)c->origin->port, c->served);
   tern__list_remove(&c->node);
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
@@ -747,8 +771,12 @@ void tern__conn_fail(tern__conn *c, tern_request_t *victim, int err) {
   }
   tern__conn_close(c); /* the others are redispatched as bystanders */
   if (victim == NULL) return;
-  if (stale)
+  if (stale) {
+    tern__log(victim->engine, TERN_LOG_WARN, victim,
+              "pooled connection to %s was closed by the server; retrying %s %s on a new one",
+              victim->url.hostport, victim->method, victim->url.target);
     tern__redispatch(victim, err, true);
+  }
   else
     tern__complete(victim, err);
 }

@@ -280,6 +280,13 @@ void tern__complete(tern_request_t *req, int err) {
   TERN__STAT_SUB(eng, TERN_STAT_REQUESTS_ACTIVE, 1);
   TERN__STAT_ADD(eng, TERN_STAT_REQUESTS_COMPLETED, 1);
   bool released = atomic_load(&req->released);
+  if (err)
+    tern__log(eng, TERN_LOG_ERROR, req, "%s %s failed: %s", req->method, req->url.target,
+              req->errmsg);
+  else
+    tern__log(eng, TERN_LOG_INFO, req, "%s %s done: status %d, %llu body bytes in %.3f s",
+              req->method, req->url.target, req->status, (unsigned long long)req->received,
+              tern_request_get_time(req, TERN_TIME_END));
   if (err && req->progress_cb && !released)
     (void)req->progress_cb(req, req->status ? TERN_PROGRESS_DOWNLOAD : TERN_PROGRESS_UPLOAD, -1,
                            req->received, 0, req->progress_data);

@@ -178,6 +178,26 @@ int tern_config_set_pipeline_depth(tern_config_t *c, unsigned depth) {
   return 0;
 }
 
+int tern_config_set_log_cb(tern_config_t *c, tern_log_cb cb, tern_log_level min_level,
+                           void *user_data) {
+  if (c == NULL || (unsigned)min_level > TERN_LOG_ERROR) return TERN_EINVAL;
+  c->log_cb = cb;
+  c->log_level = min_level;
+  c->log_data = user_data;
+  return 0;
+}
+
+void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *req,
+               const char *fmt, ...) {
+  if (!TERN__LOGGING(eng, level)) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  eng->config.log_cb(level, line, req, eng->config.log_data);
+}
+
 int tern_config_set_user_agent(tern_config_t *c, const char *ua) {
   if (c == NULL) return TERN_EINVAL;
   if (ua && strpbrk(ua, "\r\n")) return TERN_EBADHEADER;

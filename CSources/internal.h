@@ -63,6 +63,9 @@ struct tern_config {
   unsigned pipeline_depth;
   char *user_agent; /* NULL: the default; "": none */
   bool user_agent_set;
+  tern_log_cb log_cb;
+  tern_log_level log_level;
+  void *log_data;
 };
 
 void tern__config_defaults(tern_config_t *c);
@@ -131,6 +134,8 @@ struct tern_request {
   void *complete_data;
   tern_progress_cb progress_cb;
   void *progress_data;
+  tern_hop_response_cb hop_response_cb;
+  void *hop_response_data;
   uint64_t timeouts[4];
   bool persistent, pipelining, http10;
   size_t buffer_size;
@@ -224,6 +229,7 @@ struct tern__conn {
   bool no_more;       /* no further request may be queued here */
   bool upload_buffered; /* the request body is streamed through buf: reading paused */
   unsigned served;    /* responses completed on this connection */
+  uint64_t id;        /* for logs: the engine's connection counter */
   int last_error;     /* of the last failed address */
 
   tern__list requests; /* written or being written, oldest first */
@@ -321,5 +327,9 @@ bool tern__conn_can_pipeline(const tern__conn *c, const tern_request_t *req, uns
 
 /* error.c */
 int tern__map_uv_error(int uverr, int fallback);
+/* Formats and routes one log line when the engine logs at `level`. */
+void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *req,
+               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+#define TERN__LOGGING(eng, level) ((eng)->config.log_cb && (level) >= (eng)->config.log_level)
 
 #endif

@@ -233,6 +233,14 @@ int tern_request_set_progress_cb(tern_request_t *req, tern_progress_cb cb, void 
   return 0;
 }
 
+int tern_request_set_hop_response_cb(tern_request_t *req, tern_hop_response_cb cb,
+                                     void *user_data) {
+  CHECK_NEW(req);
+  req->hop_response_cb = cb;
+  req->hop_response_data = user_data;
+  return 0;
+}
+
 int tern_request_set_timeout(tern_request_t *req, tern_timeout which, uint64_t ms) {
   CHECK_NEW(req);
   if ((unsigned)which > TERN_TIMEOUT_TOTAL) return TERN_EINVAL;
@@ -319,6 +327,11 @@ int64_t tern_request_get_content_length(const tern_request_t *req) {
   return req ? req->content_length : -1;
 }
 uint64_t tern_request_get_offset(const tern_request_t *req) { return req ? req->resp_offset : 0; }
+const char *tern_request_get_request_head(const tern_request_t *req, size_t *len) {
+  if (len) *len = req && req->head ? req->head_len : 0;
+  return req ? req->head : NULL;
+}
+
 int tern_request_is_reused(const tern_request_t *req) { return req ? req->reused : 0; }
 int tern_request_is_done(const tern_request_t *req) {
   return req ? atomic_load(&req->state) == TERN__REQ_DONE : 0;
@@ -443,7 +456,8 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
       r = tern__str_appendf(&h, "Connection: keep-alive\r\n");
   }
   if (!r && req->headers.len) r = tern__str_append(&h, req->headers.data, req->headers.len);
-  if (!r) r = tern__str_append(&h, "\r\n", 2);
+  if (!r) r = tern__str_append(&h, "\r\n", 3); /* with a NUL, for tern_request_get_request_head */
+  if (!r) h.len--;
   if (r) {
     tern__str_free(&h);
     return r;

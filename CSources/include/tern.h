@@ -115,6 +115,20 @@ TERN_API int tern_config_set_pipeline_depth(tern_config_t *config, unsigned dept
 /** The User-Agent sent when a request sets none (default "tern/VERSION"; NULL or "" sends none). */
 TERN_API int tern_config_set_user_agent(tern_config_t *config, const char *user_agent);
 
+typedef enum {
+  TERN_LOG_DEBUG = 0, /* connection reuse, addresses tried, timers */
+  TERN_LOG_INFO = 1,  /* request lifecycle: sent, status, timing */
+  TERN_LOG_WARN = 2,  /* retries, connections dropped by the peer */
+  TERN_LOG_ERROR = 3  /* failed requests */
+} tern_log_level;
+/** Receives the engine's lifecycle log on the loop thread; `message` is valid during the call.
+ *  `req` is the request concerned, or NULL for connection-only events. */
+typedef void (*tern_log_cb)(tern_log_level level, const char *message, tern_request_t *req,
+                            void *user_data);
+/** Routes the engine's log to `cb` for levels >= min_level (default: no log). */
+TERN_API int tern_config_set_log_cb(tern_config_t *config, tern_log_cb cb, tern_log_level min_level,
+                                    void *user_data);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Engine                                                                                    */
 /* ---------------------------------------------------------------------------------------- */
@@ -161,6 +175,9 @@ typedef void (*tern_complete_cb)(tern_request_t *req, int status, void *user_dat
  *  before the complete callback). Return non-zero to cancel (completion with TERN_ECANCELED). */
 typedef int (*tern_progress_cb)(tern_request_t *req, tern_progress_state state, int percent,
                                 uint64_t done, uint64_t total, void *user_data);
+/** Runs on the loop thread when a final (non-1xx) response head of a hop has been parsed, before
+ *  any of its body; the header getters work inside it. Return non-zero to cancel. */
+typedef int (*tern_hop_response_cb)(tern_request_t *req, int status, void *user_data);
 /** Receives body bytes as they arrive (the sink of tern_request_set_data_cb). Return non-zero
  *  to abort with TERN_ECALLBACK. */
 typedef int (*tern_data_cb)(tern_request_t *req, const void *data, size_t len, void *user_data);
@@ -212,6 +229,9 @@ TERN_API int tern_request_set_complete_cb(tern_request_t *req, tern_complete_cb 
 TERN_API int tern_request_set_progress_cb(tern_request_t *req, tern_progress_cb cb,
                                           void *user_data);
 
+TERN_API int tern_request_set_hop_response_cb(tern_request_t *req, tern_hop_response_cb cb,
+                                              void *user_data);
+
 typedef enum {
   TERN_TIMEOUT_CONNECT = 0, /* DNS + TCP (+ TLS handshake); default 30000 ms */
   TERN_TIMEOUT_HEADERS = 1, /* request sent to end of response head; default 60000 ms */
@@ -261,6 +281,9 @@ TERN_API uint64_t tern_request_get_bytes_received(const tern_request_t *req);
 TERN_API int64_t tern_request_get_content_length(const tern_request_t *req);
 /** Where the body landed in the resource: the start of a 206 range, or 0. */
 TERN_API uint64_t tern_request_get_offset(const tern_request_t *req);
+/** The request head as last sent (request line, headers, blank line), for logs and `-v`;
+ *  NULL before the request was prepared. */
+TERN_API const char *tern_request_get_request_head(const tern_request_t *req, size_t *len);
 /** Non-zero when the request was sent on a pooled connection. */
 TERN_API int tern_request_is_reused(const tern_request_t *req);
 /** Non-zero once the request completed. */

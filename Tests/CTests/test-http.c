@@ -590,3 +590,61 @@ TEST(http_shutdown_completes_pending) {
   }
   ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
 }
+
+/* ---- log callback, hop-response hook, sent head ---- */
+
+typedef struct {
+  int lines[4];
+  int reuse_lines;
+  int hop_calls;
+  int hop_status;
+  size_t headers_at_hop;
+} observe_state;
+
+static void on_log(tern_log_level level, const char *msg, tern_request_t *req, void *ud) {
+  (void)req;
+  observe_state *s = ud;
+  s->lines[level]++;
+  if (strstr(msg, "reusing connection #1")) s->reuse_lines++;
+}
+
+static int on_hop(tern_request_t *req, int status, void *ud) {
+  observe_state *s = ud;
+  s->hop_calls++;
+  s->hop_status = status;
+  s->headers_at_hop = tern_request_get_header_count(req);
+  ASSERT_EQ(tern_request_get_bytes_received(req), 0); /* before any body byte */
+  return 0;
+}
+
+TEST(http_log_hop_and_request_head) {
+  static observe_state s;
+  tern_config_t *cfg = tern_config_new();
+  ASSERT_EQ(tern_config_set_log_cb(cfg, on_log, TERN_LOG_DEBUG, &s), 0);
+  ASSERT_EQ(tern_config_set_user_agent(cfg, "probe/1"), 0);
+  tern_engine_t *eng = NULL;
+  ASSERT_EQ(tern_engine_new(&eng, cfg), 0);
+  tern_config_free(cfg);
+  for (int i = 0; i < 2; i++) {
+    tern_request_t *req = get_request("NGINX_PORT", "/1k.bin?x=1");
+    ASSERT_EQ(tern_request_add_header(req, "X-Probe", "yes"), 0);
+    ASSERT_EQ(tern_request_set_hop_response_cb(req, on_hop, &s), 0);
+    ASSERT_EQ(run(eng, req), 0);
+    size_t len = 0;
+    const char *head = tern_request_get_request_head(req, &len);
+    ASSERT(head != NULL);
+    ASSERT_EQ(strlen(head), len);
+    ASSERT(strncmp(head, "GET /1k.bin?x=1 HTTP/1.1\r\n", 26) == 0);
+    ASSERT(strstr(head, "\r\nUser-Agent: probe/1\r\n") != NULL);
+    ASSERT(strstr(head, "\r\nX-Probe: yes\r\n") != NULL);
+    ASSERT(strcmp(head + len - 4, "\r\n\r\n") == 0);
+    tern_request_free(req);
+  }
+  ASSERT_EQ(s.hop_calls, 2);
+  ASSERT_EQ(s.hop_status, 200);
+  ASSERT_GT(s.headers_at_hop, 3);
+  ASSERT_EQ(s.reuse_lines, 1);
+  ASSERT_GE(s.lines[TERN_LOG_INFO], 6); /* sent, status, done, twice */
+  ASSERT_EQ(s.lines[TERN_LOG_ERROR], 0);
+  assert_no_leaks(eng);
+}
