@@ -7,6 +7,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@ static void on_write(uv_write_t *wr, int status);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void try_next_address(tern__conn *c);
 static void write_next(tern__conn *c);
+static void start_reading(tern__conn *c);
 static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 int tern__conn_process(tern__conn *c);
@@ -33,6 +35,7 @@ static void maybe_free(tern__conn *c) {
   if (c->pending > 0) return;
   tern_engine_t *eng = c->engine;
   if (c->addrs) uv_freeaddrinfo(c->addrs);
+  tern__tls_conn_free(c);
   free(c->buf);
   free(c);
   TERN__STAT_SUB(eng, TERN_STAT_CONNECTIONS_OPEN, 1);
@@ -212,9 +215,7 @@ static void on_connect(uv_connect_t *cr, int status) {
     c->addrs = c->next_addr = NULL;
   }
   uv_tcp_nodelay(&c->tcp, 1);
-  c->state = TERN__CONN_ACTIVE;
   tern_request_t *req = first_request(c);
-  if (req) tern__request_mark(req, TERN_TIME_CONNECTED);
   if (TERN__LOGGING(eng, TERN_LOG_DEBUG)) {
     struct sockaddr_storage peer;
     int len = sizeof peer;
@@ -224,8 +225,24 @@ static void on_connect(uv_connect_t *cr, int status) {
     tern__log(eng, TERN_LOG_DEBUG, req, "connection #%llu connected to %s (%s) port %u",
               (unsigned long long)c->id, c->origin->host, ip, (unsigned)c->origin->port);
   }
-  write_next(c);
+  if (c->origin->tls) {
+    start_reading(c);
+    int r = tern__tls_start(c);
+    if (r < 0) tern__conn_fail(c, NULL, r);
+  } else {
+    tern__conn_ready(c);
+  }
   tern__engine_leave(eng);
+}
+
+void tern__conn_ready(tern__conn *c) {
+  c->state = TERN__CONN_ACTIVE;
+  tern_request_t *req = first_request(c);
+  if (req) tern__request_mark(req, TERN_TIME_CONNECTED);
+  if (c->ssl)
+    tern__log(c->engine, TERN_LOG_DEBUG, req, "connection #%llu: TLS handshake done%s",
+              (unsigned long long)c->id, c->tls_resumed ? " (session resumed)" : "");
+  write_next(c);
 }
 
 bool tern__conn_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth) {
@@ -308,7 +325,8 @@ static void write_next(tern__conn *c) {
     int64_t n;
     if (req->body_kind == TERN__BODY_MEM) {
       uint64_t left = req->body_len - req->body_sent;
-      n = (int64_t)(left < MEM_PIECE ? left : MEM_PIECE);
+      uint64_t piece = c->ssl ? c->cap : MEM_PIECE; /* bounds the ciphertext held per write */
+      n = (int64_t)(left < piece ? left : piece);
       ptr = (const char *)req->body_mem + req->body_sent;
     } else {
       /* The body is staged in the connection buffer: no response bytes may land there now. */
@@ -347,7 +365,17 @@ static void write_next(tern__conn *c) {
     request_sent(c, req);
     return;
   }
-  int r = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, nb, on_write);
+  int r;
+  if (c->ssl) {
+    uv_buf_t out;
+    if ((r = tern__tls_encrypt(c, bufs, nb, &out)) != 0) {
+      tern__conn_fail(c, req, r);
+      return;
+    }
+    r = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &out, 1, on_write);
+  } else {
+    r = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, nb, on_write);
+  }
   if (r) {
     tern__request_set_error(req, tern__map_uv_error(r, TERN_EIO), "send to %s: %s",
                             req->url.hostport, uv_strerror(r));
@@ -362,6 +390,7 @@ static void write_next(tern__conn *c) {
 static void on_write(uv_write_t *wr, int status) {
   tern__conn *c = tern__container_of(wr, tern__conn, write_req);
   c->writing = false;
+  if (c->ssl) tern__tls_write_done(c);
   if (c->state == TERN__CONN_CLOSING) return;
   tern_engine_t *eng = c->engine;
   tern__engine_enter(eng);
@@ -399,8 +428,9 @@ static void on_write(uv_write_t *wr, int status) {
     request_sent(c, req);
     write_next(c); /* a pipelined request may be waiting */
     /* Bytes that arrived while the body was staged are processed now. */
-    if (c->len > 0 && c->state == TERN__CONN_ACTIVE) {
-      int r = tern__conn_process(c);
+    if (c->state == TERN__CONN_ACTIVE && (c->len > 0 || c->ssl)) {
+      int r = c->ssl ? tern__tls_recv(c, 0) : 0; /* plaintext OpenSSL still holds */
+      if (r >= 0) r = tern__conn_process(c);
       if (r < 0) tern__conn_fail(c, NULL, r);
     }
   } else {
@@ -428,7 +458,7 @@ static void response_done(tern__conn *c, tern_request_t *req) {
   c->served++;
   c->rstate = TERN__RESP_HEAD;
   c->last_len = 0;
-  (void)tern__request_progress_download(req, true);
+  int cancel = tern__request_progress_download(req, true);
   bool more = !tern__list_empty(&c->requests);
   /* Bytes beyond the response on a connection with nothing else outstanding mean the server
    * framed the body wrongly: such a connection is not reused. */
@@ -443,7 +473,7 @@ static void response_done(tern__conn *c, tern_request_t *req) {
   } else {
     tern__pool_release(c);
   }
-  tern__complete(req, 0);
+  tern__complete(req, cancel);
 }
 
 static int head_limit(const tern__conn *c) {
@@ -491,6 +521,7 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
   if (have_cl) req->content_length = (int64_t)cl;
 
   tern__request_mark(req, TERN_TIME_HEADERS);
+  if (c->ssl) tern__tls_note(c, req);
   tern__log(c->engine, TERN_LOG_INFO, req, "HTTP/1.%d %d %s from %s after %.3f s", minor, status,
             req->reason, req->url.hostport, tern_request_get_time(req, TERN_TIME_HEADERS));
   if (req->hop_response_cb && !atomic_load(&req->released) &&
@@ -633,6 +664,16 @@ int tern__conn_process(tern__conn *c) {
 }
 
 static void on_eof(tern__conn *c, ssize_t uverr) {
+  /* When data and a reset arrive together, libuv may report a plain end of stream: ask the
+   * socket, so a reset body is never taken for a complete close-delimited one. */
+  if (uverr == UV_EOF) {
+    uv_os_fd_t fd;
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr != 0)
+      uverr = uv_translate_sys_error(soerr);
+  }
   tern_request_t *req = first_request(c);
   if (req == NULL) {
     tern__conn_close(c); /* the server closed an idle connection */
@@ -645,7 +686,11 @@ static void on_eof(tern__conn *c, ssize_t uverr) {
   }
   int err;
   const char *host = req->url.hostport;
-  if (c->rstate == TERN__RESP_HEAD && c->len == 0) {
+  if (c->state == TERN__CONN_HANDSHAKE) {
+    err = TERN_ETLSHANDSHAKE;
+    tern__request_set_error(req, err, "TLS handshake with %s: connection closed by the server (%s)",
+                            host, uverr == UV_EOF ? "end of stream" : uv_strerror((int)uverr));
+  } else if (c->rstate == TERN__RESP_HEAD && c->len == 0) {
     err = uverr == UV_EOF ? TERN_EEMPTYREPLY : tern__map_uv_error((int)uverr, TERN_EIO);
     tern__request_set_error(req, err, "%s: connection closed before any response (%s)", host,
                             uverr == UV_EOF ? "end of stream" : uv_strerror((int)uverr));
@@ -675,10 +720,17 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   tern_engine_t *eng = c->engine;
   tern__engine_enter(eng);
   if (nread > 0) {
-    c->len += (size_t)nread;
+    int closed = 0, r;
     c->last_activity = uv_now(eng->loop);
-    int r = tern__conn_process(c);
+    if (c->ssl) {
+      closed = tern__tls_recv(c, (size_t)nread);
+      r = closed < 0 ? closed : tern__conn_process(c);
+    } else {
+      c->len += (size_t)nread;
+      r = tern__conn_process(c);
+    }
     if (r < 0) tern__conn_fail(c, NULL, r);
+    else if (closed && c->state != TERN__CONN_CLOSING) on_eof(c, UV_EOF); /* close_notify */
     else if (c->len == c->cap && c->state == TERN__CONN_ACTIVE)
       stop_reading(c); /* full while a request is still being sent; resumes after */
   } else if (nread < 0) {
@@ -700,7 +752,8 @@ static void on_timer(uv_timer_t *t) {
   switch (c->timer_kind) {
     case TERN__TIMER_CONNECT:
       if (req)
-        tern__request_set_error(req, TERN_ECONNECTTIMEOUT, "connect to %s: timed out after %llu ms",
+        tern__request_set_error(req, TERN_ECONNECTTIMEOUT, "%s %s: timed out after %llu ms",
+                                c->state == TERN__CONN_HANDSHAKE ? "TLS handshake with" : "connect to",
                                 host, (unsigned long long)c->timer_ms);
       tern__conn_fail(c, NULL, TERN_ECONNECTTIMEOUT);
       break;

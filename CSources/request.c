@@ -38,6 +38,7 @@ tern_request_t *tern_request_new(void) {
   req->timeouts[TERN_TIMEOUT_BODY] = 60000;
   req->timeouts[TERN_TIMEOUT_TOTAL] = 0;
   req->persistent = true;
+  req->tls_verify = true;
   req->body_fd = -1;
   req->dl_fd = -1;
   req->content_length = -1;
@@ -61,6 +62,13 @@ static void destroy(tern_request_t *req) {
   free(req->body_mem);
   free(req->body_path);
   free(req->dl_path);
+  free(req->tls_ca_file);
+  free(req->tls_ca_path);
+  free(req->tls_cert);
+  free(req->tls_key);
+  if (req->tls_password) memset(req->tls_password, 0, strlen(req->tls_password));
+  free(req->tls_password);
+  free(req->tls_id);
   free(req->head);
   free(req->reason);
   free(req->resp_block);
@@ -266,6 +274,49 @@ int tern_request_set_http10(tern_request_t *req, int enabled) {
   return 0;
 }
 
+int tern_request_set_tls_verify(tern_request_t *req, int verify) {
+  CHECK_NEW(req);
+  req->tls_verify = verify != 0;
+  return 0;
+}
+
+/* Replaces *slot with a copy of value (NULL clears it). */
+static int set_string(char **slot, const char *value) {
+  char *copy = NULL;
+  if (value && (copy = strdup(value)) == NULL) return TERN_ENOMEM;
+  free(*slot);
+  *slot = copy;
+  return 0;
+}
+
+int tern_request_set_tls_ca_file(tern_request_t *req, const char *path) {
+  CHECK_NEW(req);
+  return set_string(&req->tls_ca_file, path);
+}
+
+int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir) {
+  CHECK_NEW(req);
+  return set_string(&req->tls_ca_path, dir);
+}
+
+int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
+                                     const char *key_file, const char *password) {
+  CHECK_NEW(req);
+  if (cert_file == NULL && (key_file || password)) return TERN_EINVAL;
+  int r = set_string(&req->tls_cert, cert_file);
+  if (!r) r = set_string(&req->tls_key, key_file);
+  if (!r) r = set_string(&req->tls_password, password);
+  return r;
+}
+
+const char *tern_request_get_tls_version(const tern_request_t *req) {
+  return req ? req->tls_version : NULL;
+}
+int tern_request_is_tls_resumed(const tern_request_t *req) { return req ? req->tls_resumed : 0; }
+int tern_request_was_client_cert_requested(const tern_request_t *req) {
+  return req ? req->cert_requested : 0;
+}
+
 int tern_request_set_buffer_size(tern_request_t *req, size_t bytes) {
   CHECK_NEW(req);
   if (bytes != 0 && (bytes < 1024 || bytes > (1u << 30))) return TERN_EINVAL;
@@ -409,6 +460,16 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
       req->body_len = req->body_cb_length < 0 ? UINT64_MAX : (uint64_t)req->body_cb_length;
       break;
     default: req->body_len = 0; break;
+  }
+
+  if (req->url.tls && req->tls_id == NULL) {
+    tern__str id = {0};
+    r = tern__str_appendf(&id, "v%d|%s|%s|%s|%s|%s", req->tls_verify,
+                          req->tls_ca_file ? req->tls_ca_file : "",
+                          req->tls_ca_path ? req->tls_ca_path : "", req->tls_cert ? req->tls_cert : "",
+                          req->tls_key ? req->tls_key : "", req->tls_password ? req->tls_password : "");
+    if (r) return r;
+    req->tls_id = id.data;
   }
 
   req->range_start = 0;
@@ -639,7 +700,10 @@ int tern__request_progress_download(tern_request_t *req, bool final) {
   uint64_t total = req->content_length > 0 ? (uint64_t)req->content_length : 0;
   uint64_t done = req->resp_offset + req->received;
   if (total) total += req->resp_offset;
+  /* 100 means the phase is over, which only the framing knows: a body that reached its
+   * announced size may still await its last chunk. */
   int percent = final ? 100 : (total ? percent_of(done, total) : 0);
+  if (!final && percent > 99) percent = 99;
   /* Percent never goes back, and 100 is reported once. */
   if (percent <= req->last_percent && !(percent == 0 && req->last_percent == 0 && !total))
     return 0;
