@@ -373,8 +373,9 @@ ssize_t tern__decode_chunked(tern__chunked_t *dec, char *buf, size_t *len)
 
     /*
      * src reads and dst writes the same buffer. Framing bytes are only ever removed, so dst never
-     * passes src and data can be moved down with memmove; a chunk that is already in place (the
-     * first one after an aligned read, say) is not copied at all.
+     * passes src and data can be moved down with memmove. Data that is already in place is not
+     * copied: a call that starts inside a large chunk, the common case for big bodies, moves
+     * nothing until that chunk ends.
      */
     while (src < n && dec->state != CH_DONE) {
         unsigned char c;
