@@ -47,6 +47,7 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__list_init(&eng->cancels);
   tern__list_init(&eng->ready);
   tern__list_init(&eng->origins);
+  tern__list_init(&eng->tls_ctxs);
   for (int i = 0; i < 8; i++) atomic_init(&eng->stats[i], 0);
   if (uv_mutex_init(&eng->lock)) return TERN_ENOMEM;
   if (uv_async_init(eng->loop, &eng->async, on_async)) {
@@ -349,7 +350,7 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   for (tern__list *n = eng->origins.next; n != &eng->origins; n = n->next) {
     tern__origin *o = tern__container_of(n, tern__origin, node);
     if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
-        strcmp(o->host, req->url.host) == 0)
+        strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls_id) == 0))
       return o;
   }
   tern__origin *o = calloc(1, sizeof *o);
@@ -361,6 +362,16 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   }
   o->port = req->url.port;
   o->tls = req->url.tls;
+  if (o->tls) {
+    o->tls_id = strdup(req->tls_id);
+    o->tls_ctx = o->tls_id ? tern__tls_ctx_get(eng, req) : NULL;
+    if (o->tls_ctx == NULL) {
+      free(o->tls_id);
+      free(o->host);
+      free(o);
+      return NULL;
+    }
+  }
   o->buffer_size = bufsize;
   tern__list_init(&o->idle);
   tern__list_init(&o->busy);
@@ -509,8 +520,10 @@ static void shutdown_all(tern_engine_t *eng) {
     while (!tern__list_empty(&o->idle))
       tern__conn_close(tern__container_of(o->idle.next, tern__conn, node));
     tern__list_remove(&o->node);
+    tern__tls_origin_free(o);
     free(o->host);
     free(o);
   }
+  tern__tls_ctx_free_all(eng); /* connections still closing hold their own references */
   uv_close((uv_handle_t *)&eng->async, on_async_closed);
 }

@@ -43,6 +43,11 @@ int tern_error_is_timeout(int err) {
          err == TERN_ETOTALTIMEOUT;
 }
 
+int tern_error_is_tls_verify(int err) {
+  return err == TERN_ETLSCERTEXPIRED || err == TERN_ETLSCERTNOTYETVALID || err == TERN_ETLSHOSTNAME ||
+         err == TERN_ETLSUNKNOWNCA || err == TERN_ETLSVERIFY;
+}
+
 int tern__map_uv_error(int uverr, int fallback) {
   switch (uverr) {
     case UV_ECONNREFUSED: return TERN_ECONNREFUSED;

@@ -11,6 +11,11 @@
 #include "http1_parse.h"
 
 #include <stdatomic.h>
+
+struct ssl_st;
+struct bio_st;
+struct ssl_session_st;
+typedef struct tern__tls_ctx tern__tls_ctx;
 #include <stdbool.h>
 #include <uv.h>
 
@@ -140,6 +145,9 @@ struct tern_request {
   bool persistent, pipelining, http10;
   size_t buffer_size;
   void *user_data;
+  bool tls_verify;
+  char *tls_ca_file, *tls_ca_path, *tls_cert, *tls_key, *tls_password;
+  char *tls_id; /* the TLS settings as one string: pool and context key */
 
   /* per exchange */
   tern__origin *origin;
@@ -160,6 +168,10 @@ struct tern_request {
   bool head_sent, body_done, sent; /* how much of the request is on the wire */
   uint64_t skip_bytes; /* leading body bytes to drop (a 200 answering a ranged download) */
   bool range_done;     /* 416 on a resumed download: the file was already whole */
+
+  /* TLS facts of the connection that carried the request */
+  const char *tls_version;
+  bool tls_resumed, cert_requested;
 
   /* response */
   int status, minor;
@@ -203,6 +215,7 @@ const char *tern__request_header_value(const tern_request_t *req, const char *na
 enum {
   TERN__CONN_RESOLVING,
   TERN__CONN_CONNECTING,
+  TERN__CONN_HANDSHAKE, /* TLS handshake under way */
   TERN__CONN_ACTIVE, /* has requests */
   TERN__CONN_IDLE,   /* in the pool */
   TERN__CONN_CLOSING
@@ -255,6 +268,15 @@ struct tern__conn {
   bool tcp_closing;       /* uv_close called on tcp (reconnect or close) */
   bool http11;            /* the last response was HTTP/1.1 */
   char chunk_line[24];    /* "HEX\r\n" for chunked request bodies */
+
+  /* TLS: ciphertext goes out through a memory BIO detached per write (so OpenSSL never
+   * reallocates bytes libuv is still sending) and comes in through the connection buffer. */
+  struct ssl_st *ssl;
+  bool handshaking;
+  bool tls_resumed, cert_requested;
+  struct bio_st *tls_req_bio;   /* ciphertext of the write under way in write_req */
+  struct bio_st *tls_extra_bio; /* handshake or alert bytes under way in tls_wreq */
+  uv_write_t tls_wreq;
 };
 
 struct tern__origin {
@@ -267,6 +289,9 @@ struct tern__origin {
   tern__list busy;    /* connecting or active */
   tern__list waiting; /* requests waiting for a connection slot */
   unsigned nconns;
+  char *tls_id;                    /* TLS settings shared by its connections, or NULL */
+  tern__tls_ctx *tls_ctx;          /* owned by the engine */
+  struct ssl_session_st *session;  /* the latest session, offered by new connections */
 };
 
 /* ---- engine ----------------------------------------------------------------------------------- */
@@ -286,6 +311,7 @@ struct tern_engine {
   tern__list ready;     /* loop thread: submitted from a callback, started on return */
   int depth;            /* loop thread: nesting of engine callbacks */
   tern__list origins;
+  tern__list tls_ctxs; /* tern__tls_ctx, one per distinct TLS settings */
   int handles; /* engine-owned handles still open (embedded mode frees at 0) */
   bool free_when_closed;
   tern_config_t config;
@@ -324,6 +350,27 @@ void tern__conn_fail(tern__conn *c, tern_request_t *req, int err);
 /* (Re)starts the connection timer for c->timer_kind and c->timer_ms. */
 void tern__conn_arm_timer(tern__conn *c);
 bool tern__conn_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth);
+
+/* tls.c */
+/* The context for a request's TLS settings; NULL when out of memory. Load failures are kept
+ * in the context and reported by tern__tls_start. */
+tern__tls_ctx *tern__tls_ctx_get(tern_engine_t *eng, const tern_request_t *req);
+void tern__tls_ctx_free_all(tern_engine_t *eng);
+/* Starts the handshake on a connected socket. Returns 0 or a TERN_E* (set on the request). */
+int tern__tls_start(tern__conn *c);
+/* Ciphertext arrived at buf[len, len+n): decrypt in place, driving the handshake. Returns 0,
+ * 1 when the peer sent close_notify, or a TERN_E* code (set on the oldest request). */
+int tern__tls_recv(tern__conn *c, size_t n);
+/* Encrypts the plaintext pieces; *out is the ciphertext to write (owned by c->tls_req_bio). */
+int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t *out);
+void tern__tls_conn_free(tern__conn *c);
+/* The request write finished: drop its ciphertext. */
+void tern__tls_write_done(tern__conn *c);
+/* Copies the connection's TLS facts (version, resumption) into the request. */
+void tern__tls_note(tern__conn *c, tern_request_t *req);
+void tern__tls_origin_free(tern__origin *o);
+/* conn.c: the handshake finished; start sending. */
+void tern__conn_ready(tern__conn *c);
 
 /* error.c */
 int tern__map_uv_error(int uverr, int fallback);

@@ -71,7 +71,16 @@ TERN_API const char *tern_version_string(void);
   XX(EIO, -23, "network I/O error")                                                             \
   XX(ERANGE, -24, "requested range not satisfiable")                                            \
   XX(ECALLBACK, -25, "a callback reported an error")                                            \
-  XX(EUNSUPPORTED, -26, "feature not supported by this build")
+  XX(EUNSUPPORTED, -26, "feature not supported by this build")                                 \
+  XX(ETLSHANDSHAKE, -27, "TLS handshake failed")                                                \
+  XX(ETLSCERTEXPIRED, -28, "server certificate has expired")                                    \
+  XX(ETLSCERTNOTYETVALID, -29, "server certificate is not yet valid")                           \
+  XX(ETLSHOSTNAME, -30, "server certificate does not match the host name")                      \
+  XX(ETLSUNKNOWNCA, -31, "server certificate is not signed by a trusted CA")                    \
+  XX(ETLSVERIFY, -32, "server certificate verification failed")                                 \
+  XX(ETLSCLIENTCERT, -33, "server requires a client certificate")                               \
+  XX(ETLSCERTFILE, -34, "could not load the client certificate or key")                         \
+  XX(ETLSCAFILE, -35, "could not load the CA certificates")
 
 typedef enum {
 #define TERN_XX_(name, value, desc) TERN_##name = (value),
@@ -86,6 +95,8 @@ TERN_API const char *tern_strerror(int err);
 TERN_API const char *tern_err_name(int err);
 /** Non-zero for the four timeout codes. */
 TERN_API int tern_error_is_timeout(int err);
+/** Non-zero for the server-certificate verification codes (curl's exit 60). */
+TERN_API int tern_error_is_tls_verify(int err);
 
 struct uv_loop_s; /* libuv's loop, for callers that embed the engine */
 
@@ -246,6 +257,20 @@ TERN_API int tern_request_set_persistent(tern_request_t *req, int persistent);
 TERN_API int tern_request_set_pipelining(tern_request_t *req, int enabled);
 /** Non-zero speaks HTTP/1.0: no chunked bodies, keep-alive only when the server offers it. */
 TERN_API int tern_request_set_http10(tern_request_t *req, int enabled);
+/* TLS (https:// URLs). Verification is on by default against the system trust store. Requests
+ * with different TLS settings never share a pooled connection. */
+
+/** 0 disables certificate and host name verification (curl's -k). Default 1. */
+TERN_API int tern_request_set_tls_verify(tern_request_t *req, int verify);
+/** Trusts the PEM certificates in this file instead of the system store. */
+TERN_API int tern_request_set_tls_ca_file(tern_request_t *req, const char *path);
+/** Trusts the certificates in this OpenSSL hashed directory instead of the system store. */
+TERN_API int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir);
+/** A client certificate (PEM chain) and its key (PEM; NULL: in the certificate file), with the
+ *  key's password or NULL. */
+TERN_API int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
+                                             const char *key_file, const char *password);
+
 /** This request's connection buffer size when it opens a connection (0: engine default).
  *  Pooled connections are shared only between requests asking the same size. */
 TERN_API int tern_request_set_buffer_size(tern_request_t *req, size_t bytes);
@@ -284,6 +309,13 @@ TERN_API uint64_t tern_request_get_offset(const tern_request_t *req);
 /** The request head as last sent (request line, headers, blank line), for logs and `-v`;
  *  NULL before the request was prepared. */
 TERN_API const char *tern_request_get_request_head(const tern_request_t *req, size_t *len);
+/** The TLS version of the request's connection ("TLSv1.3"), or NULL for plain HTTP. */
+TERN_API const char *tern_request_get_tls_version(const tern_request_t *req);
+/** Non-zero when the request's TLS connection resumed an earlier session. */
+TERN_API int tern_request_is_tls_resumed(const tern_request_t *req);
+/** Non-zero when the server asked for a client certificate and none was configured (servers
+ *  such as nginx then answer 400 instead of failing the handshake). */
+TERN_API int tern_request_was_client_cert_requested(const tern_request_t *req);
 /** Non-zero when the request was sent on a pooled connection. */
 TERN_API int tern_request_is_reused(const tern_request_t *req);
 /** Non-zero once the request completed. */

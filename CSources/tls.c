@@ -1,0 +1,401 @@
+/* TLS through OpenSSL over libuv streams.
+ *
+ * Incoming ciphertext is read into the connection's one buffer and decrypted in place: it is fed
+ * to OpenSSL in record-sized pieces, and plaintext is written back at the front of the same
+ * region, never past the bytes already fed, so no second buffer is needed and the read BIO never
+ * holds more than one piece. Outgoing ciphertext collects in a memory BIO that is detached from
+ * the SSL object for each write, so OpenSSL cannot reallocate memory libuv is still sending.
+ *
+ * Contexts (SSL_CTX) are per engine and per distinct TLS settings; sessions are kept per origin
+ * so a second connection resumes. */
+#include "internal.h"
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One TLS record plus its header: pieces of this size keep the read BIO small. */
+#define FEED_PIECE (16384 + 512)
+
+struct tern__tls_ctx {
+  tern__list node;
+  char *id;
+  SSL_CTX *ctx;
+  char *password;
+  int load_error; /* TERN_ETLSCAFILE or TERN_ETLSCERTFILE when loading failed */
+  char load_msg[200];
+};
+
+static int conn_index = -1; /* SSL ex_data slot holding the tern__conn */
+static uv_once_t index_once = UV_ONCE_INIT;
+
+static void init_index(void) { conn_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL); }
+
+static tern__conn *conn_of(const SSL *ssl) { return SSL_get_ex_data(ssl, conn_index); }
+
+static void openssl_error_string(char *out, size_t n) {
+  unsigned long e = ERR_peek_last_error();
+  if (e)
+    ERR_error_string_n(e, out, n);
+  else
+    snprintf(out, n, "no details");
+  ERR_clear_error();
+}
+
+/* Sessions arrive after the handshake in TLS 1.3: keep the newest per origin. */
+static int on_new_session(SSL *ssl, SSL_SESSION *sess) {
+  tern__conn *c = conn_of(ssl);
+  if (c == NULL || c->origin == NULL) return 0;
+  if (c->origin->session) SSL_SESSION_free(c->origin->session);
+  c->origin->session = sess;
+  return 1; /* we keep the reference */
+}
+
+/* Called only when the server asks for a certificate and none is configured. */
+static int on_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey) {
+  (void)x509;
+  (void)pkey;
+  tern__conn *c = conn_of(ssl);
+  if (c) c->cert_requested = true;
+  return 0;
+}
+
+static int on_password(char *buf, int size, int rwflag, void *userdata) {
+  (void)rwflag;
+  const char *pw = userdata;
+  if (pw == NULL) return 0;
+  size_t n = strlen(pw);
+  if (n > (size_t)size) return 0;
+  memcpy(buf, pw, n);
+  return (int)n;
+}
+
+static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
+  char err[160];
+  SSL_CTX *ctx = t->ctx;
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  static const unsigned char alpn[] = "\x08http/1.1";
+  SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(ctx, on_new_session);
+  SSL_CTX_set_client_cert_cb(ctx, on_client_cert);
+  SSL_CTX_set_verify(ctx, req->tls_verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
+  if (req->tls_ca_file || req->tls_ca_path) {
+    if (SSL_CTX_load_verify_locations(ctx, req->tls_ca_file, req->tls_ca_path) != 1) {
+      openssl_error_string(err, sizeof err);
+      t->load_error = TERN_ETLSCAFILE;
+      snprintf(t->load_msg, sizeof t->load_msg, "load CA from %s: %s",
+               req->tls_ca_file ? req->tls_ca_file : req->tls_ca_path, err);
+      return;
+    }
+  } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+    openssl_error_string(err, sizeof err);
+    t->load_error = TERN_ETLSCAFILE;
+    snprintf(t->load_msg, sizeof t->load_msg, "load the system trust store: %s", err);
+    return;
+  }
+  if (req->tls_cert) {
+    if (req->tls_password) {
+      t->password = strdup(req->tls_password);
+      SSL_CTX_set_default_passwd_cb(ctx, on_password);
+      SSL_CTX_set_default_passwd_cb_userdata(ctx, t->password);
+    }
+    const char *key = req->tls_key ? req->tls_key : req->tls_cert;
+    const char *what = req->tls_cert;
+    if (SSL_CTX_use_certificate_chain_file(ctx, req->tls_cert) != 1 ||
+        (what = key, SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) ||
+        (what = "the key pair", SSL_CTX_check_private_key(ctx) != 1)) {
+      openssl_error_string(err, sizeof err);
+      t->load_error = TERN_ETLSCERTFILE;
+      snprintf(t->load_msg, sizeof t->load_msg, "load client certificate (%s): %s", what, err);
+    }
+  }
+}
+
+tern__tls_ctx *tern__tls_ctx_get(tern_engine_t *eng, const tern_request_t *req) {
+  for (tern__list *n = eng->tls_ctxs.next; n != &eng->tls_ctxs; n = n->next) {
+    tern__tls_ctx *t = tern__container_of(n, tern__tls_ctx, node);
+    if (strcmp(t->id, req->tls_id) == 0) return t;
+  }
+  uv_once(&index_once, init_index);
+  tern__tls_ctx *t = calloc(1, sizeof *t);
+  if (t == NULL) return NULL;
+  t->id = strdup(req->tls_id);
+  t->ctx = SSL_CTX_new(TLS_client_method());
+  if (t->id == NULL || t->ctx == NULL) {
+    SSL_CTX_free(t->ctx);
+    free(t->id);
+    free(t);
+    return NULL;
+  }
+  ctx_load(t, req);
+  tern__list_insert_tail(&eng->tls_ctxs, &t->node);
+  return t;
+}
+
+void tern__tls_ctx_free_all(tern_engine_t *eng) {
+  while (!tern__list_empty(&eng->tls_ctxs)) {
+    tern__tls_ctx *t = tern__container_of(eng->tls_ctxs.next, tern__tls_ctx, node);
+    tern__list_remove(&t->node);
+    SSL_CTX_free(t->ctx);
+    free(t->password);
+    free(t->id);
+    free(t);
+  }
+}
+
+void tern__tls_origin_free(tern__origin *o) {
+  if (o->session) SSL_SESSION_free(o->session);
+  o->session = NULL;
+  free(o->tls_id);
+  o->tls_id = NULL;
+}
+
+void tern__tls_conn_free(tern__conn *c) {
+  if (c->ssl) {
+    SSL_set_ex_data(c->ssl, conn_index, NULL);
+    SSL_free(c->ssl); /* frees its BIOs */
+    c->ssl = NULL;
+  }
+  BIO_free(c->tls_req_bio);
+  BIO_free(c->tls_extra_bio);
+  c->tls_req_bio = c->tls_extra_bio = NULL;
+}
+
+static tern_request_t *oldest(tern__conn *c) {
+  return tern__list_empty(&c->requests)
+             ? NULL
+             : tern__container_of(c->requests.next, tern_request_t, node);
+}
+
+/* Takes the ciphertext OpenSSL has written so far, leaving it a fresh empty BIO. */
+static BIO *detach_output(tern__conn *c) {
+  BIO *fresh = BIO_new(BIO_s_mem());
+  if (fresh == NULL) return NULL;
+  BIO_set_mem_eof_return(fresh, -1);
+  BIO *old = SSL_get_wbio(c->ssl);
+  BIO_up_ref(old);
+  SSL_set0_wbio(c->ssl, fresh);
+  return old;
+}
+
+static void on_extra_written(uv_write_t *wr, int status) {
+  tern__conn *c = tern__container_of(wr, tern__conn, tls_wreq);
+  BIO_free(c->tls_extra_bio);
+  c->tls_extra_bio = NULL;
+  if (c->state == TERN__CONN_CLOSING) return;
+  if (status < 0) {
+    tern_engine_t *eng = c->engine;
+    tern__engine_enter(eng);
+    tern_request_t *req = oldest(c);
+    if (req)
+      tern__request_set_error(req, TERN_ETLSHANDSHAKE, "TLS handshake with %s: send failed: %s",
+                              req->url.hostport, uv_strerror(status));
+    tern__conn_fail(c, NULL, TERN_ETLSHANDSHAKE);
+    tern__engine_leave(eng);
+  }
+}
+
+/* Sends handshake and alert bytes that OpenSSL produced outside a request write. Only one such
+ * write is under way at a time; anything newer waits in the BIO and leaves with the next one
+ * (or with the next request write, which takes the whole BIO in order). */
+static int flush_extra(tern__conn *c) {
+  if (c->tls_extra_bio || BIO_ctrl_pending(SSL_get_wbio(c->ssl)) == 0) return 0;
+  BIO *out = detach_output(c);
+  if (out == NULL) return TERN_ENOMEM;
+  char *data;
+  long n = BIO_get_mem_data(out, &data);
+  c->tls_extra_bio = out;
+  uv_buf_t b = uv_buf_init(data, (unsigned)n);
+  int r = uv_write(&c->tls_wreq, (uv_stream_t *)&c->tcp, &b, 1, on_extra_written);
+  if (r) {
+    BIO_free(out);
+    c->tls_extra_bio = NULL;
+    return TERN_ETLSHANDSHAKE;
+  }
+  return 0;
+}
+
+int tern__tls_start(tern__conn *c) {
+  tern_request_t *req = oldest(c);
+  tern__tls_ctx *t = c->origin->tls_ctx;
+  if (t->load_error) {
+    tern__request_set_error(req, t->load_error, "%s", t->load_msg);
+    return t->load_error;
+  }
+  SSL *ssl = SSL_new(t->ctx);
+  BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
+  if (ssl == NULL || rb == NULL || wb == NULL) {
+    SSL_free(ssl);
+    BIO_free(rb);
+    BIO_free(wb);
+    return TERN_ENOMEM;
+  }
+  BIO_set_mem_eof_return(rb, -1);
+  BIO_set_mem_eof_return(wb, -1);
+  SSL_set_bio(ssl, rb, wb);
+  SSL_set_ex_data(ssl, conn_index, c);
+  c->ssl = ssl;
+  const char *host = c->origin->host;
+  unsigned char ip[16];
+  bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+  if (!is_ip) SSL_set_tlsext_host_name(ssl, host); /* SNI carries names, never addresses */
+  if (req->tls_verify) {
+    X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+    int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host) : SSL_set1_host(ssl, host);
+    if (ok != 1) return TERN_ENOMEM;
+  }
+  if (c->origin->session) SSL_set_session(ssl, c->origin->session);
+  SSL_set_connect_state(ssl);
+  c->handshaking = true;
+  c->state = TERN__CONN_HANDSHAKE;
+  return tern__tls_recv(c, 0);
+}
+
+static int verify_error(tern__conn *c, tern_request_t *req) {
+  long v = SSL_get_verify_result(c->ssl);
+  const char *host = req->url.hostport;
+  int err;
+  switch (v) {
+    case X509_V_OK: return 0;
+    case X509_V_ERR_CERT_HAS_EXPIRED: err = TERN_ETLSCERTEXPIRED; break;
+    case X509_V_ERR_CERT_NOT_YET_VALID: err = TERN_ETLSCERTNOTYETVALID; break;
+    case X509_V_ERR_HOSTNAME_MISMATCH:
+    case X509_V_ERR_IP_ADDRESS_MISMATCH: err = TERN_ETLSHOSTNAME; break;
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE: err = TERN_ETLSUNKNOWNCA; break;
+    default: err = TERN_ETLSVERIFY; break;
+  }
+  tern__request_set_error(req, err, "TLS handshake with %s: certificate verification failed: %s",
+                          host, X509_verify_cert_error_string(v));
+  return err;
+}
+
+static int handshake_failed(tern__conn *c, int ssl_err) {
+  tern_request_t *req = oldest(c);
+  if (req == NULL) return TERN_ETLSHANDSHAKE;
+  int v = verify_error(c, req);
+  if (v) return v;
+  unsigned long e = ERR_peek_last_error();
+  int reason = ERR_GET_REASON(e);
+  char detail[160];
+  openssl_error_string(detail, sizeof detail);
+  if (c->cert_requested && (reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED ||
+                            reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE ||
+                            reason == SSL_R_SSLV3_ALERT_BAD_CERTIFICATE)) {
+    tern__request_set_error(req, TERN_ETLSCLIENTCERT,
+                            "TLS handshake with %s: the server requires a client certificate (%s)",
+                            req->url.hostport, detail);
+    return TERN_ETLSCLIENTCERT;
+  }
+  tern__request_set_error(req, TERN_ETLSHANDSHAKE, "TLS handshake with %s failed: %s",
+                          req->url.hostport,
+                          ssl_err == SSL_ERROR_SYSCALL ? "connection closed" : detail);
+  return TERN_ETLSHANDSHAKE;
+}
+
+static int handshake_step(tern__conn *c) {
+  ERR_clear_error();
+  int r = SSL_do_handshake(c->ssl);
+  int fr = flush_extra(c);
+  if (fr) return fr;
+  if (r == 1) {
+    c->handshaking = false;
+    c->tls_resumed = SSL_session_reused(c->ssl) != 0;
+    tern__conn_ready(c);
+    return 0;
+  }
+  int e = SSL_get_error(c->ssl, r);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return 0;
+  return handshake_failed(c, e);
+}
+
+int tern__tls_recv(tern__conn *c, size_t n) {
+  size_t base = c->len, fed = 0, produced = 0;
+  BIO *rb = SSL_get_rbio(c->ssl);
+  int closed = 0;
+  for (;;) {
+    if (c->handshaking) {
+      int r = handshake_step(c);
+      if (r) return r;
+    }
+    /* Plaintext may overwrite only what was already fed to OpenSSL; once everything is fed,
+     * the rest of the buffer is free. */
+    while (!c->handshaking && !closed) {
+      size_t room = fed == n ? c->cap - (base + produced) : fed - produced;
+      if (room == 0) break;
+      ERR_clear_error();
+      int k = SSL_read(c->ssl, c->buf + base + produced, room > INT_MAX ? INT_MAX : (int)room);
+      if (k > 0) {
+        produced += (size_t)k;
+        continue;
+      }
+      int e = SSL_get_error(c->ssl, k);
+      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) break;
+      if (e == SSL_ERROR_ZERO_RETURN) {
+        closed = 1;
+        break;
+      }
+      c->len = base + produced;
+      tern_request_t *req = oldest(c);
+      char detail[160];
+      openssl_error_string(detail, sizeof detail);
+      if (req)
+        tern__request_set_error(req, TERN_EIO, "TLS receive from %s failed: %s",
+                                req->url.hostport, detail);
+      return TERN_EIO;
+    }
+    int fr = flush_extra(c); /* e.g. a KeyUpdate answer */
+    if (fr) return fr;
+    if (fed == n) break;
+    size_t piece = n - fed < FEED_PIECE ? n - fed : FEED_PIECE;
+    if (BIO_write(rb, c->buf + base + fed, (int)piece) != (int)piece) return TERN_ENOMEM;
+    fed += piece;
+  }
+  c->len = base + produced;
+  return closed;
+}
+
+int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t *out) {
+  ERR_clear_error();
+  for (unsigned i = 0; i < nb; i++) {
+    if (bufs[i].len == 0) continue;
+    int k = SSL_write(c->ssl, bufs[i].base, (int)bufs[i].len);
+    if (k <= 0) {
+      tern_request_t *req = oldest(c);
+      char detail[160];
+      openssl_error_string(detail, sizeof detail);
+      if (req)
+        tern__request_set_error(req, TERN_EIO, "TLS send to %s failed: %s", req->url.hostport,
+                                detail);
+      return TERN_EIO;
+    }
+  }
+  BIO *bio = detach_output(c);
+  if (bio == NULL) return TERN_ENOMEM;
+  char *data;
+  long n = BIO_get_mem_data(bio, &data);
+  c->tls_req_bio = bio;
+  *out = uv_buf_init(data, (unsigned)n);
+  return 0;
+}
+
+void tern__tls_write_done(tern__conn *c) {
+  BIO_free(c->tls_req_bio);
+  c->tls_req_bio = NULL;
+}
+
+void tern__tls_note(tern__conn *c, tern_request_t *req) {
+  req->tls_version = SSL_get_version(c->ssl);
+  req->tls_resumed = c->tls_resumed;
+  req->cert_requested = c->cert_requested;
+}
