@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MAX_HEADERS 256
 /* Memory bodies go out in pieces of this size, so upload progress moves. */
@@ -31,10 +32,73 @@ static tern_request_t *first_request(const tern__conn *c) {
              : tern__container_of(c->requests.next, tern_request_t, node);
 }
 
+static void free_addrs(tern__conn *c) {
+  if (c->addrs == NULL) return;
+  if (c->own_addrs) {
+    while (c->addrs) {
+      struct addrinfo *next = c->addrs->ai_next;
+      free(c->addrs);
+      c->addrs = next;
+    }
+  } else {
+    uv_freeaddrinfo(c->addrs);
+  }
+  c->addrs = c->next_addr = NULL;
+}
+
+/* The addresses pinned for host:port by tern_config_add_resolve, as an addrinfo chain of our
+ * own; NULL when none is pinned. Entries were validated when added. */
+static struct addrinfo *pinned_addrs(const tern_config_t *cfg, const char *host, uint16_t port) {
+  const char *p = cfg->resolve.data;
+  const char *end = p ? p + cfg->resolve.len : NULL;
+  while (p && p < end) {
+    const char *tab1 = memchr(p, '\t', (size_t)(end - p));
+    const char *tab2 = tab1 ? memchr(tab1 + 1, '\t', (size_t)(end - tab1 - 1)) : NULL;
+    const char *nl = tab2 ? memchr(tab2, '\n', (size_t)(end - tab2)) : NULL;
+    if (nl == NULL) return NULL;
+    if ((size_t)(tab1 - p) == strlen(host) && strncasecmp(p, host, (size_t)(tab1 - p)) == 0 &&
+        strtoul(tab1 + 1, NULL, 10) == port) {
+      struct addrinfo *head = NULL, **tail = &head;
+      for (const char *a = tab2 + 1; a < nl;) {
+        size_t n = strcspn(a, ",\n");
+        char ip[64];
+        snprintf(ip, sizeof ip, "%.*s", (int)n, a);
+        char *bare = ip;
+        if (bare[0] == '[') {
+          bare[strlen(bare) - 1] = '\0';
+          bare++;
+        }
+        struct {
+          struct addrinfo ai;
+          struct sockaddr_storage ss;
+        } *node = calloc(1, sizeof *node);
+        if (node == NULL) break;
+        node->ai.ai_addr = (struct sockaddr *)&node->ss;
+        node->ai.ai_socktype = SOCK_STREAM;
+        if (uv_ip4_addr(bare, port, (struct sockaddr_in *)&node->ss) == 0) {
+          node->ai.ai_family = AF_INET;
+          node->ai.ai_addrlen = sizeof(struct sockaddr_in);
+        } else {
+          uv_ip6_addr(bare, port, (struct sockaddr_in6 *)&node->ss);
+          node->ai.ai_family = AF_INET6;
+          node->ai.ai_addrlen = sizeof(struct sockaddr_in6);
+        }
+        *tail = &node->ai;
+        tail = &node->ai.ai_next;
+        a += n;
+        if (*a == ',') a++;
+      }
+      return head;
+    }
+    p = nl + 1;
+  }
+  return NULL;
+}
+
 static void maybe_free(tern__conn *c) {
   if (c->pending > 0) return;
   tern_engine_t *eng = c->engine;
-  if (c->addrs) uv_freeaddrinfo(c->addrs);
+  free_addrs(c);
   tern__tls_conn_free(c);
   free(c->buf);
   free(c);
@@ -97,6 +161,15 @@ tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t con
   c->nrequests = 1;
   set_timer(c, TERN__TIMER_CONNECT, connect_ms);
 
+  struct addrinfo *pinned = pinned_addrs(&eng->config, o->host, o->port);
+  if (pinned) {
+    c->addrs = c->next_addr = pinned;
+    c->own_addrs = true;
+    c->state = TERN__CONN_CONNECTING;
+    c->last_error = UV_EADDRNOTAVAIL;
+    try_next_address(c);
+    return c;
+  }
   /* Literal addresses skip the resolver's thread pool hop. */
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
@@ -201,6 +274,9 @@ static void on_connect(uv_connect_t *cr, int status) {
   tern__engine_enter(eng);
   if (status < 0) {
     c->last_error = status;
+    tern__log(eng, TERN_LOG_DEBUG, first_request(c), "connection #%llu: connect to %s port %u failed: %s%s",
+              (unsigned long long)c->id, c->origin->host, (unsigned)c->origin->port,
+              uv_strerror(status), c->next_addr ? "; trying the next address" : "");
     if (c->next_addr) {
       c->tcp_closing = true;
       uv_close((uv_handle_t *)&c->tcp, on_tcp_reopened);
@@ -210,10 +286,7 @@ static void on_connect(uv_connect_t *cr, int status) {
     tern__engine_leave(eng);
     return;
   }
-  if (c->addrs) {
-    uv_freeaddrinfo(c->addrs);
-    c->addrs = c->next_addr = NULL;
-  }
+  free_addrs(c);
   uv_tcp_nodelay(&c->tcp, 1);
   tern_request_t *req = first_request(c);
   if (TERN__LOGGING(eng, TERN_LOG_DEBUG)) {

@@ -71,6 +71,7 @@ struct tern_config {
   tern_log_cb log_cb;
   tern_log_level log_level;
   void *log_data;
+  tern__str resolve; /* "host\tport\taddr,addr\n" lines from tern_config_add_resolve */
 };
 
 void tern__config_defaults(tern_config_t *c);
@@ -235,6 +236,7 @@ struct tern__conn {
   uv_getaddrinfo_t gai;
   uv_write_t write_req;
   struct addrinfo *addrs, *next_addr;
+  bool own_addrs; /* addrs built from a pinned entry, not by getaddrinfo */
   int pending; /* open handles and in-flight libuv requests; freed at 0 after closing */
   int state;
   bool reading, writing, gai_live;

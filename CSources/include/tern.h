@@ -136,6 +136,9 @@ typedef enum {
  *  `req` is the request concerned, or NULL for connection-only events. */
 typedef void (*tern_log_cb)(tern_log_level level, const char *message, tern_request_t *req,
                             void *user_data);
+/** Pins a host name to addresses instead of asking DNS, like curl's --resolve:
+ *  "HOST:PORT:ADDR[,ADDR...]" (IPv6 addresses in brackets). Addresses are tried in order. */
+TERN_API int tern_config_add_resolve(tern_config_t *config, const char *entry);
 /** Routes the engine's log to `cb` for levels >= min_level (default: no log). */
 TERN_API int tern_config_set_log_cb(tern_config_t *config, tern_log_cb cb, tern_log_level min_level,
                                     void *user_data);

@@ -648,3 +648,44 @@ TEST(http_log_hop_and_request_head) {
   ASSERT_EQ(s.lines[TERN_LOG_ERROR], 0);
   assert_no_leaks(eng);
 }
+
+/* ---- pinned addresses: the next address is tried when one fails ---- */
+
+typedef struct {
+  int failed_connects;
+} fallback_state;
+
+static void on_fallback_log(tern_log_level level, const char *msg, tern_request_t *req, void *ud) {
+  (void)level;
+  (void)req;
+  fallback_state *s = ud;
+  if (strstr(msg, "trying the next address")) s->failed_connects++;
+}
+
+TEST(http_next_address_after_failure) {
+  /* multi.test resolves to 127.0.0.2 first, where nothing listens on nginx's port, then to
+   * 127.0.0.1, where nginx does. */
+  static fallback_state s;
+  int port = testsrv_port("NGINX_PORT");
+  char entry[128];
+  snprintf(entry, sizeof entry, "multi.test:%d:127.0.0.2,[::1],127.0.0.1", port);
+  tern_config_t *cfg = tern_config_new();
+  ASSERT_EQ(tern_config_add_resolve(cfg, entry), 0);
+  ASSERT_EQ(tern_config_add_resolve(cfg, "bad"), TERN_EINVAL);
+  ASSERT_EQ(tern_config_add_resolve(cfg, "h:80:not-an-ip"), TERN_EINVAL);
+  ASSERT_EQ(tern_config_set_log_cb(cfg, on_fallback_log, TERN_LOG_DEBUG, &s), 0);
+  tern_engine_t *eng = NULL;
+  ASSERT_EQ(tern_engine_new(&eng, cfg), 0);
+  tern_config_free(cfg);
+  char url[128];
+  snprintf(url, sizeof url, "http://multi.test:%d/1k.bin", port);
+  tern_request_t *req = tern_request_new();
+  ASSERT_EQ(tern_request_set_url(req, url), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  tern_request_free(req);
+  /* 127.0.0.2 is refused; [::1] answers only when nginx listens on IPv6 too. */
+  const char *v6 = testsrv_get("NGINX_IPV6");
+  ASSERT_EQ(s.failed_connects, (v6 && strcmp(v6, "1") == 0) ? 1 : 2);
+  assert_no_leaks(eng);
+}
