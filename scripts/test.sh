@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: warnings-as-errors build + ctest, the same under ASan+UBSan (with
-# LeakSanitizer), valgrind on the example, a bounded fuzz run, the installed library used
+# LeakSanitizer) and under TSan, valgrind on the example, a bounded fuzz run, the installed library used
 # through pkg-config, and the Swift package build.
 # Usage: scripts/test.sh [--quick]   (--quick: the plain ctest run only)
 set -euo pipefail
@@ -23,6 +23,11 @@ cmake -S . -B build/asan -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_BUILD_TYPE=Debug \
 cmake --build build/asan -j"$JOBS"
 (cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -j"$JOBS" --output-on-failure)
+
+step "ThreadSanitizer (gcc; Swift's clang runtime wants libdispatch) and ctest"
+cmake -S . -B build/tsan -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DTERN_TSAN=ON >/dev/null
+cmake --build build/tsan -j"$JOBS"
+(cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j"$JOBS" --output-on-failure -E '^parse\.')
 
 step "fuzz the response parser for ${FUZZ_SECONDS}s"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER="$CLANG" -DTERN_FUZZ=ON -DTERN_BUILD_TESTS=OFF \
