@@ -531,7 +531,8 @@ static void response_done(tern__conn *c, tern_request_t *req) {
   c->served++;
   c->rstate = TERN__RESP_HEAD;
   c->last_len = 0;
-  int cancel = tern__request_progress_download(req, true);
+  int err = tern__request_body_end(req);
+  if (!err) err = tern__request_progress_download(req, true);
   bool more = !tern__list_empty(&c->requests);
   /* Bytes beyond the response on a connection with nothing else outstanding mean the server
    * framed the body wrongly: such a connection is not reused. */
@@ -546,7 +547,7 @@ static void response_done(tern__conn *c, tern_request_t *req) {
   } else {
     tern__pool_release(c);
   }
-  tern__complete(req, cancel);
+  tern__complete(req, err);
 }
 
 static int head_limit(const tern__conn *c) {

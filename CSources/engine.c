@@ -258,6 +258,7 @@ static void on_total_closed(uv_handle_t *h) { tern__request_unref(h->data); }
 void tern__complete(tern_request_t *req, int err) {
   if (atomic_load(&req->state) == TERN__REQ_DONE) return;
   tern_engine_t *eng = req->engine;
+  err = tern__request_finish_file(req, err);
   if (err && req->error != err) {
     req->error = 0;
     tern__request_set_error(req, err, "%s: %s", req->url.hostport, tern_strerror(err));
@@ -337,6 +338,7 @@ static void start_request(tern_request_t *req) {
     return;
   }
   if (req->sink_kind == TERN__SINK_FILE && req->dl_end && req->range_start >= req->dl_end) {
+    req->range_done = true;
     tern__complete(req, 0); /* a resumed file that already holds the whole range */
     return;
   }

@@ -58,6 +58,20 @@ int tern__str_append(tern__str *s, const void *p, size_t n);
 int tern__str_appendf(tern__str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tern__str_free(tern__str *s);
 
+/* ---- content decoding (gzip.c) ---- */
+
+typedef struct tern__decoder tern__decoder;
+typedef int (*tern__sink_fn)(tern_request_t *req, const char *data, size_t n);
+/* The decoder kind for a Content-Encoding value, or -1 when not one we decode. */
+int tern__decoder_kind(const char *coding, size_t len);
+tern__decoder *tern__decoder_new(int kind);
+/* Decodes and passes the output to `sink`; limits from the request. Returns 0 or TERN_E*. */
+int tern__decoder_write(tern__decoder *d, tern_request_t *req, const char *data, size_t n,
+                        tern__sink_fn sink);
+/* The body ended: it must have ended the compressed stream too. */
+int tern__decoder_end(tern__decoder *d, tern_request_t *req);
+void tern__decoder_free(tern__decoder *d);
+
 /* ---- configuration ------------------------------------------------------------------------- */
 
 struct tern_config {
@@ -121,7 +135,10 @@ struct tern_request {
   bool has_url;
   tern__url url;
   tern__str headers; /* validated "Name: value\r\n" lines */
-  bool user_host, user_agent, user_accept, user_connection_close;
+  bool user_host, user_agent, user_accept, user_accept_encoding, user_connection_close;
+  int decode_mode;
+  uint64_t decoded_max_bytes;
+  unsigned decoded_max_ratio;
   int body_kind;
   void *body_mem;
   size_t body_mem_len;
@@ -182,6 +199,14 @@ struct tern_request {
   tern__str body;
   int dl_fd;
   bool to_file;          /* this response's body goes to dl_fd */
+  char *part_path;       /* dl_path + ".part": where a download lands until complete */
+  char *validator_path;  /* part_path + ".validator": ETag or Last-Modified for If-Range */
+  uint64_t resume_from;  /* bytes already in the file being continued */
+  bool resume_in_place;  /* continuing dl_path itself (no .part existed) */
+  bool writing_part;     /* this response's body goes to part_path */
+  tern__decoder *decoder;
+  const char *decoded_encoding;
+  uint64_t delivered;
   bool keep_error_body;  /* non-2xx with a file sink: body goes to memory instead */
   uint64_t received;
   int64_t content_length;
@@ -204,6 +229,11 @@ int tern__request_progress_download(tern_request_t *req, bool final);
 int tern__request_progress_upload(tern_request_t *req);
 /* Reads the next piece of the request body into buf; returns bytes (0 at end) or a TERN_E*. */
 int64_t tern__request_read_body(tern_request_t *req, char *buf, size_t cap);
+/* The body is complete: finish decoding. Returns 0 or a TERN_E* code. */
+int tern__request_body_end(tern_request_t *req);
+/* Completion of a file download: move PATH.part into place, or clean up. May turn success into
+ * TERN_EFILEWRITE. */
+int tern__request_finish_file(tern_request_t *req, int err);
 /* Resets the per-response fields before a retry. */
 void tern__request_reset_response(tern_request_t *req);
 void tern__request_set_error(tern_request_t *req, int err, const char *fmt, ...)

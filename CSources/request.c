@@ -39,6 +39,7 @@ tern_request_t *tern_request_new(void) {
   req->timeouts[TERN_TIMEOUT_TOTAL] = 0;
   req->persistent = true;
   req->tls_verify = true;
+  req->decoded_max_ratio = 200;
   req->body_fd = -1;
   req->dl_fd = -1;
   req->content_length = -1;
@@ -62,6 +63,9 @@ static void destroy(tern_request_t *req) {
   free(req->body_mem);
   free(req->body_path);
   free(req->dl_path);
+  free(req->part_path);
+  free(req->validator_path);
+  tern__decoder_free(req->decoder);
   free(req->tls_ca_file);
   free(req->tls_ca_path);
   free(req->tls_cert);
@@ -146,6 +150,7 @@ int tern_request_add_header(tern_request_t *req, const char *name, const char *v
   if (strcasecmp(name, "host") == 0) req->user_host = true;
   if (strcasecmp(name, "user-agent") == 0) req->user_agent = true;
   if (strcasecmp(name, "accept") == 0) req->user_accept = true;
+  if (strcasecmp(name, "accept-encoding") == 0) req->user_accept_encoding = true;
   if (strcasecmp(name, "connection") == 0 && tern__has_token(value, vlen, "close"))
     req->user_connection_close = true;
   return 0;
@@ -272,6 +277,28 @@ int tern_request_set_http10(tern_request_t *req, int enabled) {
   CHECK_NEW(req);
   req->http10 = enabled != 0;
   return 0;
+}
+
+int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode) {
+  CHECK_NEW(req);
+  if ((unsigned)mode > TERN_DECODE_OFF) return TERN_EINVAL;
+  req->decode_mode = mode;
+  return 0;
+}
+
+int tern_request_set_decoding_limits(tern_request_t *req, uint64_t max_bytes, unsigned max_ratio) {
+  CHECK_NEW(req);
+  req->decoded_max_bytes = max_bytes;
+  req->decoded_max_ratio = max_ratio;
+  return 0;
+}
+
+uint64_t tern_request_get_bytes_delivered(const tern_request_t *req) {
+  return req ? req->delivered : 0;
+}
+
+const char *tern_request_get_decoded_encoding(const tern_request_t *req) {
+  return req ? req->decoded_encoding : NULL;
 }
 
 int tern_request_set_tls_verify(tern_request_t *req, int verify) {
@@ -474,13 +501,37 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
 
   req->range_start = 0;
   req->range_sent = false;
+  char validator[256] = "";
   if (req->sink_kind == TERN__SINK_FILE) {
-    req->range_start = req->dl_offset;
+    if (req->part_path == NULL) {
+      tern__str pp = {0}, vp = {0};
+      if (tern__str_appendf(&pp, "%s.part", req->dl_path) ||
+          tern__str_appendf(&vp, "%s.part.validator", req->dl_path)) {
+        tern__str_free(&pp);
+        tern__str_free(&vp);
+        return TERN_ENOMEM;
+      }
+      req->part_path = pp.data;
+      req->validator_path = vp.data;
+    }
+    req->resume_from = 0;
+    req->resume_in_place = false;
     if (req->dl_resume) {
       struct stat st;
-      if (stat(req->dl_path, &st) == 0 && S_ISREG(st.st_mode))
-        req->range_start += (uint64_t)st.st_size;
+      if (stat(req->part_path, &st) == 0 && S_ISREG(st.st_mode)) {
+        req->resume_from = (uint64_t)st.st_size;
+        FILE *f = fopen(req->validator_path, "r");
+        if (f) {
+          if (fgets(validator, sizeof validator, f) == NULL) validator[0] = '\0';
+          validator[strcspn(validator, "\r\n")] = '\0';
+          fclose(f);
+        }
+      } else if (stat(req->dl_path, &st) == 0 && S_ISREG(st.st_mode)) {
+        req->resume_from = (uint64_t)st.st_size;
+        req->resume_in_place = true;
+      }
     }
+    req->range_start = req->dl_offset + req->resume_from;
     req->range_sent = req->range_start > 0 || req->dl_end != 0;
   }
 
@@ -502,7 +553,13 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
                             (unsigned long long)(req->dl_end - 1));
     else
       r = tern__str_appendf(&h, "Range: bytes=%llu-\r\n", (unsigned long long)req->range_start);
+    /* If-Range: the partial file continues only if the resource is still the one it began
+     * with; otherwise the server sends it whole (200) and the download restarts. */
+    if (!r && req->resume_from > 0 && validator[0])
+      r = tern__str_appendf(&h, "If-Range: %s\r\n", validator);
   }
+  if (!r && req->decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding)
+    r = tern__str_appendf(&h, "Accept-Encoding: gzip, deflate\r\n");
   if (!r) {
     if (req->body_len == UINT64_MAX)
       r = tern__str_appendf(&h, "Transfer-Encoding: chunked\r\n");
@@ -546,6 +603,11 @@ void tern__request_reset_response(tern_request_t *req) {
   req->keep_error_body = false;
   req->skip_bytes = 0;
   req->range_done = false;
+  req->writing_part = false;
+  req->delivered = 0;
+  req->decoded_encoding = NULL;
+  tern__decoder_free(req->decoder);
+  req->decoder = NULL;
   close_fd(&req->dl_fd);
 }
 
@@ -565,21 +627,38 @@ static int parse_content_range_start(const char *v, uint64_t *first) {
   return 0;
 }
 
-static int open_download(tern_request_t *req, bool truncate, uint64_t position) {
+static int open_download(tern_request_t *req, bool part, bool truncate, uint64_t position) {
+  const char *path = part ? req->part_path : req->dl_path;
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0);
-  int fd = open(req->dl_path, flags, 0666);
+  int fd = open(path, flags, 0666);
   if (fd < 0) {
-    tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", req->dl_path, strerror(errno));
+    tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", path, strerror(errno));
     return TERN_EFILEWRITE;
   }
   if (lseek(fd, (off_t)position, SEEK_SET) < 0) {
-    tern__request_set_error(req, TERN_EFILEWRITE, "seek %s: %s", req->dl_path, strerror(errno));
+    tern__request_set_error(req, TERN_EFILEWRITE, "seek %s: %s", path, strerror(errno));
     close(fd);
     return TERN_EFILEWRITE;
   }
   req->dl_fd = fd;
   req->to_file = true;
+  req->writing_part = part;
   return 0;
+}
+
+/* Keeps the strong ETag, else Last-Modified, beside the partial file for a later If-Range. */
+static void save_validator(tern_request_t *req) {
+  const char *etag = tern__request_header_value(req, "etag");
+  const char *lm = tern__request_header_value(req, "last-modified");
+  const char *v = etag && strncmp(etag, "W/", 2) != 0 ? etag : lm;
+  if (v == NULL || strpbrk(v, "\r\n")) {
+    unlink(req->validator_path);
+    return;
+  }
+  FILE *f = fopen(req->validator_path, "w");
+  if (f == NULL) return; /* resume then restarts from zero: safe, only slower */
+  fprintf(f, "%s\n", v);
+  fclose(f);
 }
 
 int tern__request_set_response(tern_request_t *req, int minor, int status, const char *reason,
@@ -616,9 +695,18 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
   req->resp_block = block;
   req->resp_count = n;
 
+  /* Decode gzip and deflate bodies unless asked not to. */
+  const char *coding = tern__request_header_value(req, "content-encoding");
+  int kind = coding ? tern__decoder_kind(coding, strlen(coding)) : -1;
+  if (kind >= 0 && req->decode_mode == TERN_DECODE_AUTO && !req->is_head && status != 204 &&
+      status != 304) {
+    req->decoder = tern__decoder_new(kind);
+    if (req->decoder == NULL) return TERN_ENOMEM;
+    req->decoded_encoding = kind == 0 ? "gzip" : "deflate";
+  }
+
   if (req->sink_kind != TERN__SINK_FILE) return 0;
   if (status >= 200 && status < 300) {
-    uint64_t existing = req->range_start - req->dl_offset; /* bytes already in a resumed file */
     if (status == 206 && req->range_sent) {
       uint64_t first;
       if (parse_content_range_start(tern__request_header_value(req, "content-range"), &first) ||
@@ -632,21 +720,28 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
         return TERN_ERANGE;
       }
       req->resp_offset = first;
-      return open_download(req, !req->dl_resume, req->dl_resume ? existing : 0);
+      if (req->resume_in_place) return open_download(req, false, false, req->resume_from);
+      int r = open_download(req, true, req->resume_from == 0, req->resume_from);
+      if (!r && req->resume_from == 0) save_validator(req);
+      return r;
     }
-    /* A full representation: the file restarts from zero, and when the caller wanted it from
-     * an offset the bytes before that are skipped rather than spliced in. */
+    /* A full representation (new, changed, or a server that ignores Range): the download
+     * restarts from zero in the .part file, and when the caller wanted it from an offset the
+     * bytes before that are skipped rather than spliced in. */
     req->skip_bytes = req->dl_offset;
-    return open_download(req, true, 0);
+    req->resume_from = 0;
+    int r = open_download(req, true, true, 0);
+    if (!r) save_validator(req);
+    return r;
   }
-  if (status == 416 && req->dl_resume && req->range_start > req->dl_offset) {
+  if (status == 416 && req->dl_resume && req->resume_from > 0) {
     req->range_done = true; /* the partial file is already whole */
   }
   req->keep_error_body = true;
   return 0;
 }
 
-int tern__request_deliver(tern_request_t *req, const char *data, size_t n) {
+static int sink_write(tern_request_t *req, const char *data, size_t n) {
   if (req->skip_bytes) {
     size_t k = n < req->skip_bytes ? n : (size_t)req->skip_bytes;
     req->skip_bytes -= k;
@@ -654,14 +749,14 @@ int tern__request_deliver(tern_request_t *req, const char *data, size_t n) {
     n -= k;
     if (n == 0) return 0;
   }
-  req->received += n;
+  req->delivered += n;
   if (req->to_file) {
     while (n > 0) {
       ssize_t w = write(req->dl_fd, data, n);
       if (w < 0) {
         if (errno == EINTR) continue;
-        tern__request_set_error(req, TERN_EFILEWRITE, "write %s: %s", req->dl_path,
-                                strerror(errno));
+        tern__request_set_error(req, TERN_EFILEWRITE, "write %s: %s",
+                                req->writing_part ? req->part_path : req->dl_path, strerror(errno));
         return TERN_EFILEWRITE;
       }
       data += w;
@@ -686,6 +781,35 @@ int tern__request_deliver(tern_request_t *req, const char *data, size_t n) {
       return TERN_ENOMEM;
   }
   return tern__str_append(&req->body, data, n);
+}
+
+int tern__request_deliver(tern_request_t *req, const char *data, size_t n) {
+  req->received += n;
+  if (req->decoder) return tern__decoder_write(req->decoder, req, data, n, sink_write);
+  return sink_write(req, data, n);
+}
+
+int tern__request_body_end(tern_request_t *req) {
+  return req->decoder ? tern__decoder_end(req->decoder, req) : 0;
+}
+
+int tern__request_finish_file(tern_request_t *req, int err) {
+  if (req->sink_kind != TERN__SINK_FILE || req->part_path == NULL) return err;
+  close_fd(&req->dl_fd);
+  bool part_done = !err && (req->writing_part || (req->range_done && !req->resume_in_place));
+  if (part_done) {
+    if (rename(req->part_path, req->dl_path) != 0) {
+      tern__request_set_error(req, TERN_EFILEWRITE, "rename %s to %s: %s", req->part_path,
+                              req->dl_path, strerror(errno));
+      return TERN_EFILEWRITE;
+    }
+    unlink(req->validator_path);
+  } else if (err && req->writing_part && !req->dl_resume) {
+    /* Nothing will continue this attempt: leave no debris. */
+    unlink(req->part_path);
+    unlink(req->validator_path);
+  }
+  return err;
 }
 
 static int percent_of(uint64_t done, uint64_t total) {

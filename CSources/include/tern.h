@@ -80,7 +80,9 @@ TERN_API const char *tern_version_string(void);
   XX(ETLSVERIFY, -32, "server certificate verification failed")                                 \
   XX(ETLSCLIENTCERT, -33, "server requires a client certificate")                               \
   XX(ETLSCERTFILE, -34, "could not load the client certificate or key")                         \
-  XX(ETLSCAFILE, -35, "could not load the CA certificates")
+  XX(ETLSCAFILE, -35, "could not load the CA certificates")                                     \
+  XX(EDECODE, -36, "malformed compressed body")                                                 \
+  XX(EDECODELIMIT, -37, "decompressed body exceeds its size or ratio limit")
 
 typedef enum {
 #define TERN_XX_(name, value, desc) TERN_##name = (value),
@@ -247,6 +249,18 @@ TERN_API int tern_request_set_hop_response_cb(tern_request_t *req, tern_hop_resp
                                               void *user_data);
 
 typedef enum {
+  TERN_DECODE_AUTO = 0, /* send Accept-Encoding: gzip, deflate and decode such bodies (default) */
+  TERN_DECODE_RAW = 1,  /* send Accept-Encoding, deliver the body as sent (still encoded) */
+  TERN_DECODE_OFF = 2   /* send no Accept-Encoding (unless added as a header); decode nothing */
+} tern_decode_mode;
+TERN_API int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode);
+/** Bounds on a decoded body: at most max_bytes (0: no bound) and, once past 1 MiB, at most
+ *  max_ratio decoded bytes per received byte (default 200; 0: no bound). Beyond them the
+ *  request fails with TERN_EDECODELIMIT. */
+TERN_API int tern_request_set_decoding_limits(tern_request_t *req, uint64_t max_bytes,
+                                              unsigned max_ratio);
+
+typedef enum {
   TERN_TIMEOUT_CONNECT = 0, /* DNS + TCP (+ TLS handshake); default 30000 ms */
   TERN_TIMEOUT_HEADERS = 1, /* request sent to end of response head; default 60000 ms */
   TERN_TIMEOUT_BODY = 2,    /* longest silence while sending or receiving a body; default 60000 */
@@ -302,8 +316,12 @@ TERN_API int tern_request_get_header_at(const tern_request_t *req, size_t i, con
 TERN_API const char *tern_request_get_header(const tern_request_t *req, const char *name);
 /** The body kept in memory (the default sink); NULL with *len 0 for other sinks. */
 TERN_API const void *tern_request_get_body(const tern_request_t *req, size_t *len);
-/** Body bytes received for this request (after any resume offset). */
+/** Body bytes received for this request as they came over the wire (after any resume offset). */
 TERN_API uint64_t tern_request_get_bytes_received(const tern_request_t *req);
+/** Body bytes delivered to the sink: the decoded size when the body was decoded. */
+TERN_API uint64_t tern_request_get_bytes_delivered(const tern_request_t *req);
+/** The response's Content-Encoding when the engine decoded it ("gzip", "deflate"), else NULL. */
+TERN_API const char *tern_request_get_decoded_encoding(const tern_request_t *req);
 /** The body length the server announced (Content-Length, or Content-Size with chunked),
  *  or -1 when unknown. */
 TERN_API int64_t tern_request_get_content_length(const tern_request_t *req);

@@ -1,0 +1,328 @@
+/* Response bodies: content decoding (gzip, deflate) with bomb limits, and safe downloads
+ * (temporary .part file, If-Range resume, restart on change). Against nginx and the
+ * fault-injection server. */
+#define _DEFAULT_SOURCE
+#include "task.h"
+#include "testsrv.h"
+
+#include <tern.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int done;
+} waiter;
+
+static void on_done(tern_request_t *req, int status, void *ud) {
+  (void)req;
+  (void)status;
+  waiter *w = ud;
+  pthread_mutex_lock(&w->lock);
+  w->done++;
+  pthread_cond_broadcast(&w->cond);
+  pthread_mutex_unlock(&w->lock);
+}
+
+static int run(tern_engine_t *eng, tern_request_t *req) {
+  waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  ASSERT_EQ(tern_request_set_complete_cb(req, on_done, &w), 0);
+  ASSERT_EQ(tern_engine_submit(eng, req), 0);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(test_scaled_ms(60000) / 1000);
+  pthread_mutex_lock(&w.lock);
+  while (w.done == 0)
+    if (pthread_cond_timedwait(&w.cond, &w.lock, &ts) != 0) TEST_FAIL_("request did not complete");
+  pthread_mutex_unlock(&w.lock);
+  return tern_request_get_error(req);
+}
+
+static tern_engine_t *new_engine(void) {
+  tern_engine_t *eng = NULL;
+  ASSERT_EQ(tern_engine_new(&eng, NULL), 0);
+  return eng;
+}
+
+static tern_request_t *request(const char *portkey, const char *path) {
+  tern_request_t *req = tern_request_new();
+  char *url = testsrv_url(portkey, path);
+  ASSERT_EQ(tern_request_set_url(req, url), 0);
+  free(url);
+  return req;
+}
+
+static void finish(tern_engine_t *eng) {
+  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REQUESTS_ACTIVE), 0);
+  tern_engine_free(eng);
+  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
+}
+
+static char *tmp_path(const char *name) {
+  const char *dir = getenv("TERN_TEST_TMP");
+  if (dir == NULL) dir = "/tmp";
+  mkdir(dir, 0777);
+  size_t n = strlen(dir) + strlen(name) + 32;
+  char *p = malloc(n);
+  snprintf(p, n, "%s/%d-%s", dir, (int)getpid(), name);
+  return p;
+}
+
+static char *with_suffix(const char *path, const char *suffix) {
+  size_t n = strlen(path) + strlen(suffix) + 1;
+  char *p = malloc(n);
+  snprintf(p, n, "%s%s", path, suffix);
+  return p;
+}
+
+static bool exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static void write_file(const char *path, const void *data, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT(fd >= 0);
+  ASSERT_EQ(write(fd, data, n), (int64_t)n);
+  close(fd);
+}
+
+static void body_sha(tern_request_t *req, char hex[65]) {
+  size_t len = 0;
+  const void *body = tern_request_get_body(req, &len);
+  testsrv_sha256_mem(body, len, hex);
+}
+
+/* ---- decoding ---- */
+
+TEST(body_gzip_from_nginx_100m) {
+  tern_engine_t *eng = new_engine();
+  tern_request_t *req = request("NGINX_PORT", "/gzip/100m.bin");
+  char *dest = tmp_path("gz100m.bin");
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_STR_EQ(tern_request_get_header(req, "Content-Encoding"), "gzip");
+  ASSERT_STR_EQ(tern_request_get_decoded_encoding(req), "gzip");
+  ASSERT_UEQ(tern_request_get_bytes_delivered(req), 100u << 20);
+  char hex[65];
+  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
+  ASSERT_STR_EQ(hex, testsrv_get("SHA_100M"));
+  unlink(dest);
+  free(dest);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(body_gzip_compressible_text) {
+  tern_engine_t *eng = new_engine();
+  tern_request_t *req = request("NGINX_PORT", "/gzip/64k.txt");
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_STR_EQ(tern_request_get_decoded_encoding(req), "gzip");
+  ASSERT_LT(tern_request_get_bytes_received(req), tern_request_get_bytes_delivered(req));
+  char hex[65];
+  body_sha(req, hex);
+  ASSERT_STR_EQ(hex, testsrv_get("SHA_64K"));
+  size_t hl;
+  const char *head = tern_request_get_request_head(req, &hl);
+  ASSERT(strstr(head, "\r\nAccept-Encoding: gzip, deflate\r\n") != NULL);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(body_raw_and_off_modes) {
+  tern_engine_t *eng = new_engine();
+  /* RAW: the gzip bytes as sent. */
+  tern_request_t *req = request("NGINX_PORT", "/gzip/64k.txt");
+  ASSERT_EQ(tern_request_set_decoding(req, TERN_DECODE_RAW), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT(tern_request_get_decoded_encoding(req) == NULL);
+  ASSERT_STR_EQ(tern_request_get_header(req, "Content-Encoding"), "gzip");
+  size_t len = 0;
+  const unsigned char *b = tern_request_get_body(req, &len);
+  ASSERT(len > 2 && b[0] == 0x1f && b[1] == 0x8b);
+  ASSERT_UEQ(tern_request_get_bytes_delivered(req), len);
+  tern_request_free(req);
+  /* OFF: no Accept-Encoding, so nginx sends identity. */
+  req = request("NGINX_PORT", "/gzip/64k.txt");
+  ASSERT_EQ(tern_request_set_decoding(req, TERN_DECODE_OFF), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT(tern_request_get_header(req, "Content-Encoding") == NULL);
+  char hex[65];
+  body_sha(req, hex);
+  ASSERT_STR_EQ(hex, testsrv_get("SHA_64K"));
+  size_t hl;
+  ASSERT(strstr(tern_request_get_request_head(req, &hl), "Accept-Encoding") == NULL);
+  tern_request_free(req);
+  finish(eng);
+}
+
+/* ---- safe downloads ---- */
+
+static int cancel_after_bytes(tern_request_t *req, tern_progress_state state, int percent,
+                              uint64_t done, uint64_t total, void *ud) {
+  (void)req;
+  (void)percent;
+  (void)total;
+  uint64_t limit = *(uint64_t *)ud;
+  return state == TERN_PROGRESS_DOWNLOAD && done >= limit;
+}
+
+TEST(body_canceled_download_leaves_old_file) {
+  tern_engine_t *eng = new_engine();
+  char *dest = tmp_path("keep.bin");
+  char *part = with_suffix(dest, ".part");
+  write_file(dest, "old and good", 12);
+  tern_request_t *req = request("NGINX_PORT", "/100m.bin");
+  static uint64_t limit = 10u << 20;
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
+  ASSERT_EQ(tern_request_set_progress_cb(req, cancel_after_bytes, &limit), 0);
+  ASSERT_EQ(run(eng, req), TERN_ECANCELED);
+  char hex[65], want[65];
+  testsrv_sha256_mem("old and good", 12, want);
+  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
+  ASSERT_STR_EQ(hex, want);
+  ASSERT(!exists(part)); /* no resume asked: no debris */
+  tern_request_free(req);
+  unlink(dest);
+  free(dest);
+  free(part);
+  finish(eng);
+}
+
+/* Interrupted with resume on: the .part stays with its validator, and a second attempt
+ * continues it with If-Range and moves it into place. */
+TEST(body_resume_part_with_if_range) {
+  tern_engine_t *eng = new_engine();
+  char *dest = tmp_path("resume.bin");
+  char *part = with_suffix(dest, ".part");
+  char *validator = with_suffix(dest, ".part.validator");
+  unlink(dest);
+  tern_request_t *req = request("NGINX_PORT", "/100m.bin");
+  static uint64_t limit = 20u << 20;
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
+  ASSERT_EQ(tern_request_set_progress_cb(req, cancel_after_bytes, &limit), 0);
+  ASSERT_EQ(run(eng, req), TERN_ECANCELED);
+  tern_request_free(req);
+  ASSERT(!exists(dest));
+  ASSERT(exists(part));
+  ASSERT(exists(validator));
+
+  req = request("NGINX_PORT", "/100m.bin");
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 206);
+  size_t hl;
+  ASSERT(strstr(tern_request_get_request_head(req, &hl), "\r\nIf-Range: ") != NULL);
+  char hex[65];
+  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
+  ASSERT_STR_EQ(hex, testsrv_get("SHA_100M"));
+  ASSERT(!exists(part));
+  ASSERT(!exists(validator));
+  tern_request_free(req);
+  unlink(dest);
+  free(dest);
+  free(part);
+  free(validator);
+  finish(eng);
+}
+
+/* The resource changed between attempts: nginx's ETag no longer matches the If-Range, it sends
+ * the new version whole, and the result is the new version, not a splice. */
+TEST(body_resume_after_resource_changed) {
+  tern_engine_t *eng = new_engine();
+  char *www = testsrv_www_path("changing.bin");
+  size_t size = 4u << 20;
+  unsigned char *v1 = malloc(size), *v2 = malloc(size + 100);
+  for (size_t i = 0; i < size; i++) v1[i] = (unsigned char)(i * 7);
+  for (size_t i = 0; i < size + 100; i++) v2[i] = (unsigned char)(i * 13 + 1);
+  write_file(www, v1, size);
+  char *dest = tmp_path("changing.bin");
+  char *part = with_suffix(dest, ".part");
+  unlink(dest);
+  tern_request_t *req = request("NGINX_PORT", "/changing.bin");
+  static uint64_t limit = 1u << 20;
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
+  ASSERT_EQ(tern_request_set_progress_cb(req, cancel_after_bytes, &limit), 0);
+  ASSERT_EQ(run(eng, req), TERN_ECANCELED);
+  tern_request_free(req);
+  ASSERT(exists(part));
+
+  sleep(1); /* a different mtime, so a different ETag */
+  write_file(www, v2, size + 100);
+  req = request("NGINX_PORT", "/changing.bin");
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  char hex[65], want[65];
+  testsrv_sha256_mem(v2, size + 100, want);
+  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
+  ASSERT_STR_EQ(hex, want);
+  ASSERT(!exists(part));
+  tern_request_free(req);
+  unlink(dest);
+  unlink(www);
+  free(www);
+  free(dest);
+  free(part);
+  free(v1);
+  free(v2);
+  finish(eng);
+}
+
+/* A complete .part: nginx answers 416, which counts as done, and the part moves into place. */
+TEST(body_resume_complete_part_416) {
+  tern_engine_t *eng = new_engine();
+  char *dest = tmp_path("whole.bin");
+  char *part = with_suffix(dest, ".part");
+  unlink(dest);
+  char *src = testsrv_www_path("1k.bin");
+  int in = open(src, O_RDONLY);
+  char buf[1024];
+  ASSERT_EQ(read(in, buf, sizeof buf), 1024);
+  close(in);
+  write_file(part, buf, sizeof buf);
+  tern_request_t *req = request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 416);
+  char hex[65];
+  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
+  ASSERT_STR_EQ(hex, testsrv_get("SHA_1K"));
+  ASSERT(!exists(part));
+  tern_request_free(req);
+  unlink(dest);
+  free(dest);
+  free(part);
+  free(src);
+  finish(eng);
+}
+
+/* The fault server ignores Range: a 200 restarts the .part from zero, no splice. */
+TEST(body_resume_server_ignores_range) {
+  tern_engine_t *eng = new_engine();
+  char *dest = tmp_path("norange.bin");
+  char *part = with_suffix(dest, ".part");
+  unlink(dest);
+  write_file(part, "garbage that must not survive", 29);
+  tern_request_t *req = request("FAULT_PORT", "/ok?size=100000");
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  char hex[65], want[65];
+  testsrv_pattern_sha256(100000, want);
+  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
+  ASSERT_STR_EQ(hex, want);
+  ASSERT(!exists(part));
+  tern_request_free(req);
+  unlink(dest);
+  free(dest);
+  free(part);
+  finish(eng);
+}
