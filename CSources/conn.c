@@ -19,6 +19,8 @@
 static void on_connect(uv_connect_t *cr, int status);
 static void on_write(uv_write_t *wr, int status);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static int pump(tern__conn *c);
+static void on_eof(tern__conn *c, ssize_t uverr);
 static void try_next_address(tern__conn *c);
 static void write_next(tern__conn *c);
 static void start_reading(tern__conn *c);
@@ -502,9 +504,9 @@ static void on_write(uv_write_t *wr, int status) {
     write_next(c); /* a pipelined request may be waiting */
     /* Bytes that arrived while the body was staged are processed now. */
     if (c->state == TERN__CONN_ACTIVE && (c->len > 0 || c->ssl)) {
-      int r = c->ssl ? tern__tls_recv(c, 0) : 0; /* plaintext OpenSSL still holds */
-      if (r >= 0) r = tern__conn_process(c);
+      int r = pump(c);
       if (r < 0) tern__conn_fail(c, NULL, r);
+      else if (r == 1 && c->state != TERN__CONN_CLOSING) on_eof(c, UV_EOF);
     }
   } else {
     write_next(c);
@@ -737,6 +739,21 @@ int tern__conn_process(tern__conn *c) {
   return 0;
 }
 
+/* Frames what the buffer holds and, on TLS connections, keeps decrypting what OpenSSL still
+ * holds as room frees up: at the end of a response no further socket read may come to do it.
+ * Returns 0, 1 when the peer sent close_notify, or a TERN_E* code. */
+static int pump(tern__conn *c) {
+  for (;;) {
+    int r = tern__conn_process(c);
+    if (r < 0) return r;
+    if (c->state != TERN__CONN_ACTIVE || c->len == c->cap || !tern__tls_pending(c)) return 0;
+    size_t before = c->len;
+    r = tern__tls_recv(c, 0);
+    if (r != 0) return r;
+    if (c->len == before) return 0; /* only part of a record so far */
+  }
+}
+
 static void on_eof(tern__conn *c, ssize_t uverr) {
   /* When data and a reset arrive together, libuv may report a plain end of stream: ask the
    * socket, so a reset body is never taken for a complete close-delimited one. */
@@ -798,7 +815,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     c->last_activity = uv_now(eng->loop);
     if (c->ssl) {
       closed = tern__tls_recv(c, (size_t)nread);
-      r = closed < 0 ? closed : tern__conn_process(c);
+      r = closed < 0 ? closed : pump(c);
+      if (r == 1) closed = 1, r = 0;
     } else {
       c->len += (size_t)nread;
       r = tern__conn_process(c);
@@ -882,6 +900,7 @@ void tern__conn_close(tern__conn *c) {
 }
 
 void tern__conn_fail(tern__conn *c, tern_request_t *victim, int err) {
+  c->failed = true;
   if (victim == NULL) victim = first_request(c);
   /* A reused connection that the server had already closed fails before any response byte:
    * the request never reached the server's application, so one silent retry is safe when it

@@ -306,6 +306,7 @@ struct tern__conn {
   struct ssl_st *ssl;
   bool handshaking;
   bool tls_resumed, cert_requested;
+  bool failed; /* closed by an error: its TLS session is not offered again */
   struct bio_st *tls_req_bio;   /* ciphertext of the write under way in write_req */
   struct bio_st *tls_extra_bio; /* handshake or alert bytes under way in tls_wreq */
   uv_write_t tls_wreq;
@@ -398,6 +399,8 @@ int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t
 void tern__tls_conn_free(tern__conn *c);
 /* The request write finished: drop its ciphertext. */
 void tern__tls_write_done(tern__conn *c);
+/* OpenSSL still holds received bytes (plaintext or ciphertext) not yet in the buffer. */
+bool tern__tls_pending(tern__conn *c);
 /* Copies the connection's TLS facts (version, resumption) into the request. */
 void tern__tls_note(tern__conn *c, tern_request_t *req);
 void tern__tls_origin_free(tern__origin *o);

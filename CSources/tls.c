@@ -100,12 +100,12 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
     snprintf(t->load_msg, sizeof t->load_msg, "load the system trust store: %s", err);
     return;
   }
+  /* Always our callback: OpenSSL's default one would prompt on the terminal and block the
+   * loop thread when an encrypted key comes without a password. */
+  if (req->tls_password) t->password = strdup(req->tls_password);
+  SSL_CTX_set_default_passwd_cb(ctx, on_password);
+  SSL_CTX_set_default_passwd_cb_userdata(ctx, t->password);
   if (req->tls_cert) {
-    if (req->tls_password) {
-      t->password = strdup(req->tls_password);
-      SSL_CTX_set_default_passwd_cb(ctx, on_password);
-      SSL_CTX_set_default_passwd_cb_userdata(ctx, t->password);
-    }
     const char *key = req->tls_key ? req->tls_key : req->tls_cert;
     const char *what = req->tls_cert;
     if (SSL_CTX_use_certificate_chain_file(ctx, req->tls_cert) != 1 ||
@@ -160,6 +160,10 @@ void tern__tls_origin_free(tern__origin *o) {
 void tern__tls_conn_free(tern__conn *c) {
   if (c->ssl) {
     SSL_set_ex_data(c->ssl, conn_index, NULL);
+    /* OpenSSL marks the session of an SSL freed without a shutdown as not resumable; a
+     * connection that ended well (idle timeout, server close, Connection: close) keeps its
+     * session usable for the next connection. We do not wait to send close_notify. */
+    if (!c->failed) SSL_set_shutdown(c->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     SSL_free(c->ssl); /* frees its BIOs */
     c->ssl = NULL;
   }
@@ -347,12 +351,19 @@ int tern__tls_recv(tern__conn *c, size_t n) {
       }
       c->len = base + produced;
       tern_request_t *req = oldest(c);
+      /* TLS 1.3 finishes the client's handshake before the server checks its certificate, so
+       * a refused (missing) certificate shows up here, on the first read. */
+      int reason = ERR_GET_REASON(ERR_peek_last_error());
+      int err = reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED ? TERN_ETLSCLIENTCERT : TERN_EIO;
       char detail[160];
       openssl_error_string(detail, sizeof detail);
-      if (req)
-        tern__request_set_error(req, TERN_EIO, "TLS receive from %s failed: %s",
-                                req->url.hostport, detail);
-      return TERN_EIO;
+      if (req) {
+        tern__tls_note(c, req);
+        tern__request_set_error(req, err, "TLS receive from %s failed: %s%s", req->url.hostport,
+                                detail,
+                                err == TERN_ETLSCLIENTCERT ? " (the server requires a client certificate)" : "");
+      }
+      return err;
     }
     int fr = flush_extra(c); /* e.g. a KeyUpdate answer */
     if (fr) return fr;
@@ -387,6 +398,10 @@ int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t
   c->tls_req_bio = bio;
   *out = uv_buf_init(data, (unsigned)n);
   return 0;
+}
+
+bool tern__tls_pending(tern__conn *c) {
+  return c->ssl && (SSL_pending(c->ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(c->ssl)) > 0);
 }
 
 void tern__tls_write_done(tern__conn *c) {

@@ -5,6 +5,7 @@ Every behaviour is chosen by the request path and query, so C, Swift and shell t
 with nothing but a URL. See README.md next to this file for the endpoint list.
 
     faultserver.py [--host 127.0.0.1] [--port 0] [--port-file FILE] [--exchanges DIR] [-v]
+                   [--tls-ports-file FILE [--tls-cert PEM --tls-key PEM --tls-ca PEM]]
 
 Prints exactly one line on stdout once listening ("listening on 127.0.0.1:PORT"); errors (and
 with -v one line per request) go to stderr. SIGTERM or SIGINT shuts it down cleanly (exit 0).
@@ -765,11 +766,187 @@ PREFIX_ROUTES = [
 ]
 
 
+
+# ---- TLS fault peers (only with --tls-ports-file) ------------------------------------------
+#
+# TLS_GARBAGE_PORT  reads the ClientHello, answers with plain text ("HTTP/1.1 400 Bad
+#                   Request\r\n\r\n"), then closes: the client's handshake must fail.
+# TLS_STALL_PORT    accepts and reads, never answers: the client's handshake must time out.
+# TLS_REQCERT_PORT  a real TLS 1.3 server (Python's ssl module) that REQUIRES a client
+#                   certificate signed by --tls-ca at the handshake: without one it fails the
+#                   handshake with a certificate_required alert; with one it serves keep-alive
+#                   200s (body "reqcert ok CN=...\n", headers X-Client-CN, X-TLS-Version).
+#                   Blocking sockets in threads, so the alert really reaches the peer (asyncio's
+#                   SSL transport drops it when a server-side handshake fails).
+
+GARBAGE_REPLY = b"HTTP/1.1 400 Bad Request\r\n\r\n"
+
+
+async def _drain_and_close(reader, writer, limit_s=LINGER_S):
+    try:
+        await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+
+        async def drain_input():
+            while await reader.read(65536):
+                pass
+
+        await asyncio.wait_for(drain_input(), limit_s)
+    except (asyncio.TimeoutError,) + _DISCONNECTED:
+        pass
+    finally:
+        writer.close()
+
+
+async def on_tls_garbage(reader, writer):
+    try:
+        await asyncio.wait_for(reader.read(65536), 10)  # (part of) the ClientHello
+        writer.write(GARBAGE_REPLY)
+        await _drain_and_close(reader, writer)
+    except (asyncio.TimeoutError,) + _DISCONNECTED:
+        writer.transport.abort()
+
+
+async def on_tls_stall(reader, writer, idle_timeout):
+    try:  # swallow whatever arrives, say nothing, until the peer gives up
+        while await asyncio.wait_for(reader.read(65536), idle_timeout or None):
+            pass
+    except (asyncio.TimeoutError,) + _DISCONNECTED:
+        pass
+    finally:
+        writer.transport.abort()
+
+
+class ReqCertServer:
+    """Threaded TLS 1.3 server demanding a client certificate (see above)."""
+
+    IDLE_S = 30.0
+
+    def __init__(self, host, cert, key, ca, verbose):
+        import ssl
+        import threading
+        self.ssl = ssl
+        self.threading = threading
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.load_cert_chain(cert, key)
+        ctx.load_verify_locations(cafile=ca)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.set_alpn_protocols(["http/1.1"])
+        self.ctx = ctx
+        self.verbose = verbose
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.accept_loop, name="reqcert-accept", daemon=True).start()
+
+    def log(self, msg):
+        if self.verbose:
+            sys.stderr.write("faultserver: reqcert: %s\n" % msg)
+            sys.stderr.flush()
+
+    def accept_loop(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.threading.Thread(target=self.handle, args=(conn,), name="reqcert-conn",
+                                  daemon=True).start()
+
+    @staticmethod
+    def linger_close(sock):
+        """FIN, then read until the peer closes (up to LINGER_S) so that unread input cannot
+        turn the close into an RST that would overtake the alert or response."""
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            sock.settimeout(LINGER_S)
+            while sock.recv(65536):
+                pass
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+    def handle(self, conn):
+        ssl = self.ssl
+        conn.settimeout(self.IDLE_S)
+        tls = self.ctx.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        try:
+            tls.do_handshake()
+        except (ssl.SSLError, OSError) as e:
+            self.log("handshake failed: %s" % e)
+            self.linger_close(tls)  # the alert is already on the wire
+            return
+        cn = ""
+        for rdn in (tls.getpeercert() or {}).get("subject", ()):
+            for k, v in rdn:
+                if k == "commonName":
+                    cn = v
+        version = tls.version() or ""
+        buf = b""
+        nreq = 0
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = tls.recv(65536)
+                    if not data:
+                        tls.close()
+                        return
+                    buf += data
+                    if len(buf) > MAX_HEAD:
+                        tls.close()
+                        return
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                nreq += 1
+                lines = head.decode("latin-1").split("\r\n")
+                self.log("%s (CN=%s, %s)" % (lines[0], cn, version))
+                close = any(ln.lower().replace(" ", "") == "connection:close" for ln in lines[1:])
+                body = ("reqcert ok CN=%s\n" % cn).encode("latin-1", "replace")
+                hdrs = ["HTTP/1.1 200 OK", "Server: tern-faultserver-reqcert",
+                        "Content-Type: text/plain", "Content-Length: %d" % len(body),
+                        "X-Client-CN: %s" % cn, "X-TLS-Version: %s" % version,
+                        "X-Connection-Requests: %d" % nreq]
+                if close:
+                    hdrs.append("Connection: close")
+                tls.sendall(("\r\n".join(hdrs) + "\r\n\r\n").encode("latin-1") + body)
+                if close:
+                    try:
+                        tls = tls.unwrap()  # close_notify
+                    except (ssl.SSLError, OSError):
+                        pass
+                    self.linger_close(tls)
+                    return
+        except (ssl.SSLError, OSError) as e:
+            self.log("connection error: %s" % e)
+            tls.close()
+
+
 async def main_async(args):
     server = Server(args.exchanges, args.verbose, args.idle_timeout)
     srv = await asyncio.start_server(server.on_connect, args.host, args.port, limit=MAX_HEAD,
                                      backlog=1024, reuse_address=True)
     port = srv.sockets[0].getsockname()[1]
+    extra = []
+    if args.tls_ports_file:  # before the port file: its presence means everything listens
+        g = await asyncio.start_server(on_tls_garbage, args.host, 0, backlog=128,
+                                       reuse_address=True)
+        st = await asyncio.start_server(
+            lambda r, w: on_tls_stall(r, w, args.idle_timeout), args.host, 0, backlog=128,
+            reuse_address=True)
+        extra += [g, st]
+        lines = ["TLS_GARBAGE_PORT=%d" % g.sockets[0].getsockname()[1],
+                 "TLS_STALL_PORT=%d" % st.sockets[0].getsockname()[1]]
+        if args.tls_cert:
+            rc = ReqCertServer(args.host, args.tls_cert, args.tls_key, args.tls_ca, args.verbose)
+            lines.append("TLS_REQCERT_PORT=%d" % rc.port)
+        tmp = args.tls_ports_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        os.replace(tmp, args.tls_ports_file)
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:
@@ -785,6 +962,8 @@ async def main_async(args):
     await stop.wait()
 
     srv.close()
+    for x in extra:
+        x.close()
     for conn in list(server.conns):
         conn.writer.transport.abort()
     tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -803,8 +982,15 @@ def main():
                     help="directory of NAME.http fixtures for /exchange/NAME")
     ap.add_argument("--idle-timeout", type=float, default=600.0,
                     help="seconds an idle connection is kept (0: forever)")
+    ap.add_argument("--tls-ports-file",
+                    help="also start the TLS fault peers and write KEY=PORT lines here")
+    ap.add_argument("--tls-cert", help="server certificate (PEM) for TLS_REQCERT_PORT")
+    ap.add_argument("--tls-key", help="its key (PEM)")
+    ap.add_argument("--tls-ca", help="CA (PEM) the TLS_REQCERT_PORT client certificate needs")
     ap.add_argument("-v", "--verbose", action="store_true", help="log each request to stderr")
     args = ap.parse_args()
+    if args.tls_cert and not (args.tls_key and args.tls_ca and args.tls_ports_file):
+        ap.error("--tls-cert needs --tls-key, --tls-ca and --tls-ports-file")
     try:
         asyncio.run(main_async(args))
     except OSError as e:

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Launcher for the servers Tern's integration tests talk to: a real nginx and faultserver.py.
+"""Launcher for the servers Tern's integration tests talk to: a real nginx and faultserver.py
+(plain HTTP and TLS).
 
     servers.py start STATE_DIR    generate fixtures, start both servers detached, write STATE_DIR/env
     servers.py stop STATE_DIR     stop both (by pid), wait; exit 0 even if already gone
@@ -14,6 +15,12 @@ launcher and never hold the caller's pipes open (ctest waits for those).
 
 Environment: TERN_NGINX=/path/to/nginx overrides the nginx lookup; TERN_TEST_NO_IPV6=1 skips
 the [::1] listeners.
+
+TLS: certs.py makes a test CA and server/client certificates in STATE_DIR/certs (cached; made
+again when missing) with the `openssl` command; nginx serves TLS on several ports (valid,
+expired, not yet valid, wrong host, self-signed, client certificate required) and
+faultserver.py adds TLS fault peers (garbage reply, stalled handshake, a Python TLS 1.3 server
+requiring a client certificate).
 
 Fixture bytes are reproducible anywhere: a file of S bytes is the first S bytes of the stream
 SHAKE-256("tern-fixture-0", 1 MiB) || SHAKE-256("tern-fixture-1", 1 MiB) || ...
@@ -34,6 +41,10 @@ import subprocess
 import sys
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import certs  # noqa: E402  (next to this file)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATE = os.path.join(HERE, "nginx.conf.in")
 FAULTSERVER = os.path.join(HERE, "faultserver.py")
@@ -46,6 +57,21 @@ FIXTURES = [  # (file name, size, env key for its SHA-256)
     ("100m.bin", 100 * MIB, "SHA_100M"),
 ]
 BIG = ("1g.bin", 1024 * MIB, "SHA_1G")
+
+# nginx listeners: env key -> (template placeholder stem, TLS certificate name or None).
+# The template uses @<stem>@ for the port and @LISTEN6_<stem>@ for the [::1] listen line.
+NGINX_PORTS = [
+    ("NGINX_PORT", "PORT", None),
+    ("NGINX_SHORT_PORT", "SHORT_PORT", None),
+    ("TLS_PORT", "TLS_PORT", "server"),
+    ("TLS12_PORT", "TLS12_PORT", "server"),
+    ("TLS_EXPIRED_PORT", "TLS_EXPIRED_PORT", "expired"),
+    ("TLS_NOTYET_PORT", "TLS_NOTYET_PORT", "notyet"),
+    ("TLS_WRONGHOST_PORT", "TLS_WRONGHOST_PORT", "wronghost"),
+    ("TLS_SELFSIGNED_PORT", "TLS_SELFSIGNED_PORT", "selfsigned"),
+    ("TLS_CLIENTCERT_PORT", "TLS_CLIENTCERT_PORT", "server"),
+]
+FAULT_TLS_KEYS = ["TLS_GARBAGE_PORT", "TLS_STALL_PORT", "TLS_REQCERT_PORT"]
 
 
 def die(msg, *logs):
@@ -225,9 +251,13 @@ def stop_pids(pids, wait_s=5.0):
 
 
 def read_env(state):
+    return read_env_file(os.path.join(state, "env"))
+
+
+def read_env_file(path):
     env = {}
     try:
-        with open(os.path.join(state, "env")) as f:
+        with open(path) as f:
             for line in f:
                 k, sep, v = line.rstrip("\n").partition("=")
                 if sep:
@@ -265,7 +295,7 @@ def cmd_stop(state):
     if pids:
         stop_pids(pids)
     left = [p for p in pids if alive(p)]
-    for name in ("env", "fault.pid", "fault.port"):
+    for name in ("env", "fault.pid", "fault.port", "fault.tlsports"):
         try:
             os.unlink(os.path.join(state, name))
         except OSError:
@@ -318,12 +348,14 @@ def can_connect(host, port, family=socket.AF_INET):
         return False
 
 
-def http_get(host, port, path, family=socket.AF_INET):
-    """The body of a 200 answer to an HTTP/1.0 GET, or None."""
+def http_get(host, port, path, family=socket.AF_INET, tls=None):
+    """The body of a 200 answer to an HTTP/1.0 GET, or None. tls: an ssl.SSLContext to speak
+    https with (SNI "localhost")."""
     try:
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.settimeout(1.0)
-            s.connect((host, port))
+        with socket.socket(family, socket.SOCK_STREAM) as raw:
+            raw.settimeout(1.0)
+            raw.connect((host, port))
+            s = tls.wrap_socket(raw, server_hostname="localhost") if tls else raw
             s.sendall(b"GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n" % path.encode())
             data = b""
             while len(data) < 65536:
@@ -331,20 +363,32 @@ def http_get(host, port, path, family=socket.AF_INET):
                 if not chunk:
                     break
                 data += chunk
-    except OSError:
+    except OSError:  # ssl.SSLError included
         return None
     head, _, body = data.partition(b"\r\n\r\n")
     return body if head.startswith(b"HTTP/1.1 200 ") else None
 
 
-def is_our_nginx(host, port, token, family=socket.AF_INET):
+def is_our_nginx(host, port, token, family=socket.AF_INET, tls=None):
     """GET /__tern_ready answers with this start's token: the listener is our nginx, not a
     stranger that grabbed the port while nginx was still retrying its bind()."""
-    return http_get(host, port, "/__tern_ready", family) == token.encode()
+    return http_get(host, port, "/__tern_ready", family, tls) == token.encode()
 
 
-def render_conf(state, www, port, short_port, ipv6, token):
-    for p in (state, www):
+def probe_tls_context(paths):
+    """A client context for the readiness probes: no verification (the probes also reach the
+    expired, wrong-host and self-signed servers), the test client certificate presented."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.load_cert_chain(paths["client.pem"], paths["client.key"])
+    return ctx
+
+
+def render_conf(state, www, ports, ipv6, token, certdir):
+    """ports: env key -> port for every NGINX_PORTS entry."""
+    for p in (state, www, certdir):
         if re.search(r'["\\$\n;{}]', p):
             die("state dir path %r contains characters nginx.conf cannot carry" % p)
     if os.geteuid() == 0:
@@ -357,13 +401,16 @@ def render_conf(state, www, port, short_port, ipv6, token):
         "@USER_DIRECTIVE@": user,
         "@STATE@": state,
         "@WWW@": www,
-        "@PORT@": str(port),
-        "@SHORT_PORT@": str(short_port),
+        "@CERTS@": certdir,
         "@TOKEN@": token,
-        "@LISTEN6@": "listen [::1]:%d default_server;" % port if ipv6 else "# no IPv6 loopback",
-        "@LISTEN6_SHORT@": ("listen [::1]:%d default_server;" % short_port if ipv6
-                            else "# no IPv6 loopback"),
     }
+    for key, stem, cert in NGINX_PORTS:
+        port = ports[key]
+        subs["@%s@" % stem] = str(port)
+        six = "LISTEN6" if stem == "PORT" else "LISTEN6_SHORT" if stem == "SHORT_PORT" \
+            else "LISTEN6_" + stem
+        subs["@%s@" % six] = ("listen [::1]:%d%s default_server;" % (port, " ssl" if cert else "")
+                              if ipv6 else "# no IPv6 loopback")
     with open(TEMPLATE) as f:
         text = f.read()
     for k, v in subs.items():
@@ -405,11 +452,18 @@ def cmd_start(state):
               "tmp/uwsgi", "tmp/scgi"):
         os.makedirs(os.path.join(state, d), exist_ok=True)
     for name in ("env", "error.log", "access.log", "nginx.out", "nginx.pid", "fault.log",
-                 "fault.out", "fault.pid", "fault.port"):
+                 "fault.out", "fault.pid", "fault.port", "fault.tlsports"):
         try:
             os.unlink(os.path.join(state, name))
         except OSError:
             pass
+
+    certdir = os.path.join(state, "certs")
+    try:
+        cert_paths = certs.ensure(certdir)
+    except (certs.CertError, OSError) as e:
+        die("could not make the TLS test certificates in %s: %s" % (certdir, e))
+    probe_ctx = probe_tls_context(cert_paths)
 
     shas = ensure_fixtures(www, FIXTURES)
     big = os.path.join(www, BIG[0])
@@ -421,18 +475,23 @@ def cmd_start(state):
     nginx_out = os.path.join(state, "nginx.out")
     fault_log = os.path.join(state, "fault.log")
     port_file = os.path.join(state, "fault.port")
+    tls_ports_file = os.path.join(state, "fault.tlsports")
 
-    fault = spawn([sys.executable, FAULTSERVER, "--port", "0", "--port-file", port_file],
+    fault = spawn([sys.executable, FAULTSERVER, "--port", "0", "--port-file", port_file,
+                   "--tls-ports-file", tls_ports_file, "--tls-cert", cert_paths["server.pem"],
+                   "--tls-key", cert_paths["server.key"], "--tls-ca", cert_paths["ca.pem"]],
                   os.path.join(state, "fault.out"), fault_log, state)
     with open(os.path.join(state, "fault.pid"), "w") as f:
         f.write("%d\n" % fault.pid)
 
     nginx_p = None
     for attempt in range(1, 4):  # a picked port can be taken before nginx binds it: retry
-        port = pick_port(ipv6)
-        short_port = pick_port(ipv6, avoid=(port,))
+        ports = {}
+        for key, _, _ in NGINX_PORTS:
+            ports[key] = pick_port(ipv6, avoid=tuple(ports.values()))
+        port, short_port = ports["NGINX_PORT"], ports["NGINX_SHORT_PORT"]
         token = os.urandom(12).hex()
-        conf = render_conf(state, www, port, short_port, ipv6, token)
+        conf = render_conf(state, www, ports, ipv6, token, certdir)
         nginx_p = spawn([nginx, "-p", state + "/", "-c", conf, "-e", errlog], nginx_out, nginx_out,
                         state)
         deadline = time.monotonic() + wait_s
@@ -456,10 +515,13 @@ def cmd_start(state):
                 die("faultserver.py exited with status %d at start-up" % fault.returncode,
                     fault_log, os.path.join(state, "fault.out"))
             if not nginx_up:
-                listeners = [("127.0.0.1", p, socket.AF_INET) for p in (port, short_port)]
-                if ipv6:
-                    listeners += [("::1", p, socket.AF_INET6) for p in (port, short_port)]
-                nginx_up = all(is_our_nginx(h, p, token, fam) for h, p, fam in listeners)
+                listeners = []
+                for key, _, cert in NGINX_PORTS:
+                    tls = probe_ctx if cert else None
+                    listeners.append(("127.0.0.1", ports[key], socket.AF_INET, tls))
+                    if ipv6:
+                        listeners.append(("::1", ports[key], socket.AF_INET6, tls))
+                nginx_up = all(is_our_nginx(h, p, token, fam, tls) for h, p, fam, tls in listeners)
             if not fault_up:
                 fault_port = read_pidfile(port_file)
                 fault_up = bool(fault_port) and http_get("127.0.0.1", fault_port,
@@ -480,6 +542,12 @@ def cmd_start(state):
         except OSError:
             pass
 
+    fault_tls = read_env_file(tls_ports_file)
+    missing = [k for k in FAULT_TLS_KEYS if k not in fault_tls]
+    if missing:
+        kill_started(nginx_p, fault)
+        die("faultserver.py did not report %s in %s" % (", ".join(missing), tls_ports_file),
+            fault_log)
     env = [
         ("STATE", state),
         ("WWW", www),
@@ -489,6 +557,16 @@ def cmd_start(state):
         ("FAULT_PORT", fault_port),
         ("NGINX_PID", nginx_p.pid),
         ("FAULT_PID", fault.pid),
+    ] + [(key, ports[key]) for key, _, cert in NGINX_PORTS if cert] + [
+        (k, fault_tls[k]) for k in FAULT_TLS_KEYS
+    ] + [
+        ("CERTS", certdir),
+        ("CA_PEM", cert_paths["ca.pem"]),
+        ("CA_DIR", cert_paths["cadir"]),
+        ("CLIENT_CERT", cert_paths["client.pem"]),
+        ("CLIENT_KEY", cert_paths["client.key"]),
+        ("CLIENT_KEY_ENC", cert_paths["client-enc.key"]),
+        ("CLIENT_KEY_PASSWORD", cert_paths["password"]),
     ] + sorted(shas.items())
     tmp = os.path.join(state, "env.tmp")
     with open(tmp, "w") as f:
@@ -496,9 +574,9 @@ def cmd_start(state):
             f.write("%s=%s\n" % (k, v))
     os.replace(tmp, os.path.join(state, "env"))
     sys.stdout.write("servers started in %.2fs: nginx http://127.0.0.1:%d/ (short keep-alive :%d%s), "
-                     "faultserver http://127.0.0.1:%d/; env in %s\n"
+                     "https://localhost:%d/, faultserver http://127.0.0.1:%d/; env in %s\n"
                      % (time.monotonic() - t0, port, short_port, ", also [::1]" if ipv6 else "",
-                        fault_port, os.path.join(state, "env")))
+                        ports["TLS_PORT"], fault_port, os.path.join(state, "env")))
     return 0
 
 
@@ -516,8 +594,9 @@ def cmd_status(state):
     state = os.path.abspath(state)
     env = read_env(state)
     ok = bool(env)
-    for key, pidkey in (("NGINX_PORT", "NGINX_PID"), ("NGINX_SHORT_PORT", "NGINX_PID"),
-                        ("FAULT_PORT", "FAULT_PID")):
+    checks = ([(key, "NGINX_PID") for key, _, _ in NGINX_PORTS] + [("FAULT_PORT", "FAULT_PID")]
+              + [(key, "FAULT_PID") for key in FAULT_TLS_KEYS])
+    for key, pidkey in checks:
         up = (key in env and ours(int(env.get(pidkey, "0") or 0), state)
               and can_connect("127.0.0.1", int(env[key])))
         sys.stdout.write("%s %s\n" % (key, "up" if up else "down"))
