@@ -395,7 +395,9 @@ static void write_next(tern__conn *c) {
   unsigned nb = 0;
   if (!req->head_sent) bufs[nb++] = uv_buf_init(req->head, (unsigned)req->head_len);
   c->pending_body = 0;
-  if (has_body && !req->body_done) {
+  c->last_chunk_pending = false;
+  bool hold_body = !req->head_sent && req->expect_continue;
+  if (has_body && !req->body_done && !hold_body) {
     const char *ptr = NULL;
     int64_t n;
     if (req->body_kind == TERN__BODY_MEM) {
@@ -430,6 +432,7 @@ static void write_next(tern__conn *c) {
         bufs[nb++] = uv_buf_init((char *)"\r\n", 2);
       } else {
         bufs[nb++] = uv_buf_init((char *)"0\r\n\r\n", 5);
+        c->last_chunk_pending = true;
       }
     } else if (n > 0) {
       bufs[nb++] = uv_buf_init((char *)ptr, (unsigned)n);
@@ -478,18 +481,23 @@ static void on_write(uv_write_t *wr, int status) {
     return;
   }
   c->last_activity = uv_now(eng->loop);
-  bool chunk_final = req->body_len == UINT64_MAX && c->pending_body == 0 &&
-                     req->body_kind != TERN__BODY_NONE && req->head_sent;
   bool was_head = !req->head_sent;
   req->head_sent = true;
   req->body_sent += c->pending_body;
   if (req->body_kind == TERN__BODY_NONE) {
     req->body_done = true;
   } else if (req->body_len == UINT64_MAX) {
-    /* The zero-length chunk went out, or an empty callback body sent its last chunk at once. */
-    if (chunk_final || (was_head && c->pending_body == 0)) req->body_done = true;
+    if (c->last_chunk_pending) req->body_done = true;
   } else if (req->body_sent >= req->body_len) {
     req->body_done = true;
+  }
+  if (was_head && req->expect_continue && !req->body_done) {
+    /* Hold the body until the server's 100 (or its final answer) or the wait runs out. */
+    req->awaiting_continue = true;
+    start_reading(c);
+    set_timer(c, TERN__TIMER_EXPECT, req->expect_wait_ms);
+    tern__engine_leave(eng);
+    return;
   }
   if (req->body_kind != TERN__BODY_NONE) {
     int r = tern__request_progress_upload(req);
@@ -647,7 +655,7 @@ int tern__conn_process(tern__conn *c) {
       }
       return 0;
     }
-    if (!req->sent) return 0; /* finish sending first; bytes wait in the buffer */
+    if (!req->sent && !req->awaiting_continue) return 0; /* bytes wait until the request is out */
     if (c->len == 0) return 0;
     int r;
     switch (c->rstate) {
@@ -688,7 +696,21 @@ int tern__conn_process(tern__conn *c) {
             return TERN_EPROTO;
           }
           consume(c, (size_t)r); /* interim responses (100, 103) carry nothing for us */
+          if (status == 100 && req->awaiting_continue) {
+            req->awaiting_continue = false;
+            set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
+            write_next(c);
+          }
           continue;
+        }
+        if (req->awaiting_continue) {
+          /* A final answer to the head alone: the body is not sent, and since the server may
+           * still expect it, the connection is not reused. */
+          req->awaiting_continue = false;
+          req->body_skipped = true;
+          req->body_done = true;
+          req->sent = true;
+          c->no_more = true;
         }
         int done = setup_response(c, req, minor, status, reason, reason_len, h, nh);
         if (done < 0) return done;
@@ -869,6 +891,13 @@ static void on_timer(uv_timer_t *t) {
       break;
     }
     case TERN__TIMER_IDLE: tern__conn_close(c); break;
+    case TERN__TIMER_EXPECT:
+      if (req && req->awaiting_continue) {
+        req->awaiting_continue = false; /* no 100 in time: send the body anyway (RFC 9110 10.1.1) */
+        set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
+        write_next(c);
+      }
+      break;
     default: break;
   }
   tern__engine_leave(eng);

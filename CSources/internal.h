@@ -137,6 +137,8 @@ struct tern_request {
   tern__str headers; /* validated "Name: value\r\n" lines */
   bool user_host, user_agent, user_accept, user_accept_encoding, user_connection_close;
   int decode_mode;
+  int64_t expect_min;
+  uint64_t expect_wait_ms;
   uint64_t decoded_max_bytes;
   unsigned decoded_max_ratio;
   int body_kind;
@@ -184,6 +186,9 @@ struct tern_request {
   int64_t times_ns[5];
   int last_percent, last_up_percent; /* progress already reported, so it never goes back */
   bool head_sent, body_done, sent; /* how much of the request is on the wire */
+  bool expect_continue;   /* this exchange sent Expect: 100-continue */
+  bool awaiting_continue; /* head sent, body held back until 100 or the wait ends */
+  bool body_skipped;      /* a final response came before the body was sent */
   uint64_t skip_bytes; /* leading body bytes to drop (a 200 answering a ranged download) */
   bool range_done;     /* 416 on a resumed download: the file was already whole */
 
@@ -252,7 +257,14 @@ enum {
   TERN__CONN_CLOSING
 };
 
-enum { TERN__TIMER_NONE, TERN__TIMER_CONNECT, TERN__TIMER_HEADERS, TERN__TIMER_BODY, TERN__TIMER_IDLE };
+enum {
+  TERN__TIMER_NONE,
+  TERN__TIMER_CONNECT,
+  TERN__TIMER_HEADERS,
+  TERN__TIMER_BODY,
+  TERN__TIMER_IDLE,
+  TERN__TIMER_EXPECT /* waiting for 100 Continue */
+};
 
 enum { TERN__RESP_HEAD, TERN__RESP_LENGTH, TERN__RESP_CHUNKED, TERN__RESP_CLOSE };
 
@@ -297,6 +309,7 @@ struct tern__conn {
   uint64_t last_activity; /* uv_now at the last read or write */
   uint64_t idle_ms;       /* idle timeout for this connection */
   size_t pending_body;    /* body bytes in the write under way */
+  bool last_chunk_pending; /* the write under way ends a chunked body */
   bool tcp_closing;       /* uv_close called on tcp (reconnect or close) */
   bool http11;            /* the last response was HTTP/1.1 */
   char chunk_line[24];    /* "HEX\r\n" for chunked request bodies */

@@ -40,6 +40,8 @@ tern_request_t *tern_request_new(void) {
   req->persistent = true;
   req->tls_verify = true;
   req->decoded_max_ratio = 200;
+  req->expect_min = 1 << 20;
+  req->expect_wait_ms = 1000;
   req->body_fd = -1;
   req->dl_fd = -1;
   req->content_length = -1;
@@ -278,6 +280,16 @@ int tern_request_set_http10(tern_request_t *req, int enabled) {
   req->http10 = enabled != 0;
   return 0;
 }
+
+int tern_request_set_expect_continue(tern_request_t *req, int64_t min_body, uint64_t wait_ms) {
+  CHECK_NEW(req);
+  if (min_body < -1) return TERN_EINVAL;
+  req->expect_min = min_body;
+  req->expect_wait_ms = wait_ms;
+  return 0;
+}
+
+int tern_request_is_body_skipped(const tern_request_t *req) { return req ? req->body_skipped : 0; }
 
 int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode) {
   CHECK_NEW(req);
@@ -567,6 +579,10 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
              method_is(req, "PUT") || method_is(req, "PATCH"))
       r = tern__str_appendf(&h, "Content-Length: %llu\r\n", (unsigned long long)req->body_len);
   }
+  req->expect_continue = req->body_kind != TERN__BODY_NONE && req->expect_min >= 0 &&
+                         !req->http10 && req->body_len > 0 &&
+                         (req->body_len == UINT64_MAX || req->body_len >= (uint64_t)req->expect_min);
+  if (!r && req->expect_continue) r = tern__str_appendf(&h, "Expect: 100-continue\r\n");
   if (!r && !req->user_connection_close) {
     if (!req->persistent && !req->http10)
       r = tern__str_appendf(&h, "Connection: close\r\n");
@@ -606,6 +622,8 @@ void tern__request_reset_response(tern_request_t *req) {
   req->writing_part = false;
   req->delivered = 0;
   req->decoded_encoding = NULL;
+  req->awaiting_continue = false;
+  req->body_skipped = false;
   tern__decoder_free(req->decoder);
   req->decoder = NULL;
   close_fd(&req->dl_fd);

@@ -248,6 +248,15 @@ TERN_API int tern_request_set_progress_cb(tern_request_t *req, tern_progress_cb 
 TERN_API int tern_request_set_hop_response_cb(tern_request_t *req, tern_hop_response_cb cb,
                                               void *user_data);
 
+/** Sends "Expect: 100-continue" when the body holds at least min_body bytes or has no known
+ *  length (default 1 MiB; -1: never), then waits up to wait_ms (default 1000) for the server's
+ *  100 before sending the body anyway. A final response in the meantime (401, 413, 417, ...)
+ *  ends the exchange without the body being sent, and that connection is not reused. */
+TERN_API int tern_request_set_expect_continue(tern_request_t *req, int64_t min_body,
+                                              uint64_t wait_ms);
+/** Non-zero when a final response arrived before the request body was sent (see above). */
+TERN_API int tern_request_is_body_skipped(const tern_request_t *req);
+
 typedef enum {
   TERN_DECODE_AUTO = 0, /* send Accept-Encoding: gzip, deflate and decode such bodies (default) */
   TERN_DECODE_RAW = 1,  /* send Accept-Encoding, deliver the body as sent (still encoded) */

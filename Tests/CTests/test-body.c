@@ -326,3 +326,83 @@ TEST(body_resume_server_ignores_range) {
   free(part);
   finish(eng);
 }
+
+/* ---- Expect: 100-continue ---- */
+
+static tern_request_t *upload_request(const char *path, size_t size, unsigned char **data) {
+  tern_request_t *req = request("FAULT_PORT", path);
+  ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
+  *data = malloc(size);
+  for (size_t i = 0; i < size; i++) (*data)[i] = (unsigned char)(i * 31 + 7);
+  ASSERT_EQ(tern_request_set_body(req, *data, size), 0);
+  return req;
+}
+
+TEST(body_expect_continue_answered) {
+  tern_engine_t *eng = new_engine();
+  unsigned char *data;
+  size_t size = 2u << 20;
+  tern_request_t *req = upload_request("/echo", size, &data);
+  ASSERT_EQ(tern_request_set_expect_continue(req, 1 << 20, 5000), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  size_t hl;
+  ASSERT(strstr(tern_request_get_request_head(req, &hl), "\r\nExpect: 100-continue\r\n") != NULL);
+  char want[65];
+  testsrv_sha256_mem(data, size, want);
+  ASSERT_STR_EQ(tern_request_get_header(req, "X-Echo-Body-Sha256"), want);
+  ASSERT_EQ(tern_request_is_body_skipped(req), 0);
+  /* The 100 came at once: the body did not wait for the 5 s limit. */
+  ASSERT_LT(tern_request_get_time(req, TERN_TIME_END), 4.0);
+  tern_request_free(req);
+  free(data);
+  finish(eng);
+}
+
+TEST(body_expect_continue_ignored_sends_after_wait) {
+  tern_engine_t *eng = new_engine();
+  unsigned char *data;
+  size_t size = 64u << 10;
+  tern_request_t *req = upload_request("/echo?expect=ignore", size, &data);
+  ASSERT_EQ(tern_request_set_expect_continue(req, 0, 300), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  char want[65];
+  testsrv_sha256_mem(data, size, want);
+  ASSERT_STR_EQ(tern_request_get_header(req, "X-Echo-Body-Sha256"), want);
+  ASSERT_GE(tern_request_get_time(req, TERN_TIME_SENT), 0.29);
+  tern_request_free(req);
+  free(data);
+  finish(eng);
+}
+
+TEST(body_expect_continue_final_answer_skips_body) {
+  tern_engine_t *eng = new_engine();
+  unsigned char *data;
+  size_t size = 4u << 20;
+  tern_request_t *req = upload_request("/status/413?expect=final", size, &data);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 413);
+  ASSERT_EQ(tern_request_is_body_skipped(req), 1);
+  tern_request_free(req);
+  /* The next request gets a fresh connection and works. */
+  req = request("FAULT_PORT", "/ok?size=10");
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_is_reused(req), 0);
+  tern_request_free(req);
+  free(data);
+  finish(eng);
+}
+
+TEST(body_small_upload_has_no_expect) {
+  tern_engine_t *eng = new_engine();
+  unsigned char *data;
+  tern_request_t *req = upload_request("/echo", 1000, &data);
+  ASSERT_EQ(run(eng, req), 0);
+  size_t hl;
+  ASSERT(strstr(tern_request_get_request_head(req, &hl), "Expect:") == NULL);
+  ASSERT_STR_EQ(tern_request_get_header(req, "X-Echo-Body-Length"), "1000");
+  tern_request_free(req);
+  free(data);
+  finish(eng);
+}
