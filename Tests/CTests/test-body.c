@@ -406,3 +406,70 @@ TEST(body_small_upload_has_no_expect) {
   free(data);
   finish(eng);
 }
+
+/* ---- hand-made compressed streams (fault server) ---- */
+
+static void expect_pattern_body(tern_request_t *req, uint64_t size) {
+  char want[65], got[65];
+  testsrv_pattern_sha256(size, want);
+  body_sha(req, got);
+  ASSERT_STR_EQ(got, want);
+  ASSERT_UEQ(tern_request_get_bytes_delivered(req), size);
+}
+
+TEST(body_gzip_concatenated_members) {
+  tern_engine_t *eng = new_engine();
+  tern_request_t *req = request("FAULT_PORT", "/gzip?size=300000&members=3&chunked=1");
+  ASSERT_EQ(run(eng, req), 0);
+  expect_pattern_body(req, 300000);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(body_deflate_zlib_and_raw) {
+  tern_engine_t *eng = new_engine();
+  tern_request_t *req = request("FAULT_PORT", "/gzip?size=200000&kind=deflate");
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_STR_EQ(tern_request_get_decoded_encoding(req), "deflate");
+  expect_pattern_body(req, 200000);
+  tern_request_free(req);
+  req = request("FAULT_PORT", "/gzip?size=200000&kind=rawdeflate");
+  ASSERT_EQ(run(eng, req), 0);
+  expect_pattern_body(req, 200000);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(body_gzip_truncated_stream) {
+  tern_engine_t *eng = new_engine();
+  /* The HTTP framing is intact; the gzip stream inside it lacks its end. */
+  tern_request_t *req = request("FAULT_PORT", "/gzip?size=200000&truncate=20");
+  ASSERT_EQ(run(eng, req), TERN_EDECODE);
+  ASSERT(strstr(tern_request_get_error_message(req), "truncated") != NULL);
+  tern_request_free(req);
+  /* Corrupt data in the middle is a clear error too. */
+  req = request("FAULT_PORT", "/gzip?size=200000&corrupt=500");
+  ASSERT_EQ(run(eng, req), TERN_EDECODE);
+  tern_request_free(req);
+  finish(eng);
+}
+
+/* 1 GiB of zeros in about 1 MiB of gzip: refused by the ratio limit, early and clearly. */
+TEST(body_gzip_bomb_refused) {
+  tern_engine_t *eng = new_engine();
+  char *dest = tmp_path("bomb.bin");
+  tern_request_t *req = request("FAULT_PORT", "/gzip?size=1073741824&zeros=1");
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
+  ASSERT_EQ(run(eng, req), TERN_EDECODELIMIT);
+  ASSERT(strstr(tern_request_get_error_message(req), "decompression bomb") != NULL);
+  ASSERT_LT(tern_request_get_bytes_delivered(req), 64u << 20); /* stopped early */
+  ASSERT(!exists(dest));
+  tern_request_free(req);
+  /* An explicit byte limit refuses an ordinary body too. */
+  req = request("FAULT_PORT", "/gzip?size=300000");
+  ASSERT_EQ(tern_request_set_decoding_limits(req, 100000, 0), 0);
+  ASSERT_EQ(run(eng, req), TERN_EDECODELIMIT);
+  tern_request_free(req);
+  free(dest);
+  finish(eng);
+}

@@ -23,6 +23,7 @@ import signal
 import socket
 import struct
 import sys
+import zlib
 import traceback
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
@@ -739,8 +740,50 @@ class Connection:
                                       b"no exchange fixture %s\n" % path.encode())
         return await self.raw_then_close(data)
 
+    async def h_gzip(self, req):
+        """A compressed body made here, for what nginx cannot produce: kind=gzip|deflate|rawdeflate
+        (Content-Encoding gzip or deflate; rawdeflate is a deflate body without its zlib
+        wrapper), members=N splits gzip into N concatenated members, truncate=K drops the last
+        K encoded bytes, corrupt=I flips bits of encoded byte I, zeros=1 compresses zeros instead of the pattern (a bomb when size is
+        large), chunked=1 sends it chunked. The decoded body is `size` bytes of the pattern."""
+        size = req.q_int("size", 100000)
+        kind = req.q("kind", "gzip")
+        members = max(1, req.q_int("members", 1))
+        zeros = req.q_bool("zeros")
+        key = (size, kind, members, zeros)
+        data = GZIP_CACHE.get(key)
+        if data is None:
+            wbits = {"gzip": 31, "deflate": 15, "rawdeflate": -15}[kind]
+            parts, step = [], -(-size // members) if size else 0
+            for m in range(members):
+                c = zlib.compressobj(6, zlib.DEFLATED, wbits)
+                start, end = m * step, min(size, (m + 1) * step)
+                pos = start
+                while pos < end:
+                    n = min(1 << 20, end - pos)
+                    block = bytes(n) if zeros else pattern_bytes(n, pos)
+                    parts.append(c.compress(block))
+                    pos += n
+                parts.append(c.flush())
+            data = b"".join(parts)
+            GZIP_CACHE[key] = data
+        cut = req.q_int("truncate", 0)
+        if cut:
+            data = data[:max(0, len(data) - cut)]
+        bad = req.q_int("corrupt", -1)
+        if 0 <= bad < len(data):
+            data = data[:bad] + bytes([data[bad] ^ 0x55]) + data[bad + 1:]
+        coding = "gzip" if kind == "gzip" else "deflate"
+        return await self.respond(req, 200, [("Content-Type", "application/octet-stream"),
+                                             ("Content-Encoding", coding)], data,
+                                  chunked=req.q_bool("chunked"))
+
+
+GZIP_CACHE = {}
+
 
 ROUTES = {
+    "/gzip": Connection.h_gzip,
     "/ok": Connection.h_ok,
     "/truncate": Connection.h_truncate,
     "/reset": Connection.h_reset,
