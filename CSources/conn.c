@@ -391,7 +391,7 @@ static void write_next(tern__conn *c) {
   c->writing_req = req;
   bool has_body = req->body_kind != TERN__BODY_NONE;
   bool chunked = req->body_len == UINT64_MAX;
-  uv_buf_t bufs[4];
+  uv_buf_t bufs[5];
   unsigned nb = 0;
   if (!req->head_sent) bufs[nb++] = uv_buf_init(req->head, (unsigned)req->head_len);
   c->pending_body = 0;
@@ -400,7 +400,23 @@ static void write_next(tern__conn *c) {
   if (has_body && !req->body_done && !hold_body) {
     const char *ptr = NULL;
     int64_t n;
-    if (req->body_kind == TERN__BODY_MEM) {
+    if (req->gzip_body) {
+      /* Compressed bodies are staged in the buffer like file bodies. */
+      if (c->len != 0) {
+        tern__request_set_error(req, TERN_EPROTO, "%s: response bytes arrived before the request was sent",
+                                req->url.hostport);
+        tern__conn_fail(c, req, TERN_EPROTO);
+        return;
+      }
+      if (req->encoder == NULL && (req->encoder = tern__encoder_new()) == NULL) {
+        tern__conn_fail(c, req, TERN_ENOMEM);
+        return;
+      }
+      stop_reading(c);
+      c->upload_buffered = true;
+      n = tern__encoder_fill(req->encoder, req, c->buf, c->cap);
+      ptr = c->buf;
+    } else if (req->body_kind == TERN__BODY_MEM) {
       uint64_t left = req->body_len - req->body_sent;
       uint64_t piece = c->ssl ? c->cap : MEM_PIECE; /* bounds the ciphertext held per write */
       n = (int64_t)(left < piece ? left : piece);
@@ -410,8 +426,7 @@ static void write_next(tern__conn *c) {
       if (c->len == 0) {
         stop_reading(c);
         c->upload_buffered = true;
-        size_t room = chunked ? c->cap : c->cap;
-        n = tern__request_read_body(req, c->buf, room);
+        n = tern__request_read_plain(req, c->buf, c->cap);
         ptr = c->buf;
       } else {
         n = TERN_EPROTO;
@@ -423,14 +438,15 @@ static void write_next(tern__conn *c) {
       tern__conn_fail(c, req, (int)n);
       return;
     }
-    c->pending_body = (size_t)n;
+    c->pending_body = req->gzip_body ? 0 : (size_t)n; /* compressed: counted as pulled */
     if (chunked) {
       if (n > 0) {
         int k = snprintf(c->chunk_line, sizeof c->chunk_line, "%llx\r\n", (unsigned long long)n);
         bufs[nb++] = uv_buf_init(c->chunk_line, (unsigned)k);
         bufs[nb++] = uv_buf_init((char *)ptr, (unsigned)n);
         bufs[nb++] = uv_buf_init((char *)"\r\n", 2);
-      } else {
+      }
+      if (n == 0 || (req->gzip_body && tern__encoder_done(req->encoder))) {
         bufs[nb++] = uv_buf_init((char *)"0\r\n\r\n", 5);
         c->last_chunk_pending = true;
       }

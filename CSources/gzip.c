@@ -138,6 +138,62 @@ int tern__decoder_write(tern__decoder *d, tern_request_t *req, const char *data,
   return n ? inflate_some(d, req, p, n, sink) : 0;
 }
 
+/* ---- request bodies ---- */
+
+#define SCRATCH_SIZE 16384
+
+struct tern__encoder {
+  z_stream zs;
+  bool input_eof, finished;
+  char scratch[SCRATCH_SIZE];
+};
+
+tern__encoder *tern__encoder_new(void) {
+  tern__encoder *e = calloc(1, sizeof *e);
+  if (e == NULL) return NULL;
+  if (deflateInit2(&e->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK) {
+    free(e);
+    return NULL;
+  }
+  return e;
+}
+
+void tern__encoder_free(tern__encoder *e) {
+  if (e == NULL) return;
+  deflateEnd(&e->zs);
+  free(e);
+}
+
+bool tern__encoder_done(const tern__encoder *e) { return e->finished; }
+
+int64_t tern__encoder_fill(tern__encoder *e, tern_request_t *req, char *out, size_t cap) {
+  e->zs.next_out = (unsigned char *)out;
+  e->zs.avail_out = (uInt)cap;
+  while (e->zs.avail_out > 0 && !e->finished) {
+    if (e->zs.avail_in == 0 && !e->input_eof) {
+      const char *p = NULL;
+      int64_t k = tern__request_pull_plain(req, e->scratch, sizeof e->scratch, &p);
+      if (k < 0) return k;
+      if (k == 0) {
+        e->input_eof = true;
+      } else {
+        e->zs.next_in = (unsigned char *)p;
+        e->zs.avail_in = (uInt)k;
+      }
+    }
+    int r = deflate(&e->zs, e->input_eof ? Z_FINISH : Z_NO_FLUSH);
+    if (r == Z_STREAM_END) {
+      e->finished = true;
+    } else if (r != Z_OK && r != Z_BUF_ERROR) {
+      tern__request_set_error(req, TERN_EIO, "compressing the body for %s failed",
+                              req->url.hostport);
+      return TERN_EIO;
+    }
+  }
+  return (int64_t)(cap - e->zs.avail_out);
+}
+
 int tern__decoder_end(tern__decoder *d, tern_request_t *req) {
   if (d->in_total == 0) return 0; /* an empty body is an empty representation */
   if (!d->ended) return fail(req, "compressed body ended before its end marker (truncated)");

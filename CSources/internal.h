@@ -72,6 +72,14 @@ int tern__decoder_write(tern__decoder *d, tern_request_t *req, const char *data,
 int tern__decoder_end(tern__decoder *d, tern_request_t *req);
 void tern__decoder_free(tern__decoder *d);
 
+/* Request body compression: fills out[0, cap) with gzip bytes, pulling plaintext from the
+ * request. Returns bytes produced, 0 once the stream has ended, or a TERN_E* code. */
+typedef struct tern__encoder tern__encoder;
+tern__encoder *tern__encoder_new(void);
+int64_t tern__encoder_fill(tern__encoder *e, tern_request_t *req, char *out, size_t cap);
+bool tern__encoder_done(const tern__encoder *e);
+void tern__encoder_free(tern__encoder *e);
+
 /* ---- configuration ------------------------------------------------------------------------- */
 
 struct tern_config {
@@ -138,6 +146,7 @@ struct tern_request {
   bool user_host, user_agent, user_accept, user_accept_encoding, user_connection_close;
   int decode_mode;
   int64_t expect_min;
+  bool gzip_body;
   uint64_t expect_wait_ms;
   uint64_t decoded_max_bytes;
   unsigned decoded_max_ratio;
@@ -176,7 +185,9 @@ struct tern_request {
   size_t head_len;
   bool idempotent, is_head, retried, force_new_conn, reused;
   uint64_t body_len;  /* request body length, or UINT64_MAX for chunked */
-  uint64_t body_sent; /* request body bytes handed to the socket */
+  uint64_t body_sent; /* request body bytes handed to the socket (before compression) */
+  uint64_t plain_len; /* body length before compression, UINT64_MAX when unknown */
+  tern__encoder *encoder;
   int body_fd;
   uint64_t range_start; /* first byte asked for (download offset + resumed size) */
   bool range_sent;
@@ -232,8 +243,12 @@ int tern__request_deliver(tern_request_t *req, const char *data, size_t n);
 /* Progress events; return TERN_ECANCELED when the callback asked to stop. */
 int tern__request_progress_download(tern_request_t *req, bool final);
 int tern__request_progress_upload(tern_request_t *req);
-/* Reads the next piece of the request body into buf; returns bytes (0 at end) or a TERN_E*. */
-int64_t tern__request_read_body(tern_request_t *req, char *buf, size_t cap);
+/* The next plaintext piece of a body to compress: *ptr points into the caller's memory body or
+ * into `scratch`. Returns bytes (0 at the end) or a TERN_E* code. */
+int64_t tern__request_pull_plain(tern_request_t *req, char *scratch, size_t cap, const char **ptr);
+/* Reads the next piece of a file or callback body into buf; returns bytes (0 at end) or a
+ * TERN_E* code. */
+int64_t tern__request_read_plain(tern_request_t *req, char *buf, size_t cap);
 /* The body is complete: finish decoding. Returns 0 or a TERN_E* code. */
 int tern__request_body_end(tern_request_t *req);
 /* Completion of a file download: move PATH.part into place, or clean up. May turn success into

@@ -68,6 +68,7 @@ static void destroy(tern_request_t *req) {
   free(req->part_path);
   free(req->validator_path);
   tern__decoder_free(req->decoder);
+  tern__encoder_free(req->encoder);
   free(req->tls_ca_file);
   free(req->tls_ca_path);
   free(req->tls_cert);
@@ -289,6 +290,12 @@ int tern_request_set_expect_continue(tern_request_t *req, int64_t min_body, uint
   return 0;
 }
 
+int tern_request_set_body_gzip(tern_request_t *req, int enabled) {
+  CHECK_NEW(req);
+  req->gzip_body = enabled != 0;
+  return 0;
+}
+
 int tern_request_is_body_skipped(const tern_request_t *req) { return req ? req->body_skipped : 0; }
 
 int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode) {
@@ -500,6 +507,14 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
       break;
     default: req->body_len = 0; break;
   }
+  req->plain_len = req->body_len;
+  if (req->gzip_body && req->body_kind != TERN__BODY_NONE) {
+    if (req->http10) {
+      tern__request_set_error(req, TERN_EINVAL, "a compressed body is sent chunked: needs HTTP/1.1");
+      return TERN_EINVAL;
+    }
+    req->body_len = UINT64_MAX; /* the compressed length is known only at the end */
+  }
 
   if (req->url.tls && req->tls_id == NULL) {
     tern__str id = {0};
@@ -570,6 +585,8 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     if (!r && req->resume_from > 0 && validator[0])
       r = tern__str_appendf(&h, "If-Range: %s\r\n", validator);
   }
+  if (!r && req->gzip_body && req->body_kind != TERN__BODY_NONE)
+    r = tern__str_appendf(&h, "Content-Encoding: gzip\r\n");
   if (!r && req->decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding)
     r = tern__str_appendf(&h, "Accept-Encoding: gzip, deflate\r\n");
   if (!r) {
@@ -624,6 +641,8 @@ void tern__request_reset_response(tern_request_t *req) {
   req->decoded_encoding = NULL;
   req->awaiting_continue = false;
   req->body_skipped = false;
+  tern__encoder_free(req->encoder);
+  req->encoder = NULL;
   tern__decoder_free(req->decoder);
   req->decoder = NULL;
   close_fd(&req->dl_fd);
@@ -861,8 +880,8 @@ int tern__request_progress_download(tern_request_t *req, bool final) {
 
 int tern__request_progress_upload(tern_request_t *req) {
   if (req->progress_cb == NULL || atomic_load(&req->released)) return 0;
-  bool unknown = req->body_len == UINT64_MAX;
-  uint64_t total = unknown ? 0 : req->body_len;
+  bool unknown = req->plain_len == UINT64_MAX;
+  uint64_t total = unknown ? 0 : req->plain_len;
   int percent = unknown ? 0 : percent_of(req->body_sent, total);
   if (percent <= req->last_up_percent && !(unknown && percent == 0)) return 0;
   req->last_up_percent = percent;
@@ -874,8 +893,23 @@ int tern__request_progress_upload(tern_request_t *req) {
   return 0;
 }
 
-int64_t tern__request_read_body(tern_request_t *req, char *buf, size_t cap) {
-  uint64_t left = req->body_len == UINT64_MAX ? UINT64_MAX : req->body_len - req->body_sent;
+int64_t tern__request_pull_plain(tern_request_t *req, char *scratch, size_t cap, const char **ptr) {
+  if (req->body_kind == TERN__BODY_MEM) {
+    uint64_t left = req->plain_len - req->body_sent;
+    size_t n = left < (1u << 20) ? (size_t)left : (1u << 20);
+    *ptr = (const char *)req->body_mem + req->body_sent;
+    req->body_sent += n;
+    return (int64_t)n;
+  }
+  int64_t n = tern__request_read_plain(req, scratch, cap);
+  if (n > 0) req->body_sent += (uint64_t)n;
+  *ptr = scratch;
+  return n;
+}
+
+/* The next bytes of a file or callback body, at body_sent, bounded by its plain length. */
+int64_t tern__request_read_plain(tern_request_t *req, char *buf, size_t cap) {
+  uint64_t left = req->plain_len == UINT64_MAX ? UINT64_MAX : req->plain_len - req->body_sent;
   if (left == 0) return 0;
   if (cap > left) cap = (size_t)left;
   if (req->body_kind == TERN__BODY_FILE) {
@@ -891,7 +925,7 @@ int64_t tern__request_read_body(tern_request_t *req, char *buf, size_t cap) {
     return n;
   }
   int64_t n = req->body_cb(req, buf, cap, req->body_cb_data);
-  if (n < 0 || (uint64_t)n > cap || (n == 0 && req->body_len != UINT64_MAX)) {
+  if (n < 0 || (uint64_t)n > cap || (n == 0 && req->plain_len != UINT64_MAX)) {
     tern__request_set_error(req, TERN_EFILEREAD, "the body callback %s",
                             n == 0 ? "ended before the announced length" : "reported an error");
     return TERN_EFILEREAD;

@@ -254,6 +254,9 @@ TERN_API int tern_request_set_hop_response_cb(tern_request_t *req, tern_hop_resp
  *  ends the exchange without the body being sent, and that connection is not reused. */
 TERN_API int tern_request_set_expect_continue(tern_request_t *req, int64_t min_body,
                                               uint64_t wait_ms);
+/** Non-zero sends the body gzip-compressed on the fly ("Content-Encoding: gzip", chunked),
+ *  streaming through zlib as it is sent; the body is never compressed whole in memory. */
+TERN_API int tern_request_set_body_gzip(tern_request_t *req, int enabled);
 /** Non-zero when a final response arrived before the request body was sent (see above). */
 TERN_API int tern_request_is_body_skipped(const tern_request_t *req);
 
