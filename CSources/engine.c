@@ -269,14 +269,7 @@ void tern__complete(tern_request_t *req, int err) {
   }
   tern__list_remove(&req->node);
   req->conn = NULL;
-  if (req->dl_fd >= 0) {
-    close(req->dl_fd);
-    req->dl_fd = -1;
-  }
-  if (req->body_fd >= 0) {
-    close(req->body_fd);
-    req->body_fd = -1;
-  }
+  tern__request_close_files(req);
   tern__request_mark(req, TERN_TIME_END);
   atomic_store(&req->state, TERN__REQ_DONE);
   TERN__STAT_SUB(eng, TERN_STAT_REQUESTS_ACTIVE, 1);

@@ -117,7 +117,14 @@ void tern__url_free(tern__url *u);
 
 /* ---- requests -------------------------------------------------------------------------------- */
 
-enum { TERN__BODY_NONE, TERN__BODY_MEM, TERN__BODY_FILE, TERN__BODY_CB };
+enum { TERN__BODY_NONE, TERN__BODY_MEM, TERN__BODY_FILE, TERN__BODY_CB, TERN__BODY_SEGMENTS };
+
+typedef struct {
+  char *data;   /* memory segment, or NULL for a file segment */
+  char *path;   /* file segment */
+  uint64_t offset, end, len; /* file range; len is known once the request starts */
+  int fd;
+} tern__segment;
 enum { TERN__SINK_MEM, TERN__SINK_FILE, TERN__SINK_CB };
 enum {
   TERN__REQ_NEW,       /* being configured */
@@ -155,6 +162,10 @@ struct tern_request {
   size_t body_mem_len;
   char *body_path;
   uint64_t body_offset, body_end;
+  tern__segment *segments;
+  size_t nsegments;
+  size_t seg_index;    /* segment holding body_sent */
+  uint64_t seg_offset; /* body_sent's offset within it */
   tern_read_cb body_cb;
   void *body_cb_data;
   int64_t body_cb_length;
@@ -249,6 +260,8 @@ int64_t tern__request_pull_plain(tern_request_t *req, char *scratch, size_t cap,
 /* Reads the next piece of a file or callback body into buf; returns bytes (0 at end) or a
  * TERN_E* code. */
 int64_t tern__request_read_plain(tern_request_t *req, char *buf, size_t cap);
+/* Closes the request's files (upload sources, download sink) once it is done. */
+void tern__request_close_files(tern_request_t *req);
 /* The body is complete: finish decoding. Returns 0 or a TERN_E* code. */
 int tern__request_body_end(tern_request_t *req);
 /* Completion of a file download: move PATH.part into place, or clean up. May turn success into

@@ -58,6 +58,8 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
+static void free_segments(tern_request_t *req);
+
 static void destroy(tern_request_t *req) {
   free(req->method);
   tern__url_free(&req->url);
@@ -69,6 +71,7 @@ static void destroy(tern_request_t *req) {
   free(req->validator_path);
   tern__decoder_free(req->decoder);
   tern__encoder_free(req->encoder);
+  free_segments(req);
   free(req->tls_ca_file);
   free(req->tls_ca_path);
   free(req->tls_cert);
@@ -159,7 +162,19 @@ int tern_request_add_header(tern_request_t *req, const char *name, const char *v
   return 0;
 }
 
+static void free_segments(tern_request_t *req) {
+  for (size_t i = 0; i < req->nsegments; i++) {
+    free(req->segments[i].data);
+    free(req->segments[i].path);
+    close_fd(&req->segments[i].fd);
+  }
+  free(req->segments);
+  req->segments = NULL;
+  req->nsegments = 0;
+}
+
 static void clear_body(tern_request_t *req) {
+  free_segments(req);
   free(req->body_mem);
   req->body_mem = NULL;
   req->body_mem_len = 0;
@@ -197,6 +212,37 @@ int tern_request_set_body_file(tern_request_t *req, const char *path, uint64_t o
   req->body_offset = offset;
   req->body_end = end;
   return 0;
+}
+
+static int add_segment(tern_request_t *req, const void *data, size_t len, const char *path,
+                       uint64_t offset, uint64_t end) {
+  CHECK_NEW(req);
+  if ((data == NULL && len > 0 && path == NULL) || (end != 0 && end < offset)) return TERN_EINVAL;
+  if (req->body_kind != TERN__BODY_SEGMENTS) clear_body(req);
+  tern__segment *grown = realloc(req->segments, (req->nsegments + 1) * sizeof *grown);
+  if (grown == NULL) return TERN_ENOMEM;
+  req->segments = grown;
+  tern__segment seg = {NULL, NULL, offset, end, len, -1};
+  if (path) {
+    if ((seg.path = strdup(path)) == NULL) return TERN_ENOMEM;
+  } else if ((seg.data = malloc(len ? len : 1)) == NULL) {
+    return TERN_ENOMEM;
+  } else if (len) {
+    memcpy(seg.data, data, len);
+  }
+  req->segments[req->nsegments++] = seg;
+  req->body_kind = TERN__BODY_SEGMENTS;
+  return 0;
+}
+
+int tern_request_add_body_segment(tern_request_t *req, const void *data, size_t len) {
+  return add_segment(req, data, len, NULL, 0, 0);
+}
+
+int tern_request_add_body_segment_file(tern_request_t *req, const char *path, uint64_t offset,
+                                       uint64_t end) {
+  if (path == NULL) return TERN_EINVAL;
+  return add_segment(req, NULL, 0, path, offset, end);
 }
 
 int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_read_cb cb,
@@ -458,31 +504,84 @@ static bool method_is(const tern_request_t *req, const char *m) {
   return strcmp(req->method, m) == 0;
 }
 
-static int open_upload(tern_request_t *req) {
-  int fd = open(req->body_path, O_RDONLY | O_CLOEXEC);
+/* Opens bytes [offset, end) of a file for upload: *fd and *len on success. */
+static int open_upload_range(tern_request_t *req, const char *path, uint64_t offset,
+                             uint64_t end, int *fd_out, uint64_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    tern__request_set_error(req, TERN_EFILEREAD, "open %s: %s", req->body_path, strerror(errno));
+    tern__request_set_error(req, TERN_EFILEREAD, "open %s: %s", path, strerror(errno));
     return TERN_EFILEREAD;
   }
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    tern__request_set_error(req, TERN_EFILEREAD, "stat %s: %s", req->body_path, strerror(errno));
+    tern__request_set_error(req, TERN_EFILEREAD, "stat %s: %s", path, strerror(errno));
     close(fd);
     return TERN_EFILEREAD;
   }
   uint64_t size = (uint64_t)st.st_size;
-  uint64_t end = req->body_end ? req->body_end : size;
-  if (end > size || req->body_offset > end) {
+  if (end == 0) end = size;
+  if (end > size || offset > end) {
     tern__request_set_error(req, TERN_EFILEREAD,
                             "upload range %llu-%llu lies outside %s (%llu bytes)",
-                            (unsigned long long)req->body_offset, (unsigned long long)end,
-                            req->body_path, (unsigned long long)size);
+                            (unsigned long long)offset, (unsigned long long)end, path,
+                            (unsigned long long)size);
     close(fd);
     return TERN_EFILEREAD;
   }
-  req->body_fd = fd;
-  req->body_len = end - req->body_offset;
+  *fd_out = fd;
+  *len = end - offset;
   return 0;
+}
+
+static int open_upload(tern_request_t *req) {
+  return open_upload_range(req, req->body_path, req->body_offset, req->body_end, &req->body_fd,
+                           &req->body_len);
+}
+
+static int open_segments(tern_request_t *req) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < req->nsegments; i++) {
+    tern__segment *s = &req->segments[i];
+    if (s->path && s->fd < 0) {
+      int r = open_upload_range(req, s->path, s->offset, s->end, &s->fd, &s->len);
+      if (r) return r;
+    }
+    total += s->len;
+  }
+  req->body_len = total;
+  return 0;
+}
+
+/* Copies the segments' bytes at body_sent into buf: memory parts copied, file parts read. */
+static int64_t read_segments(tern_request_t *req, char *buf, size_t cap) {
+  size_t done = 0;
+  while (done < cap && req->seg_index < req->nsegments) {
+    tern__segment *s = &req->segments[req->seg_index];
+    uint64_t left = s->len - req->seg_offset;
+    if (left == 0) {
+      req->seg_index++;
+      req->seg_offset = 0;
+      continue;
+    }
+    size_t n = cap - done < left ? cap - done : (size_t)left;
+    if (s->data) {
+      memcpy(buf + done, s->data + req->seg_offset, n);
+    } else {
+      ssize_t k;
+      do {
+        k = pread(s->fd, buf + done, n, (off_t)(s->offset + req->seg_offset));
+      } while (k < 0 && errno == EINTR);
+      if (k <= 0) {
+        tern__request_set_error(req, TERN_EFILEREAD, "read %s: %s", s->path,
+                                k < 0 ? strerror(errno) : "file shrank while uploading");
+        return TERN_EFILEREAD;
+      }
+      n = (size_t)k;
+    }
+    req->seg_offset += n;
+    done += n;
+  }
+  return (int64_t)done;
 }
 
 int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
@@ -497,6 +596,11 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     case TERN__BODY_MEM: req->body_len = req->body_mem_len; break;
     case TERN__BODY_FILE:
       if (req->body_fd < 0 && (r = open_upload(req)) != 0) return r;
+      break;
+    case TERN__BODY_SEGMENTS:
+      if ((r = open_segments(req)) != 0) return r;
+      req->seg_index = 0;
+      req->seg_offset = 0;
       break;
     case TERN__BODY_CB:
       if (req->body_cb_length < 0 && req->http10) {
@@ -632,6 +736,8 @@ void tern__request_reset_response(tern_request_t *req) {
   req->content_length = -1;
   req->resp_offset = 0;
   req->body_sent = 0;
+  req->seg_index = 0;
+  req->seg_offset = 0;
   req->to_file = false;
   req->keep_error_body = false;
   req->skip_bytes = 0;
@@ -826,6 +932,12 @@ int tern__request_deliver(tern_request_t *req, const char *data, size_t n) {
   return sink_write(req, data, n);
 }
 
+void tern__request_close_files(tern_request_t *req) {
+  close_fd(&req->dl_fd);
+  close_fd(&req->body_fd);
+  for (size_t i = 0; i < req->nsegments; i++) close_fd(&req->segments[i].fd);
+}
+
 int tern__request_body_end(tern_request_t *req) {
   return req->decoder ? tern__decoder_end(req->decoder, req) : 0;
 }
@@ -912,6 +1024,7 @@ int64_t tern__request_read_plain(tern_request_t *req, char *buf, size_t cap) {
   uint64_t left = req->plain_len == UINT64_MAX ? UINT64_MAX : req->plain_len - req->body_sent;
   if (left == 0) return 0;
   if (cap > left) cap = (size_t)left;
+  if (req->body_kind == TERN__BODY_SEGMENTS) return read_segments(req, buf, cap);
   if (req->body_kind == TERN__BODY_FILE) {
     ssize_t n;
     do {

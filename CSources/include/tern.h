@@ -227,6 +227,14 @@ TERN_API int tern_request_set_body(tern_request_t *req, const void *data, size_t
  *  connection buffer while sending; never loaded whole. */
 TERN_API int tern_request_set_body_file(tern_request_t *req, const char *path, uint64_t offset,
                                         uint64_t end);
+/** Appends a memory segment (copied) to a body made of segments, sent in order: the shape of
+ *  multipart/form-data, where part headers come from memory and file contents from disk. */
+TERN_API int tern_request_add_body_segment(tern_request_t *req, const void *data, size_t len);
+/** Appends bytes [offset, end) of a file (end 0: to its end) to a body made of segments. The
+ *  file is read through the connection buffer while sending, never loaded whole; its size is
+ *  taken when the request starts, so the body's Content-Length is known up front. */
+TERN_API int tern_request_add_body_segment_file(tern_request_t *req, const char *path,
+                                                uint64_t offset, uint64_t end);
 /** A body from a callback. length -1 sends it chunked. */
 TERN_API int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_read_cb cb,
                                       void *user_data);

@@ -301,8 +301,21 @@ class Connection:
         return req
 
     async def read_body(self, req):
-        """Reads (and hashes) the whole request body, streaming: any size, constant memory."""
+        """Reads (and hashes) the whole request body, streaming: any size, constant memory.
+        On /multipart the bytes also feed a streaming multipart/form-data parser."""
         h = hashlib.sha256()
+        if req.path == "/multipart":
+            req.multipart = MultipartSink(req.header("Content-Type") or "")
+            inner = h
+
+            class Tee:
+                def update(self, data):
+                    inner.update(data)
+                    req.multipart.feed(data)
+
+                def hexdigest(self):
+                    return inner.hexdigest()
+            h = Tee()
         total = 0
         reader = self.reader
         if req.chunked:
@@ -778,12 +791,100 @@ class Connection:
                                              ("Content-Encoding", coding)], data,
                                   chunked=req.q_bool("chunked"))
 
+    async def h_multipart(self, req):
+        """Reports what a multipart/form-data body held, part by part: name, filename, content
+        type, size and SHA-256 of each part's content (parsed while streaming: a 200 MiB file
+        part costs no memory)."""
+        mp = getattr(req, "multipart", None)
+        if mp is None:
+            return await self.respond(req, 400, [("Content-Type", "text/plain")], b"no body\n")
+        ok = mp.finish()
+        body = json.dumps({"ok": ok, "error": mp.error, "parts": mp.parts}).encode()
+        return await self.respond(req, 200 if ok else 422, [
+            ("Content-Type", "application/json"),
+            ("X-Multipart-Parts", str(len(mp.parts)))], body)
+
+
+class MultipartSink:
+    """Streaming multipart/form-data parser (RFC 7578): feed() any chunks, finish() at the end."""
+
+    def __init__(self, content_type):
+        m = re.search(r'boundary="?([^";]+)"?', content_type)
+        self.delim = b"\r\n--" + m.group(1).encode("latin-1") if m else None
+        self.error = None if m else "no boundary in Content-Type"
+        self.buf = b"\r\n"  # the first delimiter has no CRLF before it
+        self.state = "preamble"
+        self.parts, self.part, self.hash = [], None, None
+
+    def feed(self, data):
+        if self.error or self.state == "done":
+            return
+        self.buf += data
+        while True:
+            if self.state in ("preamble", "body"):
+                i = self.buf.find(self.delim)
+                if i < 0:
+                    keep = len(self.delim) - 1  # a delimiter may straddle two chunks
+                    if len(self.buf) > keep:
+                        self._content(self.buf[:-keep])
+                        self.buf = self.buf[-keep:]
+                    return
+                self._content(self.buf[:i])
+                self._close_part()
+                self.buf = self.buf[i + len(self.delim):]
+                self.state = "after-delim"
+            if self.state == "after-delim":
+                if len(self.buf) < 2:
+                    return
+                if self.buf[:2] == b"--":
+                    self.state = "done"
+                    return
+                j = self.buf.find(b"\r\n\r\n")
+                if j < 0:
+                    if len(self.buf) > 16384:
+                        self.error = "part headers too long"
+                    return
+                self._open_part(self.buf[:j])
+                self.buf = self.buf[j + 4:]
+                self.state = "body"
+
+    def _open_part(self, raw):
+        lines = raw.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:] if lines and lines[0] == "" else lines:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        disp = headers.get("content-disposition", "")
+        name = re.search(r'\bname="([^"]*)"', disp)
+        fname = re.search(r'filename="([^"]*)"', disp)
+        self.part = {"name": name.group(1) if name else None,
+                     "filename": fname.group(1) if fname else None,
+                     "content_type": headers.get("content-type"), "size": 0}
+        self.hash = hashlib.sha256()
+
+    def _content(self, data):
+        if self.state == "body" and data:
+            self.part["size"] += len(data)
+            self.hash.update(data)
+
+    def _close_part(self):
+        if self.state == "body":
+            self.part["sha256"] = self.hash.hexdigest()
+            self.parts.append(self.part)
+            self.part = None
+
+    def finish(self):
+        if self.error is None and self.state != "done":
+            self.error = "body ended before the closing delimiter"
+        return self.error is None
+
 
 GZIP_CACHE = {}
 
 
 ROUTES = {
     "/gzip": Connection.h_gzip,
+    "/multipart": Connection.h_multipart,
     "/ok": Connection.h_ok,
     "/truncate": Connection.h_truncate,
     "/reset": Connection.h_reset,
