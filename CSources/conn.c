@@ -20,6 +20,9 @@ static void on_connect(uv_connect_t *cr, int status);
 static void on_write(uv_write_t *wr, int status);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static int pump(tern__conn *c);
+static void consume(tern__conn *c, size_t n);
+static int head_limit(const tern__conn *c);
+static int tunnel_start(tern__conn *c);
 static void on_eof(tern__conn *c, ssize_t uverr);
 static void try_next_address(tern__conn *c);
 static void write_next(tern__conn *c);
@@ -163,7 +166,10 @@ tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t con
   c->nrequests = 1;
   set_timer(c, TERN__TIMER_CONNECT, connect_ms);
 
-  struct addrinfo *pinned = pinned_addrs(&eng->config, o->host, o->port);
+  /* Through a proxy, the socket goes to the proxy; TLS and Host still name the origin. */
+  const char *host = o->proxy_host ? o->proxy_host : o->host;
+  uint16_t port_num = o->proxy_host ? o->proxy_port : o->port;
+  struct addrinfo *pinned = pinned_addrs(&eng->config, host, port_num);
   if (pinned) {
     c->addrs = c->next_addr = pinned;
     c->own_addrs = true;
@@ -175,27 +181,27 @@ tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t con
   /* Literal addresses skip the resolver's thread pool hop. */
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
-  if (uv_ip4_addr(o->host, o->port, (struct sockaddr_in *)&ss) == 0 ||
-      uv_ip6_addr(o->host, o->port, (struct sockaddr_in6 *)&ss) == 0) {
+  if (uv_ip4_addr(host, port_num, (struct sockaddr_in *)&ss) == 0 ||
+      uv_ip6_addr(host, port_num, (struct sockaddr_in6 *)&ss) == 0) {
     c->state = TERN__CONN_CONNECTING;
     int r = uv_tcp_connect(&c->connect_req, &c->tcp, (struct sockaddr *)&ss, on_connect);
     if (r) {
       tern__request_set_error(first, tern__map_uv_error(r, TERN_ECONNECT), "connect to %s:%u: %s",
-                              o->host, (unsigned)o->port, uv_strerror(r));
+                              host, (unsigned)port_num, uv_strerror(r));
       tern__conn_fail(c, NULL, tern__map_uv_error(r, TERN_ECONNECT));
     }
     return c;
   }
   char port[8];
-  snprintf(port, sizeof port, "%u", (unsigned)o->port);
+  snprintf(port, sizeof port, "%u", (unsigned)port_num);
   struct addrinfo hints;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   c->state = TERN__CONN_RESOLVING;
-  int r = uv_getaddrinfo(eng->loop, &c->gai, on_resolved, o->host, port, &hints);
+  int r = uv_getaddrinfo(eng->loop, &c->gai, on_resolved, host, port, &hints);
   if (r) {
-    tern__request_set_error(first, TERN_ERESOLVE, "resolve %s: %s", o->host, uv_strerror(r));
+    tern__request_set_error(first, TERN_ERESOLVE, "resolve %s: %s", host, uv_strerror(r));
     tern__conn_fail(c, NULL, TERN_ERESOLVE);
     return c;
   }
@@ -217,7 +223,9 @@ static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
   tern_engine_t *eng = c->engine;
   tern__engine_enter(eng);
   if (status < 0) {
-    tern__request_set_error(first_request(c), TERN_ERESOLVE, "resolve %s: %s", c->origin->host,
+    tern__request_set_error(first_request(c), TERN_ERESOLVE, "resolve %s%s: %s",
+                            c->origin->proxy_host ? "proxy " : "",
+                            c->origin->proxy_host ? c->origin->proxy_host : c->origin->host,
                             uv_strerror(status));
     tern__conn_fail(c, NULL, TERN_ERESOLVE);
   } else {
@@ -232,8 +240,11 @@ static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
 
 static void connect_failed(tern__conn *c) {
   int err = tern__map_uv_error(c->last_error, TERN_ECONNECT);
-  tern__request_set_error(first_request(c), err, "connect to %s:%u: %s", c->origin->host,
-                          (unsigned)c->origin->port, uv_strerror(c->last_error));
+  const tern__origin *o = c->origin;
+  tern__request_set_error(first_request(c), err, "connect to %s%s:%u: %s",
+                          o->proxy_host ? "proxy " : "", o->proxy_host ? o->proxy_host : o->host,
+                          (unsigned)(o->proxy_host ? o->proxy_port : o->port),
+                          uv_strerror(c->last_error));
   tern__conn_fail(c, NULL, err);
 }
 
@@ -269,6 +280,113 @@ static void try_next_address(tern__conn *c) {
   connect_failed(c);
 }
 
+/* ---- CONNECT tunnels through a proxy ---- */
+
+static void on_tunnel_written(uv_write_t *wr, int status) {
+  tern__conn *c = tern__container_of(wr, tern__conn, write_req);
+  c->writing = false;
+  free(c->tunnel_head);
+  c->tunnel_head = NULL;
+  if (c->state == TERN__CONN_CLOSING || status >= 0) return;
+  tern__engine_enter(c->engine);
+  tern_request_t *req = first_request(c);
+  if (req)
+    tern__request_set_error(req, TERN_EPROXY, "send CONNECT to proxy %s: %s", c->origin->proxy_host,
+                            uv_strerror(status));
+  tern__conn_fail(c, NULL, TERN_EPROXY);
+  tern__engine_leave(c->engine);
+}
+
+static int tunnel_start(tern__conn *c) {
+  tern_request_t *req = first_request(c);
+  const tern__origin *o = c->origin;
+  tern__str authority = {0}, h = {0}, pa = {0};
+  int r = tern__str_appendf(&authority, strchr(o->host, ':') ? "[%s]:%u" : "%s:%u", o->host,
+                            (unsigned)o->port);
+  if (!r) r = tern__str_appendf(&h, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n", authority.data,
+                                authority.data);
+  if (!r) r = tern__request_proxy_authorization(req, "CONNECT", authority.data, &pa);
+  if (!r && pa.len) r = tern__str_appendf(&h, "Proxy-Authorization: %.*s\r\n", (int)pa.len, pa.data);
+  if (!r) r = tern__str_append(&h, "\r\n", 2);
+  tern__str_free(&authority);
+  tern__str_free(&pa);
+  if (r) {
+    tern__str_free(&h);
+    return r;
+  }
+  c->tunnel_head = h.data;
+  c->state = TERN__CONN_TUNNEL;
+  start_reading(c);
+  uv_buf_t b = uv_buf_init(h.data, (unsigned)h.len);
+  r = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &b, 1, on_tunnel_written);
+  if (r) {
+    free(c->tunnel_head);
+    c->tunnel_head = NULL;
+    tern__request_set_error(req, TERN_EPROXY, "send CONNECT to proxy %s: %s", o->proxy_host,
+                            uv_strerror(r));
+    return TERN_EPROXY;
+  }
+  c->writing = true;
+  tern__log(c->engine, TERN_LOG_DEBUG, req, "connection #%llu: CONNECT %s:%u through proxy %s",
+            (unsigned long long)c->id, o->host, (unsigned)o->port, o->proxy_host);
+  return 0;
+}
+
+/* The proxy's answer to CONNECT: 2xx opens the tunnel (TLS starts); a 407 the request can
+ * answer becomes another hop on a new connection; anything else ends the request. */
+static int tunnel_read(tern__conn *c) {
+  tern_request_t *req = first_request(c);
+  for (;;) {
+    tern__header_t h[MAX_HEADERS];
+    size_t nh = MAX_HEADERS;
+    int minor = 0, status = 0;
+    const char *reason = NULL;
+    size_t reason_len = 0;
+    int r = tern__parse_response(c->buf, c->len, c->last_len, &minor, &status, &reason,
+                                 &reason_len, h, &nh);
+    if (r == TERN__PARSE_INCOMPLETE) {
+      if (c->len >= (size_t)head_limit(c)) break;
+      c->last_len = c->len;
+      return 0;
+    }
+    c->last_len = 0;
+    if (r < 0) break;
+    if (status < 200) {
+      consume(c, (size_t)r);
+      continue;
+    }
+    if (status < 300) {
+      consume(c, (size_t)r);
+      if (c->len > 0) break; /* the server speaks first in TLS only after our hello */
+      return tern__tls_start(c);
+    }
+    int e = tern__request_set_response(req, minor, status, reason, reason_len, h, nh);
+    if (e) return e;
+    if (req->hop_response_cb && !atomic_load(&req->released) &&
+        req->hop_response_cb(req, status, req->hop_response_data) != 0) {
+      tern__request_set_error(req, TERN_ECANCELED, "canceled by the response callback");
+      return TERN_ECANCELED;
+    }
+    tern__request_decide_hop(req);
+    if (req->next_hop == TERN__HOP_PROXY_AUTH) {
+      /* The 407's body is not read: this connection ends, the next hop takes a new one. */
+      tern__list_remove(&req->node);
+      c->nrequests--;
+      req->conn = NULL;
+      tern__conn_close(c);
+      tern__hop_continue(req);
+      return 0;
+    }
+    tern__request_set_error(req, TERN_EPROXY, "proxy %s refused CONNECT to %s: %d %.*s",
+                            c->origin->proxy_host, req->url.hostport, status, (int)reason_len,
+                            reason);
+    return TERN_EPROXY;
+  }
+  tern__request_set_error(req, TERN_EPROXY, "proxy %s sent a malformed answer to CONNECT",
+                          c->origin->proxy_host);
+  return TERN_EPROXY;
+}
+
 static void on_connect(uv_connect_t *cr, int status) {
   tern__conn *c = tern__container_of(cr, tern__conn, connect_req);
   if (c->state == TERN__CONN_CLOSING) return;
@@ -300,7 +418,10 @@ static void on_connect(uv_connect_t *cr, int status) {
     tern__log(eng, TERN_LOG_DEBUG, req, "connection #%llu connected to %s (%s) port %u",
               (unsigned long long)c->id, c->origin->host, ip, (unsigned)c->origin->port);
   }
-  if (c->origin->tls) {
+  if (c->origin->tls && c->origin->proxy_host) {
+    int r = tunnel_start(c);
+    if (r < 0) tern__conn_fail(c, NULL, r);
+  } else if (c->origin->tls) {
     start_reading(c);
     int r = tern__tls_start(c);
     if (r < 0) tern__conn_fail(c, NULL, r);
@@ -557,8 +678,9 @@ static void response_done(tern__conn *c, tern_request_t *req) {
   c->served++;
   c->rstate = TERN__RESP_HEAD;
   c->last_len = 0;
-  int err = tern__request_body_end(req);
-  if (!err) err = tern__request_progress_download(req, true);
+  bool hop = req->next_hop != TERN__HOP_NONE;
+  int err = hop ? 0 : tern__request_body_end(req);
+  if (!err && !hop) err = tern__request_progress_download(req, true);
   bool more = !tern__list_empty(&c->requests);
   /* Bytes beyond the response on a connection with nothing else outstanding mean the server
    * framed the body wrongly: such a connection is not reused. */
@@ -573,7 +695,10 @@ static void response_done(tern__conn *c, tern_request_t *req) {
   } else {
     tern__pool_release(c);
   }
-  tern__complete(req, err);
+  if (hop && !err)
+    tern__hop_continue(req);
+  else
+    tern__complete(req, err);
 }
 
 static int head_limit(const tern__conn *c) {
@@ -629,6 +754,8 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
     tern__request_set_error(req, TERN_ECANCELED, "canceled by the response callback");
     return TERN_ECANCELED;
   }
+  if ((r = tern__request_decide_hop(req)) != 0 || (r = tern__request_setup_sink(req)) != 0)
+    return r;
   set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
   if (req->is_head || status == 204 || status == 304) {
     c->rstate = TERN__RESP_HEAD;
@@ -857,7 +984,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
       if (r == 1) closed = 1, r = 0;
     } else {
       c->len += (size_t)nread;
-      r = tern__conn_process(c);
+      r = c->state == TERN__CONN_TUNNEL ? tunnel_read(c) : tern__conn_process(c);
     }
     if (r < 0) tern__conn_fail(c, NULL, r);
     else if (closed && c->state != TERN__CONN_CLOSING) on_eof(c, UV_EOF); /* close_notify */

@@ -345,7 +345,10 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   for (tern__list *n = eng->origins.next; n != &eng->origins; n = n->next) {
     tern__origin *o = tern__container_of(n, tern__origin, node);
     if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
-        strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls_id) == 0))
+        strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls_id) == 0) &&
+        o->proxy_port == req->proxy_port &&
+        (o->proxy_host == NULL) == (req->proxy_host == NULL) &&
+        (o->proxy_host == NULL || strcmp(o->proxy_host, req->proxy_host) == 0))
       return o;
   }
   tern__origin *o = calloc(1, sizeof *o);
@@ -357,11 +360,20 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   }
   o->port = req->url.port;
   o->tls = req->url.tls;
+  if (req->proxy_host) {
+    if ((o->proxy_host = strdup(req->proxy_host)) == NULL) {
+      free(o->host);
+      free(o);
+      return NULL;
+    }
+    o->proxy_port = req->proxy_port;
+  }
   if (o->tls) {
     o->tls_id = strdup(req->tls_id);
     o->tls_ctx = o->tls_id ? tern__tls_ctx_get(eng, req) : NULL;
     if (o->tls_ctx == NULL) {
       free(o->tls_id);
+      free(o->proxy_host);
       free(o->host);
       free(o);
       return NULL;
@@ -410,6 +422,32 @@ void tern__dispatch(tern_request_t *req) {
     return;
   }
   tern__list_insert_tail(&o->waiting, &req->node);
+}
+
+void tern__hop_continue(tern_request_t *req) {
+  tern_engine_t *eng = req->engine;
+  if (eng->stopped) {
+    tern__complete(req, TERN_ESHUTDOWN);
+    return;
+  }
+  int r = tern__request_next_hop(req);
+  if (r) {
+    tern__complete(req, r);
+    return;
+  }
+  tern__log(eng, TERN_LOG_INFO, req, "next hop: %s %s", req->method,
+            tern_request_get_effective_url(req));
+  tern__request_reset_response(req);
+  req->head_sent = req->body_done = req->sent = false;
+  req->reused = req->retried = req->force_new_conn = false;
+  req->conn = NULL;
+  req->origin = NULL; /* a redirect may lead elsewhere */
+  r = tern__request_prepare(req, &eng->config);
+  if (r) {
+    tern__complete(req, r);
+    return;
+  }
+  tern__dispatch(req);
 }
 
 void tern__redispatch(tern_request_t *req, int err, bool counts_as_retry) {
@@ -516,6 +554,7 @@ static void shutdown_all(tern_engine_t *eng) {
       tern__conn_close(tern__container_of(o->idle.next, tern__conn, node));
     tern__list_remove(&o->node);
     tern__tls_origin_free(o);
+    free(o->proxy_host);
     free(o->host);
     free(o);
   }

@@ -115,6 +115,37 @@ typedef struct {
 int tern__url_parse(tern__url *u, const char *url);
 void tern__url_free(tern__url *u);
 
+/* ---- hops (hops.c) --------------------------------------------------------------------------- */
+
+typedef struct {
+  char realm[256], nonce[256], opaque[256], algorithm[32];
+  bool qop_auth, stale;
+} tern__challenge;
+
+/* Where a request stands with one server's authentication (the origin's or the proxy's). */
+typedef struct {
+  char *user, *password;
+  unsigned schemes;     /* TERN_AUTH_* allowed */
+  int scheme;           /* TERN_AUTH_BASIC or TERN_AUTH_DIGEST once chosen, else 0 */
+  tern__challenge ch;   /* the Digest challenge answered */
+  unsigned nc;          /* Digest nonce count */
+  unsigned tries;       /* challenges answered in this exchange */
+} tern__auth;
+
+enum { TERN__HOP_NONE, TERN__HOP_REDIRECT, TERN__HOP_AUTH, TERN__HOP_PROXY_AUTH };
+
+int tern__url_resolve(const tern__url *base, const char *location, char **out);
+bool tern__challenge_find(const char *value, const char *scheme, tern__challenge *ch);
+bool tern__digest_supported(const tern__challenge *ch);
+int tern__auth_basic(const char *user, const char *password, tern__str *out);
+/* The Digest response hash, hex, for a given cnonce and nc ("00000001"): the algorithm alone,
+ * apart from header glue, so it can be checked against RFC 7616's examples. */
+int tern__digest_response(const tern__challenge *ch, const char *user, const char *password,
+                          const char *method, const char *uri, const char *ncs, const char *cnonce,
+                          char resp[129]);
+int tern__auth_digest(const tern__challenge *ch, const char *user, const char *password,
+                      const char *method, const char *uri, unsigned nc, tern__str *out);
+
 /* ---- requests -------------------------------------------------------------------------------- */
 
 enum { TERN__BODY_NONE, TERN__BODY_MEM, TERN__BODY_FILE, TERN__BODY_CB, TERN__BODY_SEGMENTS };
@@ -151,6 +182,7 @@ struct tern_request {
   tern__url url;
   tern__str headers; /* validated "Name: value\r\n" lines */
   bool user_host, user_agent, user_accept, user_accept_encoding, user_connection_close;
+  bool user_authorization, user_proxy_authorization;
   int decode_mode;
   int64_t expect_min;
   bool gzip_body;
@@ -181,6 +213,22 @@ struct tern_request {
   void *progress_data;
   tern_hop_response_cb hop_response_cb;
   void *hop_response_data;
+  tern_hop_request_cb hop_request_cb;
+  void *hop_request_data;
+  tern__str hop_headers; /* added by the hop-request callback for the hop being prepared */
+  bool in_hop_request;
+  int in_auth_cb; /* 1: answering the origin's challenge, 2: the proxy's */
+  char *url_str;         /* the URL as the caller set it */
+  char *effective_url;   /* the current hop's URL, after redirects */
+  unsigned follow_max, redirect_flags, redirect_count;
+  tern__auth www, proxy_auth;
+  bool url_credentials;  /* www.user/password came from the URL's userinfo */
+  tern_auth_cb auth_cb;
+  void *auth_cb_data;
+  char *proxy_host;      /* NULL: direct */
+  uint16_t proxy_port;
+  int next_hop;          /* TERN__HOP_*: what the current response leads to */
+  bool discard_body;     /* an intermediate hop's body: read and dropped */
   uint64_t timeouts[4];
   bool persistent, pipelining, http10;
   size_t buffer_size;
@@ -262,6 +310,17 @@ int64_t tern__request_pull_plain(tern_request_t *req, char *scratch, size_t cap,
 int64_t tern__request_read_plain(tern_request_t *req, char *buf, size_t cap);
 /* Closes the request's files (upload sources, download sink) once it is done. */
 void tern__request_close_files(tern_request_t *req);
+/* After the response head: whether it leads to another hop (redirect, challenge). Sets
+ * req->next_hop and req->discard_body. Returns 0 or a TERN_E* code. */
+int tern__request_decide_hop(tern_request_t *req);
+/* Chooses where the body goes (decoder, file, memory) once the head is known. */
+int tern__request_setup_sink(tern_request_t *req);
+/* The current hop's response is complete and leads to another hop: rewrite the request for
+ * it. Returns 0 or a TERN_E* code (the request then completes with it). */
+int tern__request_next_hop(tern_request_t *req);
+/* Credentials for a CONNECT through the proxy, or "" (for the tunnel's request head). */
+int tern__request_proxy_authorization(tern_request_t *req, const char *method, const char *uri,
+                                      tern__str *out);
 /* The body is complete: finish decoding. Returns 0 or a TERN_E* code. */
 int tern__request_body_end(tern_request_t *req);
 /* Completion of a file download: move PATH.part into place, or clean up. May turn success into
@@ -279,6 +338,7 @@ const char *tern__request_header_value(const tern_request_t *req, const char *na
 enum {
   TERN__CONN_RESOLVING,
   TERN__CONN_CONNECTING,
+  TERN__CONN_TUNNEL,    /* CONNECT sent to the proxy, waiting for its answer */
   TERN__CONN_HANDSHAKE, /* TLS handshake under way */
   TERN__CONN_ACTIVE, /* has requests */
   TERN__CONN_IDLE,   /* in the pool */
@@ -351,6 +411,7 @@ struct tern__conn {
   struct bio_st *tls_req_bio;   /* ciphertext of the write under way in write_req */
   struct bio_st *tls_extra_bio; /* handshake or alert bytes under way in tls_wreq */
   uv_write_t tls_wreq;
+  char *tunnel_head; /* the CONNECT request while it is being written */
 };
 
 struct tern__origin {
@@ -364,6 +425,8 @@ struct tern__origin {
   tern__list waiting; /* requests waiting for a connection slot */
   unsigned nconns;
   char *tls_id;                    /* TLS settings shared by its connections, or NULL */
+  char *proxy_host;                /* connections go through this proxy, or NULL */
+  uint16_t proxy_port;
   tern__tls_ctx *tls_ctx;          /* owned by the engine */
   struct ssl_session_st *session;  /* the latest session, offered by new connections */
 };
@@ -410,6 +473,8 @@ void tern__redispatch(tern_request_t *req, int err, bool counts_as_retry);
 tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req);
 /* A connection just closed: wake waiters of its origin. */
 void tern__origin_conn_gone(tern__origin *o);
+/* The request's current hop ended and leads to another: rewrite it and send it again. */
+void tern__hop_continue(tern_request_t *req);
 /* A connection finished its requests and may be reused: hand it to a waiter or park it. */
 void tern__pool_release(tern__conn *c);
 /* A closed connection's memory is gone: the engine may finish shutting down. */

@@ -2,6 +2,7 @@
  * progress. Connection code (conn.c) drives it; nothing here touches a socket. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -60,6 +61,62 @@ static void close_fd(int *fd) {
 
 static void free_segments(tern_request_t *req);
 
+static void clear_auth(tern__auth *a) {
+  if (a->password) memset(a->password, 0, strlen(a->password));
+  free(a->user);
+  free(a->password);
+  memset(a, 0, sizeof *a);
+}
+
+/* Percent-decodes n bytes of userinfo ("alice", "p%40ss"). */
+static char *pct_decode(const char *s, size_t n) {
+  char *out = malloc(n + 1);
+  if (out == NULL) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
+        isxdigit((unsigned char)s[i + 2])) {
+      char hex[3] = {s[i + 1], s[i + 2], 0};
+      out[k++] = (char)strtol(hex, NULL, 16);
+      i += 2;
+    } else {
+      out[k++] = s[i];
+    }
+  }
+  out[k] = '\0';
+  return out;
+}
+
+static int set_auth(tern__auth *a, const char *user, const char *password, unsigned schemes) {
+  char *u = user ? strdup(user) : NULL;
+  char *p = strdup(password ? password : "");
+  if ((user && u == NULL) || p == NULL) {
+    free(u);
+    free(p);
+    return TERN_ENOMEM;
+  }
+  clear_auth(a);
+  a->user = u;
+  a->password = p;
+  a->schemes = schemes & TERN_AUTH_ANY;
+  /* Basic alone is sent at once; with a choice, the server's challenge picks. */
+  a->scheme = u && a->schemes == TERN_AUTH_BASIC ? TERN_AUTH_BASIC : 0;
+  return 0;
+}
+
+/* "user:password" (percent-encoded) into an auth slot with any scheme. */
+static int set_auth_userinfo(tern__auth *a, const char *userinfo) {
+  const char *colon = strchr(userinfo, ':');
+  size_t ulen = colon ? (size_t)(colon - userinfo) : strlen(userinfo);
+  char *u = pct_decode(userinfo, ulen);
+  char *p = colon ? pct_decode(colon + 1, strlen(colon + 1)) : strdup("");
+  int r = (u && p) ? set_auth(a, u, p, TERN_AUTH_ANY) : TERN_ENOMEM;
+  if (p) memset(p, 0, strlen(p));
+  free(u);
+  free(p);
+  return r;
+}
+
 static void destroy(tern_request_t *req) {
   free(req->method);
   tern__url_free(&req->url);
@@ -72,6 +129,12 @@ static void destroy(tern_request_t *req) {
   tern__decoder_free(req->decoder);
   tern__encoder_free(req->encoder);
   free_segments(req);
+  free(req->url_str);
+  free(req->effective_url);
+  tern__str_free(&req->hop_headers);
+  free(req->proxy_host);
+  clear_auth(&req->www);
+  clear_auth(&req->proxy_auth);
   free(req->tls_ca_file);
   free(req->tls_ca_path);
   free(req->tls_cert);
@@ -125,9 +188,21 @@ int tern_request_set_url(tern_request_t *req, const char *url) {
   tern__url u;
   int r = tern__url_parse(&u, url);
   if (r) return r;
+  char *copy = strdup(url);
+  if (copy == NULL) {
+    tern__url_free(&u);
+    return TERN_ENOMEM;
+  }
   tern__url_free(&req->url);
   req->url = u;
   req->has_url = true;
+  free(req->url_str);
+  req->url_str = copy;
+  if (u.userinfo && (req->www.user == NULL || req->url_credentials)) {
+    r = set_auth_userinfo(&req->www, u.userinfo);
+    if (r) return r;
+    req->url_credentials = true;
+  }
   return 0;
 }
 
@@ -159,6 +234,8 @@ int tern_request_add_header(tern_request_t *req, const char *name, const char *v
   if (strcasecmp(name, "accept-encoding") == 0) req->user_accept_encoding = true;
   if (strcasecmp(name, "connection") == 0 && tern__has_token(value, vlen, "close"))
     req->user_connection_close = true;
+  if (strcasecmp(name, "authorization") == 0) req->user_authorization = true;
+  if (strcasecmp(name, "proxy-authorization") == 0) req->user_proxy_authorization = true;
   return 0;
 }
 
@@ -343,6 +420,113 @@ int tern_request_set_body_gzip(tern_request_t *req, int enabled) {
 }
 
 int tern_request_is_body_skipped(const tern_request_t *req) { return req ? req->body_skipped : 0; }
+
+int tern_request_set_follow_redirects(tern_request_t *req, unsigned max) {
+  CHECK_NEW(req);
+  req->follow_max = max;
+  return 0;
+}
+
+int tern_request_set_redirect_flags(tern_request_t *req, unsigned flags) {
+  CHECK_NEW(req);
+  if (flags & ~31u) return TERN_EINVAL;
+  req->redirect_flags = flags;
+  return 0;
+}
+
+int tern_request_set_hop_request_cb(tern_request_t *req, tern_hop_request_cb cb, void *user_data) {
+  CHECK_NEW(req);
+  req->hop_request_cb = cb;
+  req->hop_request_data = user_data;
+  return 0;
+}
+
+int tern_request_add_hop_header(tern_request_t *req, const char *name, const char *value) {
+  if (req == NULL || !req->in_hop_request) return TERN_EINVAL;
+  if (!is_token(name) || value == NULL) return TERN_EBADHEADER;
+  for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+    if ((*p < 0x20 && *p != '\t') || *p == 0x7f) return TERN_EBADHEADER;
+  if (strcasecmp(name, "content-length") == 0 || strcasecmp(name, "transfer-encoding") == 0 ||
+      strcasecmp(name, "host") == 0)
+    return TERN_EBADHEADER;
+  return tern__str_appendf(&req->hop_headers, "%s: %s\r\n", name, value);
+}
+
+const char *tern_request_get_effective_url(const tern_request_t *req) {
+  if (req == NULL) return NULL;
+  return req->effective_url ? req->effective_url : req->url_str;
+}
+
+unsigned tern_request_get_redirect_count(const tern_request_t *req) {
+  return req ? req->redirect_count : 0;
+}
+
+int tern_request_set_auth(tern_request_t *req, const char *user, const char *password,
+                          unsigned schemes) {
+  CHECK_NEW(req);
+  if (user == NULL || (schemes & TERN_AUTH_ANY) == 0) return TERN_EINVAL;
+  int r = set_auth(&req->www, user, password, schemes);
+  if (!r) req->url_credentials = false;
+  return r;
+}
+
+int tern_request_set_auth_cb(tern_request_t *req, tern_auth_cb cb, void *user_data) {
+  CHECK_NEW(req);
+  req->auth_cb = cb;
+  req->auth_cb_data = user_data;
+  return 0;
+}
+
+int tern_request_supply_auth(tern_request_t *req, const char *user, const char *password) {
+  if (req == NULL || !req->in_auth_cb || user == NULL) return TERN_EINVAL;
+  /* The callback runs for the slot being challenged; in_auth_cb says which (1 www, 2 proxy). */
+  tern__auth *a = req->in_auth_cb == 2 ? &req->proxy_auth : &req->www;
+  unsigned schemes = a->schemes ? a->schemes : TERN_AUTH_ANY;
+  int r = set_auth(a, user, password, schemes);
+  a->scheme = 0; /* answer the pending challenge */
+  return r;
+}
+
+int tern_request_set_proxy(tern_request_t *req, const char *proxy_url) {
+  CHECK_NEW(req);
+  if (proxy_url == NULL || proxy_url[0] == '\0') {
+    free(req->proxy_host);
+    req->proxy_host = NULL;
+    return 0;
+  }
+  tern__url u;
+  int r = tern__url_parse(&u, proxy_url);
+  if (r) return r;
+  if (u.tls) { /* TLS to the proxy itself is not supported */
+    tern__url_free(&u);
+    return TERN_EUNSUPPORTED;
+  }
+  char *host = strdup(u.host);
+  if (host == NULL) r = TERN_ENOMEM;
+  if (!r && u.userinfo) r = set_auth_userinfo(&req->proxy_auth, u.userinfo);
+  if (!r) {
+    free(req->proxy_host);
+    req->proxy_host = host;
+    /* Without an explicit port a proxy is on curl's default, 1080. */
+    const char *hostpart = strstr(proxy_url, "://") + 3;
+    const char *at = strrchr(hostpart, '@');
+    if (at) hostpart = at + 1;
+    if (hostpart[0] == '[') hostpart = strchr(hostpart, ']');
+    size_t hl = strcspn(hostpart, "/?#");
+    req->proxy_port = memchr(hostpart, ':', hl) ? u.port : 1080;
+  } else {
+    free(host);
+  }
+  tern__url_free(&u);
+  return r;
+}
+
+int tern_request_set_proxy_auth(tern_request_t *req, const char *user, const char *password,
+                                unsigned schemes) {
+  CHECK_NEW(req);
+  if (user == NULL || (schemes & TERN_AUTH_ANY) == 0) return TERN_EINVAL;
+  return set_auth(&req->proxy_auth, user, password, schemes);
+}
 
 int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode) {
   CHECK_NEW(req);
@@ -666,9 +850,42 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     req->range_sent = req->range_start > 0 || req->dl_end != 0;
   }
 
+  /* The hop-request callback adds this hop's own headers (e.g. the cookies for its URL). */
+  req->hop_headers.len = 0;
+  if (req->hop_request_cb && !atomic_load(&req->released)) {
+    req->in_hop_request = true;
+    int stop = req->hop_request_cb(req, tern_request_get_effective_url(req), req->hop_request_data);
+    req->in_hop_request = false;
+    if (stop) {
+      tern__request_set_error(req, TERN_ECANCELED, "canceled by the hop-request callback");
+      return TERN_ECANCELED;
+    }
+  }
+
+  /* Through a proxy, plain http goes in absolute form; https goes through a tunnel. */
+  bool absolute = req->proxy_host && !req->url.tls;
+  tern__str target = {0};
+  r = absolute ? tern__str_appendf(&target, "http://%s%s", req->url.hostport, req->url.target)
+               : tern__str_appendf(&target, "%s", req->url.target);
+  if (r) return r;
   tern__str h = {0};
-  r = tern__str_appendf(&h, "%s %s HTTP/1.%d\r\n", req->method, req->url.target,
-                        req->http10 ? 0 : 1);
+  r = tern__str_appendf(&h, "%s %s HTTP/1.%d\r\n", req->method, target.data, req->http10 ? 0 : 1);
+  if (!r && req->www.scheme && req->www.user && !req->user_authorization) {
+    r = tern__str_appendf(&h, "Authorization: ");
+    if (!r && req->www.scheme == TERN_AUTH_BASIC)
+      r = tern__auth_basic(req->www.user, req->www.password, &h);
+    else if (!r)
+      r = tern__auth_digest(&req->www.ch, req->www.user, req->www.password, req->method,
+                            target.data, ++req->www.nc, &h);
+    if (!r) r = tern__str_append(&h, "\r\n", 2);
+  }
+  if (!r && absolute && !req->user_proxy_authorization) {
+    tern__str pa = {0};
+    r = tern__request_proxy_authorization(req, req->method, target.data, &pa);
+    if (!r && pa.len) r = tern__str_appendf(&h, "Proxy-Authorization: %.*s\r\n", (int)pa.len, pa.data);
+    tern__str_free(&pa);
+  }
+  tern__str_free(&target);
   if (!r && !req->user_host) r = tern__str_appendf(&h, "Host: %s\r\n", req->url.hostport);
   if (!r && !req->user_agent) {
     if (!cfg->user_agent_set)
@@ -711,6 +928,8 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
       r = tern__str_appendf(&h, "Connection: keep-alive\r\n");
   }
   if (!r && req->headers.len) r = tern__str_append(&h, req->headers.data, req->headers.len);
+  if (!r && req->hop_headers.len)
+    r = tern__str_append(&h, req->hop_headers.data, req->hop_headers.len);
   if (!r) r = tern__str_append(&h, "\r\n", 3); /* with a NUL, for tern_request_get_request_head */
   if (!r) h.len--;
   if (r) {
@@ -837,7 +1056,12 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
   }
   req->resp_block = block;
   req->resp_count = n;
+  return 0;
+}
 
+int tern__request_setup_sink(tern_request_t *req) {
+  int status = req->status;
+  if (req->discard_body) return 0;
   /* Decode gzip and deflate bodies unless asked not to. */
   const char *coding = tern__request_header_value(req, "content-encoding");
   int kind = coding ? tern__decoder_kind(coding, strlen(coding)) : -1;
@@ -926,8 +1150,174 @@ static int sink_write(tern_request_t *req, const char *data, size_t n) {
   return tern__str_append(&req->body, data, n);
 }
 
+/* ---- hops ---- */
+
+static bool is_redirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+/* Picks the strongest scheme the challenge offers and `a` allows: fills a->scheme and a->ch.
+ * Returns false when nothing can answer it. */
+static bool answer_challenge(tern_request_t *req, tern__auth *a, const char *header, int slot) {
+  const char *value = tern__request_header_value(req, header);
+  if (value == NULL) return false;
+  /* Several header fields may carry challenges: the first one that has what we need wins. */
+  char **pairs = (char **)(void *)req->resp_block;
+  tern__challenge digest, basic;
+  bool have_digest = false, have_basic = false;
+  for (size_t i = 0; i < req->resp_count; i++) {
+    if (strcasecmp(pairs[2 * i], header) != 0) continue;
+    tern__challenge ch;
+    if (!have_digest && tern__challenge_find(pairs[2 * i + 1], "Digest", &ch) &&
+        tern__digest_supported(&ch))
+      digest = ch, have_digest = true;
+    if (!have_basic && tern__challenge_find(pairs[2 * i + 1], "Basic", &ch))
+      basic = ch, have_basic = true;
+  }
+  bool stale = have_digest && digest.stale && a->scheme == TERN_AUTH_DIGEST;
+  /* Credentials already sent and refused: the answer stands, unless only the nonce aged. */
+  if (a->tries > 0 && !stale) return false;
+  if (a->tries > 2) return false;
+  if (a->user == NULL && req->auth_cb && !atomic_load(&req->released)) {
+    const char *scheme = have_digest ? "Digest" : have_basic ? "Basic" : "";
+    const char *realm = have_digest ? digest.realm : have_basic ? basic.realm : "";
+    req->in_auth_cb = slot;
+    int go = req->auth_cb(req, slot == 2, scheme, realm, req->auth_cb_data);
+    req->in_auth_cb = 0;
+    if (!go) return false;
+  }
+  if (a->user == NULL) return false;
+  unsigned allowed = a->schemes ? a->schemes : TERN_AUTH_ANY;
+  if (have_digest && (allowed & TERN_AUTH_DIGEST)) {
+    a->scheme = TERN_AUTH_DIGEST;
+    a->ch = digest;
+    a->nc = 0;
+  } else if (have_basic && (allowed & TERN_AUTH_BASIC)) {
+    a->scheme = TERN_AUTH_BASIC;
+  } else {
+    return false;
+  }
+  a->tries++;
+  return true;
+}
+
+int tern__request_decide_hop(tern_request_t *req) {
+  req->next_hop = TERN__HOP_NONE;
+  int status = req->status;
+  if (is_redirect(status) && req->follow_max > 0 &&
+      tern__request_header_value(req, "location") != NULL) {
+    req->next_hop = TERN__HOP_REDIRECT;
+  } else if (status == 401 && answer_challenge(req, &req->www, "www-authenticate", 1)) {
+    req->next_hop = TERN__HOP_AUTH;
+  } else if (status == 407 && req->proxy_host &&
+             answer_challenge(req, &req->proxy_auth, "proxy-authenticate", 2)) {
+    req->next_hop = TERN__HOP_PROXY_AUTH;
+  }
+  req->discard_body = req->next_hop != TERN__HOP_NONE;
+  return 0;
+}
+
+/* Drops caller headers that carry credentials (Authorization, Cookie) before another origin
+ * sees them. */
+static void strip_credential_headers(tern_request_t *req) {
+  tern__str kept = {0};
+  const char *p = req->headers.data, *end = p ? p + req->headers.len : NULL;
+  while (p && p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+    if (strncasecmp(p, "authorization:", 14) != 0 && strncasecmp(p, "cookie:", 7) != 0)
+      tern__str_append(&kept, p, n);
+    p += n;
+  }
+  tern__str_free(&req->headers);
+  req->headers = kept;
+  req->user_authorization = false;
+}
+
+static bool same_origin(const tern__url *a, const tern__url *b) {
+  return a->tls == b->tls && a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+int tern__request_next_hop(tern_request_t *req) {
+  const char *host = req->url.hostport;
+  /* Sending the body again needs it whole: a callback body already read is gone. */
+  bool replay_body = true;
+  if (req->next_hop == TERN__HOP_REDIRECT) {
+    if (req->redirect_count >= req->follow_max) {
+      tern__request_set_error(req, TERN_ETOOMANYREDIRECTS, "%s: more than %u redirects", host,
+                              req->follow_max);
+      return TERN_ETOOMANYREDIRECTS;
+    }
+    const char *location = tern__request_header_value(req, "location");
+    char *abs = NULL;
+    int r = tern__url_resolve(&req->url, location, &abs);
+    tern__url next;
+    if (!r) r = tern__url_parse(&next, abs);
+    if (r) {
+      tern__request_set_error(req, TERN_EREDIRECT, "%s: cannot follow Location \"%.200s\"", host,
+                              location);
+      free(abs);
+      return TERN_EREDIRECT;
+    }
+    if (req->url.tls && !next.tls && !(req->redirect_flags & TERN_REDIRECT_ALLOW_DOWNGRADE)) {
+      tern__request_set_error(req, TERN_EREDIRECT, "%s: refusing to follow a redirect from https to %s",
+                              host, abs);
+      tern__url_free(&next);
+      free(abs);
+      return TERN_EREDIRECT;
+    }
+    int status = req->status;
+    bool post = strcmp(req->method, "POST") == 0;
+    bool to_get = (status == 303 && strcmp(req->method, "HEAD") != 0 &&
+                   !(post && (req->redirect_flags & TERN_REDIRECT_POST_303))) ||
+                  (status == 301 && post && !(req->redirect_flags & TERN_REDIRECT_POST_301)) ||
+                  (status == 302 && post && !(req->redirect_flags & TERN_REDIRECT_POST_302));
+    if (to_get) {
+      char *get = strdup("GET");
+      if (get == NULL) {
+        tern__url_free(&next);
+        free(abs);
+        return TERN_ENOMEM;
+      }
+      free(req->method);
+      req->method = get;
+      clear_body(req);
+      replay_body = false;
+    }
+    if (!same_origin(&req->url, &next) && !(req->redirect_flags & TERN_REDIRECT_TRUST_CROSS_ORIGIN)) {
+      clear_auth(&req->www);
+      req->url_credentials = false;
+      strip_credential_headers(req);
+    }
+    tern__url_free(&req->url);
+    req->url = next;
+    free(req->effective_url);
+    req->effective_url = abs;
+    free(req->tls_id); /* the new origin may differ in scheme */
+    req->tls_id = NULL;
+    req->redirect_count++;
+  }
+  if (replay_body && req->body_kind == TERN__BODY_CB && req->body_sent > 0 && !req->body_skipped) {
+    tern__request_set_error(req, TERN_EAUTH, "%s: cannot send a callback body again for the next hop",
+                            host);
+    return req->next_hop == TERN__HOP_REDIRECT ? TERN_EREDIRECT : TERN_EAUTH;
+  }
+  req->next_hop = TERN__HOP_NONE;
+  req->discard_body = false;
+  return 0;
+}
+
+int tern__request_proxy_authorization(tern_request_t *req, const char *method, const char *uri,
+                                      tern__str *out) {
+  tern__auth *a = &req->proxy_auth;
+  if (a->user == NULL || a->scheme == 0) return 0;
+  if (a->scheme == TERN_AUTH_BASIC) return tern__auth_basic(a->user, a->password, out);
+  return tern__auth_digest(&a->ch, a->user, a->password, method, uri, ++a->nc, out);
+}
+
 int tern__request_deliver(tern_request_t *req, const char *data, size_t n) {
   req->received += n;
+  if (req->discard_body) return 0; /* an intermediate hop's body */
   if (req->decoder) return tern__decoder_write(req->decoder, req, data, n, sink_write);
   return sink_write(req, data, n);
 }

@@ -82,7 +82,11 @@ TERN_API const char *tern_version_string(void);
   XX(ETLSCERTFILE, -34, "could not load the client certificate or key")                         \
   XX(ETLSCAFILE, -35, "could not load the CA certificates")                                     \
   XX(EDECODE, -36, "malformed compressed body")                                                 \
-  XX(EDECODELIMIT, -37, "decompressed body exceeds its size or ratio limit")
+  XX(EDECODELIMIT, -37, "decompressed body exceeds its size or ratio limit")                   \
+  XX(ETOOMANYREDIRECTS, -38, "too many redirects")                                              \
+  XX(EREDIRECT, -39, "redirect refused")                                                        \
+  XX(EAUTH, -40, "authentication failed")                                                       \
+  XX(EPROXY, -41, "proxy error")
 
 typedef enum {
 #define TERN_XX_(name, value, desc) TERN_##name = (value),
@@ -267,6 +271,60 @@ TERN_API int tern_request_set_expect_continue(tern_request_t *req, int64_t min_b
 TERN_API int tern_request_set_body_gzip(tern_request_t *req, int enabled);
 /** Non-zero when a final response arrived before the request body was sent (see above). */
 TERN_API int tern_request_is_body_skipped(const tern_request_t *req);
+
+/* ---- Hops: redirects, authentication, proxies ----
+ * A request is one exchange as the user sees it; it may take several hops (redirects, 401/407
+ * challenges, a CONNECT through a proxy). Every hop's response head reaches the hop-response
+ * callback; the hop-request callback runs before each hop is sent. Only the last hop's body
+ * reaches the sink. */
+
+/** Follows 301, 302, 303, 307 and 308 up to `max` times (0: not at all, the default);
+ *  one more is TERN_ETOOMANYREDIRECTS. 303, and 301/302 after POST, become GET without a body,
+ *  as browsers and curl do; 307/308 keep the method and body (a callback body cannot be
+ *  replayed: TERN_EREDIRECT). */
+TERN_API int tern_request_set_follow_redirects(tern_request_t *req, unsigned max);
+typedef enum {
+  TERN_REDIRECT_POST_301 = 1,          /* keep POST on 301 (curl --post301) */
+  TERN_REDIRECT_POST_302 = 2,          /* keep POST on 302 (curl --post302) */
+  TERN_REDIRECT_POST_303 = 4,          /* keep POST on 303 (curl --post303) */
+  TERN_REDIRECT_ALLOW_DOWNGRADE = 8,   /* follow https -> http (refused by default) */
+  TERN_REDIRECT_TRUST_CROSS_ORIGIN = 16 /* keep Authorization/Cookie/credentials across origins */
+} tern_redirect_flags;
+TERN_API int tern_request_set_redirect_flags(tern_request_t *req, unsigned flags);
+/** Runs on the loop thread before each hop is sent, with the hop's URL; headers added with
+ *  tern_request_add_hop_header inside it go on that hop only (e.g. Cookie for that URL).
+ *  Return non-zero to cancel. */
+typedef int (*tern_hop_request_cb)(tern_request_t *req, const char *url, void *user_data);
+TERN_API int tern_request_set_hop_request_cb(tern_request_t *req, tern_hop_request_cb cb,
+                                             void *user_data);
+/** Adds a header to the hop being prepared; only valid inside the hop-request callback. */
+TERN_API int tern_request_add_hop_header(tern_request_t *req, const char *name, const char *value);
+/** The URL of the last hop (after redirects); the URL as set before. */
+TERN_API const char *tern_request_get_effective_url(const tern_request_t *req);
+TERN_API unsigned tern_request_get_redirect_count(const tern_request_t *req);
+
+typedef enum { TERN_AUTH_BASIC = 1, TERN_AUTH_DIGEST = 2, TERN_AUTH_ANY = 3 } tern_auth_scheme;
+/** Credentials for the origin (and only it: never sent to another origin after a redirect
+ *  unless TERN_REDIRECT_TRUST_CROSS_ORIGIN). With TERN_AUTH_BASIC alone, Basic is sent
+ *  preemptively; otherwise the server's 401 challenge picks the scheme (Digest: MD5, MD5-sess,
+ *  SHA-256, SHA-512-256, qop=auth, stale=true). A body already sent is sent again whole.
+ *  user:password in the URL count as credentials when none are set. */
+TERN_API int tern_request_set_auth(tern_request_t *req, const char *user, const char *password,
+                                   unsigned schemes);
+/** Called on a 401 or 407 challenge for which no (more) credentials are known; supply them with
+ *  tern_request_supply_auth inside the callback and return non-zero to retry, or return 0 to
+ *  stop and complete with the challenge response. */
+typedef int (*tern_auth_cb)(tern_request_t *req, int is_proxy, const char *scheme,
+                            const char *realm, void *user_data);
+TERN_API int tern_request_set_auth_cb(tern_request_t *req, tern_auth_cb cb, void *user_data);
+/** Only valid inside the auth callback. */
+TERN_API int tern_request_supply_auth(tern_request_t *req, const char *user, const char *password);
+/** Sends the request through an HTTP proxy, "http://[user:password@]host:port": http URLs in
+ *  absolute form, https URLs through a CONNECT tunnel. Connections are pooled per proxy. */
+TERN_API int tern_request_set_proxy(tern_request_t *req, const char *proxy_url);
+/** Proxy credentials (Basic preemptive with TERN_AUTH_BASIC alone; else per 407 challenge). */
+TERN_API int tern_request_set_proxy_auth(tern_request_t *req, const char *user,
+                                         const char *password, unsigned schemes);
 
 typedef enum {
   TERN_DECODE_AUTO = 0, /* send Accept-Encoding: gzip, deflate and decode such bodies (default) */

@@ -1,0 +1,134 @@
+/* Unit tests of internal pieces that need no server: redirect target resolution (RFC 3986
+ * 5.4 examples), challenge parsing, Basic and Digest credentials (RFC 7617 and RFC 7616
+ * examples). */
+#define _DEFAULT_SOURCE
+#include "task.h"
+
+#include "internal.h"
+
+static void expect_resolve(const char *base, const char *ref, const char *want) {
+  tern__url u;
+  ASSERT_EQ(tern__url_parse(&u, base), 0);
+  char *out = NULL;
+  int r = tern__url_resolve(&u, ref, &out);
+  if (want == NULL) {
+    if (r == 0) TEST_FAIL_("resolving \"%s\" should fail, gave %s", ref, out);
+  } else {
+    if (r != 0) TEST_FAIL_("resolving \"%s\" failed: %d", ref, r);
+    if (strcmp(out, want) != 0) TEST_FAIL_("\"%s\" -> \"%s\", want \"%s\"", ref, out, want);
+  }
+  free(out);
+  tern__url_free(&u);
+}
+
+/* RFC 3986 5.4.1 and 5.4.2, with an http base (fragments are dropped by the request anyway). */
+TEST(url_resolve_rfc3986_examples) {
+  const char *base = "http://a/b/c/d;p?q";
+  expect_resolve(base, "g", "http://a/b/c/g");
+  expect_resolve(base, "./g", "http://a/b/c/g");
+  expect_resolve(base, "g/", "http://a/b/c/g/");
+  expect_resolve(base, "/g", "http://a/g");
+  expect_resolve(base, "//g", "http://g");
+  expect_resolve(base, "?y", "http://a/b/c/d;p?y");
+  expect_resolve(base, "g?y", "http://a/b/c/g?y");
+  expect_resolve(base, ";x", "http://a/b/c/;x");
+  expect_resolve(base, "g;x", "http://a/b/c/g;x");
+  expect_resolve(base, ".", "http://a/b/c/");
+  expect_resolve(base, "./", "http://a/b/c/");
+  expect_resolve(base, "..", "http://a/b/");
+  expect_resolve(base, "../", "http://a/b/");
+  expect_resolve(base, "../g", "http://a/b/g");
+  expect_resolve(base, "../..", "http://a/");
+  expect_resolve(base, "../../g", "http://a/g");
+  expect_resolve(base, "../../../g", "http://a/g");
+  expect_resolve(base, "../../../../g", "http://a/g");
+  expect_resolve(base, "/./g", "http://a/g");
+  expect_resolve(base, "/../g", "http://a/g");
+  expect_resolve(base, "g.", "http://a/b/c/g.");
+  expect_resolve(base, "..g", "http://a/b/c/..g");
+  expect_resolve(base, "./../g", "http://a/b/g");
+  expect_resolve(base, "./g/.", "http://a/b/c/g/");
+  expect_resolve(base, "g/./h", "http://a/b/c/g/h");
+  expect_resolve(base, "g/../h", "http://a/b/c/h");
+  expect_resolve(base, "g;x=1/./y", "http://a/b/c/g;x=1/y");
+  expect_resolve(base, "g;x=1/../y", "http://a/b/c/y");
+  expect_resolve(base, "https://other:8443/x?1", "https://other:8443/x?1");
+}
+
+TEST(url_resolve_ports_spaces_and_bad_values) {
+  expect_resolve("http://h:8080/a/b", "c d", "http://h:8080/a/c%20d");
+  expect_resolve("http://h:8080/a/b", "//x:9/p", "http://x:9/p");
+  expect_resolve("https://[::1]:8443/a", "/b", "https://[::1]:8443/b");
+  expect_resolve("http://h/", "", NULL);
+  expect_resolve("http://h/", "   ", NULL);
+  expect_resolve("http://h/", "/a\r\nX: y", NULL);
+}
+
+TEST(challenge_parsing) {
+  tern__challenge ch;
+  const char *v = "Basic realm=\"simple\", Digest realm=\"http-auth@example.org\", "
+                  "qop=\"auth, auth-int\", algorithm=SHA-256, "
+                  "nonce=\"7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v\", "
+                  "opaque=\"FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS\"";
+  ASSERT(tern__challenge_find(v, "Digest", &ch));
+  ASSERT_STR_EQ(ch.realm, "http-auth@example.org");
+  ASSERT_STR_EQ(ch.algorithm, "SHA-256");
+  ASSERT_STR_EQ(ch.nonce, "7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v");
+  ASSERT(ch.qop_auth);
+  ASSERT(!ch.stale);
+  ASSERT(tern__digest_supported(&ch));
+  ASSERT(tern__challenge_find(v, "Basic", &ch));
+  ASSERT_STR_EQ(ch.realm, "simple");
+  ASSERT(!tern__challenge_find(v, "Negotiate", &ch));
+  ASSERT(tern__challenge_find("Digest realm=\"a \\\"q\\\" b\", nonce=x, stale=TRUE", "digest", &ch));
+  ASSERT_STR_EQ(ch.realm, "a \"q\" b");
+  ASSERT(ch.stale);
+  ASSERT(tern__challenge_find("Digest nonce=\"n\", algorithm=SHA-512-256-sess", "Digest", &ch));
+  ASSERT(tern__digest_supported(&ch));
+  ASSERT(tern__challenge_find("Digest nonce=\"n\", algorithm=UNKNOWN", "Digest", &ch));
+  ASSERT(!tern__digest_supported(&ch));
+  /* Malformed values never crash and find nothing useful. */
+  const char *junk[] = {"", ",,,", "Digest", "Digest ===", "Digest realm=\"unterminated",
+                        "=x", "\"\"\"", "Digest nonce"};
+  for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
+    tern__challenge_find(junk[i], "Digest", &ch);
+    (void)tern__digest_supported(&ch);
+  }
+}
+
+TEST(basic_credentials_rfc7617) {
+  tern__str s = {0};
+  ASSERT_EQ(tern__auth_basic("Aladdin", "open sesame", &s), 0);
+  ASSERT_EQ(s.len, strlen("Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="));
+  ASSERT(memcmp(s.data, "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==", s.len) == 0);
+  tern__str_free(&s);
+}
+
+/* RFC 7616 3.9.1: the same exchange with MD5 and with SHA-256. */
+TEST(digest_response_rfc7616_examples) {
+  tern__challenge ch;
+  memset(&ch, 0, sizeof ch);
+  strcpy(ch.realm, "http-auth@example.org");
+  strcpy(ch.nonce, "7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v");
+  strcpy(ch.opaque, "FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS");
+  ch.qop_auth = true;
+  const char *cnonce = "f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ";
+  char resp[129];
+  strcpy(ch.algorithm, "MD5");
+  ASSERT_EQ(tern__digest_response(&ch, "Mufasa", "Circle of Life", "GET", "/dir/index.html",
+                                  "00000001", cnonce, resp), 0);
+  ASSERT_STR_EQ(resp, "8ca523f5e9506fed4657c9700eebdbec");
+  strcpy(ch.algorithm, "SHA-256");
+  ASSERT_EQ(tern__digest_response(&ch, "Mufasa", "Circle of Life", "GET", "/dir/index.html",
+                                  "00000001", cnonce, resp), 0);
+  ASSERT_STR_EQ(resp, "753927fa0e85d155564e2e272a28d1802ca10daf4496794697cf8db5856cb6c1");
+  /* The header carries the parameters a server needs to check it. */
+  tern__str h = {0};
+  ASSERT_EQ(tern__auth_digest(&ch, "Mufasa", "Circle of Life", "GET", "/dir/index.html", 1, &h), 0);
+  ASSERT_EQ(tern__str_append(&h, "", 1), 0);
+  ASSERT(strstr(h.data, "Digest username=\"Mufasa\", realm=\"http-auth@example.org\"") == h.data);
+  ASSERT(strstr(h.data, "uri=\"/dir/index.html\", algorithm=SHA-256, response=\"") != NULL);
+  ASSERT(strstr(h.data, "qop=auth, nc=00000001, cnonce=\"") != NULL);
+  ASSERT(strstr(h.data, "opaque=\"FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS\"") != NULL);
+  tern__str_free(&h);
+}
