@@ -410,6 +410,7 @@ struct tern__conn {
   bool failed; /* closed by an error: its TLS session is not offered again */
   struct bio_st *tls_req_bio;   /* ciphertext of the write under way in write_req */
   struct bio_st *tls_extra_bio; /* handshake or alert bytes under way in tls_wreq */
+  struct bio_st *tls_spare_bio; /* an emptied output BIO, reused by the next write */
   uv_write_t tls_wreq;
   char *tunnel_head; /* the CONNECT request while it is being written */
 };

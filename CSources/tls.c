@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <limits.h>
+#include <openssl/buffer.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -169,7 +170,8 @@ void tern__tls_conn_free(tern__conn *c) {
   }
   BIO_free(c->tls_req_bio);
   BIO_free(c->tls_extra_bio);
-  c->tls_req_bio = c->tls_extra_bio = NULL;
+  BIO_free(c->tls_spare_bio);
+  c->tls_req_bio = c->tls_extra_bio = c->tls_spare_bio = NULL;
 }
 
 static tern_request_t *oldest(tern__conn *c) {
@@ -178,11 +180,16 @@ static tern_request_t *oldest(tern__conn *c) {
              : tern__container_of(c->requests.next, tern_request_t, node);
 }
 
-/* Takes the ciphertext OpenSSL has written so far, leaving it a fresh empty BIO. */
+/* Takes the ciphertext OpenSSL has written so far, leaving it an empty BIO (the spare one
+ * when there is one: no allocation per request). */
 static BIO *detach_output(tern__conn *c) {
-  BIO *fresh = BIO_new(BIO_s_mem());
-  if (fresh == NULL) return NULL;
-  BIO_set_mem_eof_return(fresh, -1);
+  BIO *fresh = c->tls_spare_bio;
+  c->tls_spare_bio = NULL;
+  if (fresh == NULL) {
+    fresh = BIO_new(BIO_s_mem());
+    if (fresh == NULL) return NULL;
+    BIO_set_mem_eof_return(fresh, -1);
+  }
   BIO *old = SSL_get_wbio(c->ssl);
   BIO_up_ref(old);
   SSL_set0_wbio(c->ssl, fresh);
@@ -404,8 +411,19 @@ bool tern__tls_pending(tern__conn *c) {
   return c->ssl && (SSL_pending(c->ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(c->ssl)) > 0);
 }
 
+/* Keeps a small emptied BIO for the next write; a large one (a body piece) is freed so idle
+ * pooled connections hold little memory. */
+static void recycle(tern__conn *c, BIO *bio) {
+  BUF_MEM *mem = NULL;
+  BIO_get_mem_ptr(bio, &mem);
+  if (c->tls_spare_bio == NULL && mem && mem->max <= 16384 && BIO_reset(bio) == 1)
+    c->tls_spare_bio = bio;
+  else
+    BIO_free(bio);
+}
+
 void tern__tls_write_done(tern__conn *c) {
-  BIO_free(c->tls_req_bio);
+  if (c->tls_req_bio) recycle(c, c->tls_req_bio);
   c->tls_req_bio = NULL;
 }
 
