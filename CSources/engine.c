@@ -340,21 +340,40 @@ static void start_request(tern_request_t *req) {
 
 /* ---- origins and the pool ---- */
 
+/* "user\npassword" for the request's proxy credentials, "" without any: part of the pool key. */
+static char *proxy_identity(const tern_request_t *req) {
+  const tern__auth *a = &req->proxy_auth;
+  tern__str id = {0};
+  if (tern__str_appendf(&id, "%s\n%s", a->user ? a->user : "", a->password ? a->password : ""))
+    return NULL;
+  return id.data;
+}
+
 tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   size_t bufsize = req->buffer_size ? req->buffer_size : eng->config.buffer_size;
+  char *pid = req->proxy_host ? proxy_identity(req) : NULL;
+  if (req->proxy_host && pid == NULL) return NULL;
   for (tern__list *n = eng->origins.next; n != &eng->origins; n = n->next) {
     tern__origin *o = tern__container_of(n, tern__origin, node);
     if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
         strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls_id) == 0) &&
         o->proxy_port == req->proxy_port &&
         (o->proxy_host == NULL) == (req->proxy_host == NULL) &&
-        (o->proxy_host == NULL || strcmp(o->proxy_host, req->proxy_host) == 0))
+        (o->proxy_host == NULL ||
+         (strcmp(o->proxy_host, req->proxy_host) == 0 && strcmp(o->proxy_id, pid) == 0))) {
+      free(pid);
       return o;
+    }
   }
   tern__origin *o = calloc(1, sizeof *o);
-  if (o == NULL) return NULL;
+  if (o == NULL) {
+    free(pid);
+    return NULL;
+  }
+  o->proxy_id = pid;
   o->host = strdup(req->url.host);
   if (o->host == NULL) {
+    free(pid);
     free(o);
     return NULL;
   }
@@ -362,6 +381,7 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   o->tls = req->url.tls;
   if (req->proxy_host) {
     if ((o->proxy_host = strdup(req->proxy_host)) == NULL) {
+      free(o->proxy_id);
       free(o->host);
       free(o);
       return NULL;
@@ -373,6 +393,7 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
     o->tls_ctx = o->tls_id ? tern__tls_ctx_get(eng, req) : NULL;
     if (o->tls_ctx == NULL) {
       free(o->tls_id);
+      free(o->proxy_id);
       free(o->proxy_host);
       free(o->host);
       free(o);
@@ -554,6 +575,7 @@ static void shutdown_all(tern_engine_t *eng) {
       tern__conn_close(tern__container_of(o->idle.next, tern__conn, node));
     tern__list_remove(&o->node);
     tern__tls_origin_free(o);
+    free(o->proxy_id);
     free(o->proxy_host);
     free(o->host);
     free(o);

@@ -129,7 +129,8 @@ typedef struct {
   int scheme;           /* TERN_AUTH_BASIC or TERN_AUTH_DIGEST once chosen, else 0 */
   tern__challenge ch;   /* the Digest challenge answered */
   unsigned nc;          /* Digest nonce count */
-  unsigned tries;       /* challenges answered in this exchange */
+  unsigned tries;       /* challenges answered in this exchange (a preemptive send counts) */
+  bool stale_retried;   /* a stale=true challenge was answered once already */
 } tern__auth;
 
 enum { TERN__HOP_NONE, TERN__HOP_REDIRECT, TERN__HOP_AUTH, TERN__HOP_PROXY_AUTH };
@@ -278,6 +279,7 @@ struct tern_request {
   char *validator_path;  /* part_path + ".validator": ETag or Last-Modified for If-Range */
   uint64_t resume_from;  /* bytes already in the file being continued */
   bool resume_in_place;  /* continuing dl_path itself (no .part existed) */
+  bool dl_special;       /* dl_path is a device or pipe (/dev/null): written in place */
   bool writing_part;     /* this response's body goes to part_path */
   tern__decoder *decoder;
   const char *decoded_encoding;
@@ -428,6 +430,8 @@ struct tern__origin {
   char *tls_id;                    /* TLS settings shared by its connections, or NULL */
   char *proxy_host;                /* connections go through this proxy, or NULL */
   uint16_t proxy_port;
+  char *proxy_id;                  /* proxy credentials: a tunnel opened for one user is not
+                                    * handed to a request with other (or no) credentials */
   tern__tls_ctx *tls_ctx;          /* owned by the engine */
   struct ssl_session_st *session;  /* the latest session, offered by new connections */
 };

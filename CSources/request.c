@@ -831,7 +831,11 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     }
     req->resume_from = 0;
     req->resume_in_place = false;
-    if (req->dl_resume) {
+    struct stat dst;
+    /* A device or pipe (/dev/null, a FIFO) is written in place: renaming a .part over it would
+     * replace it with a regular file. */
+    req->dl_special = stat(req->dl_path, &dst) == 0 && !S_ISREG(dst.st_mode) && !S_ISDIR(dst.st_mode);
+    if (req->dl_resume && !req->dl_special) {
       struct stat st;
       if (stat(req->part_path, &st) == 0 && S_ISREG(st.st_mode)) {
         req->resume_from = (uint64_t)st.st_size;
@@ -870,6 +874,9 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (r) return r;
   tern__str h = {0};
   r = tern__str_appendf(&h, "%s %s HTTP/1.%d\r\n", req->method, target.data, req->http10 ? 0 : 1);
+  if (req->www.scheme == TERN_AUTH_BASIC && req->www.tries == 0) req->www.tries = 1;
+  if (req->proxy_auth.scheme == TERN_AUTH_BASIC && req->proxy_auth.tries == 0)
+    req->proxy_auth.tries = 1; /* a preemptive send is an answer: a 401 to it is final */
   if (!r && req->www.scheme && req->www.user && !req->user_authorization) {
     r = tern__str_appendf(&h, "Authorization: ");
     if (!r && req->www.scheme == TERN_AUTH_BASIC)
@@ -966,6 +973,8 @@ void tern__request_reset_response(tern_request_t *req) {
   req->decoded_encoding = NULL;
   req->awaiting_continue = false;
   req->body_skipped = false;
+  req->tls_version = NULL;
+  req->tls_resumed = req->cert_requested = false;
   tern__encoder_free(req->encoder);
   req->encoder = NULL;
   tern__decoder_free(req->decoder);
@@ -990,6 +999,10 @@ static int parse_content_range_start(const char *v, uint64_t *first) {
 }
 
 static int open_download(tern_request_t *req, bool part, bool truncate, uint64_t position) {
+  if (req->dl_special) { /* devices and pipes: no .part, no truncation, no seek */
+    part = truncate = false;
+    position = 0;
+  }
   const char *path = part ? req->part_path : req->dl_path;
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0);
   int fd = open(path, flags, 0666);
@@ -997,7 +1010,7 @@ static int open_download(tern_request_t *req, bool part, bool truncate, uint64_t
     tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", path, strerror(errno));
     return TERN_EFILEWRITE;
   }
-  if (lseek(fd, (off_t)position, SEEK_SET) < 0) {
+  if (!req->dl_special && lseek(fd, (off_t)position, SEEK_SET) < 0) {
     tern__request_set_error(req, TERN_EFILEWRITE, "seek %s: %s", path, strerror(errno));
     close(fd);
     return TERN_EFILEWRITE;
@@ -1010,6 +1023,7 @@ static int open_download(tern_request_t *req, bool part, bool truncate, uint64_t
 
 /* Keeps the strong ETag, else Last-Modified, beside the partial file for a later If-Range. */
 static void save_validator(tern_request_t *req) {
+  if (req->dl_special) return;
   const char *etag = tern__request_header_value(req, "etag");
   const char *lm = tern__request_header_value(req, "last-modified");
   const char *v = etag && strncmp(etag, "W/", 2) != 0 ? etag : lm;
@@ -1174,10 +1188,23 @@ static bool answer_challenge(tern_request_t *req, tern__auth *a, const char *hea
     if (!have_basic && tern__challenge_find(pairs[2 * i + 1], "Basic", &ch))
       basic = ch, have_basic = true;
   }
-  bool stale = have_digest && digest.stale && a->scheme == TERN_AUTH_DIGEST;
-  /* Credentials already sent and refused: the answer stands, unless only the nonce aged. */
-  if (a->tries > 0 && !stale) return false;
-  if (a->tries > 2) return false;
+  /* Only the nonce aged (stale=true with a new nonce): answer again with the same credentials,
+   * once. */
+  bool stale = have_digest && digest.stale && a->scheme == TERN_AUTH_DIGEST && a->tries > 0 &&
+               !a->stale_retried && strcmp(digest.nonce, a->ch.nonce) != 0;
+  if (stale) {
+    a->stale_retried = true;
+    a->ch = digest;
+    a->nc = 0;
+    return true;
+  }
+  if (a->tries > 0) {
+    /* Credentials sent and refused: without a callback to ask, the 401 stands; with one, the
+     * refused credentials are dropped and it is asked again (it decides when to stop). */
+    if (req->auth_cb == NULL || a->tries >= 16) return false;
+    free(a->user);
+    a->user = NULL;
+  }
   if (a->user == NULL && req->auth_cb && !atomic_load(&req->released)) {
     const char *scheme = have_digest ? "Digest" : have_basic ? "Basic" : "";
     const char *realm = have_digest ? digest.realm : have_basic ? basic.realm : "";

@@ -4,7 +4,10 @@
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS="build-essential cmake pkg-config libuv1-dev libssl-dev zlib1g-dev nginx-light python3 valgrind curl time"
+PKGS="build-essential cmake pkg-config libuv1-dev libssl-dev zlib1g-dev nginx-light python3 valgrind curl time apache2 lighttpd squid"
+# bench/: wrk (the ceiling), libcurl's multi interface, Node's http-parser (parser micro-benchmark)
+# and gnuplot (the chart in bench/RESULTS.png).
+PKGS="$PKGS wrk libcurl4-openssl-dev libhttp-parser-dev gnuplot-nox"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 # libFuzzer: the Swift toolchain's clang ships it; otherwise take Debian's clang.

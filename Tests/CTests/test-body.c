@@ -627,3 +627,27 @@ TEST(body_multipart_200m_from_disk) {
   free(src);
   finish(eng);
 }
+
+/* A download to a device is written in place: /dev/null stays /dev/null (a .part renamed over
+ * it would replace the device with a regular file). */
+TEST(body_download_to_dev_null_keeps_device) {
+  tern_engine_t *eng = new_engine();
+  tern_request_t *req = request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(tern_request_set_download_file(req, "/dev/null", 0, 0, 0), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_UEQ(tern_request_get_bytes_delivered(req), 1024);
+  struct stat st;
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  ASSERT(S_ISCHR(st.st_mode));
+  ASSERT(!exists("/dev/null.part"));
+  tern_request_free(req);
+  /* With resume too. */
+  req = request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(tern_request_set_download_file(req, "/dev/null", 0, 0, 1), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  ASSERT(S_ISCHR(st.st_mode));
+  tern_request_free(req);
+  finish(eng);
+}

@@ -4,7 +4,8 @@
 Every behaviour is chosen by the request path and query, so C, Swift and shell tests drive it
 with nothing but a URL. See README.md next to this file for the endpoint list.
 
-    faultserver.py [--host 127.0.0.1] [--port 0] [--port-file FILE] [--exchanges DIR] [-v]
+    faultserver.py [--host 127.0.0.1] [--port 0] [--port-file FILE] [--second-port-file FILE]
+                   [--exchanges DIR] [-v]
                    [--tls-ports-file FILE [--tls-cert PEM --tls-key PEM --tls-ca PEM]]
 
 Prints exactly one line on stdout once listening ("listening on 127.0.0.1:PORT"); errors (and
@@ -65,6 +66,12 @@ def pattern_bytes(n, offset=0):
         offset += k
         n -= k
     return bytes(out)
+
+
+def wire(text):
+    """A query value (percent-decoded as UTF-8) as the latin-1 str whose bytes are its UTF-8
+    encoding: head_bytes() then puts exactly those bytes on the wire."""
+    return text.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 def reason(code):
@@ -498,6 +505,11 @@ class Connection:
                 if req.path.startswith(prefix):
                     handler, arg = h, req.path[len(prefix):]
                     break
+        if handler is None and req.path.startswith("/nest/"):
+            # /nest/ANY/PATH/ENDPOINT serves ENDPOINT (the last segment): lets a test resolve
+            # relative references ("../echo") against a deep path, and lets the auth servers
+            # proxy a protected prefix here unchanged. The echo reports the full path.
+            handler = ROUTES.get("/" + req.path.rsplit("/", 1)[-1])
         if handler is None:
             handler = Connection.h_not_found
         if req.has_body:
@@ -634,6 +646,17 @@ class Connection:
         self.close_on_next = mode
         return keep
 
+    # Request headers a hop test wants to see without parsing JSON: each occurrence comes back
+    # as X-Echo-<name> (absent when the request carried none).
+    ECHOED_CREDENTIALS = ("Authorization", "Proxy-Authorization", "Cookie")
+
+    @classmethod
+    def credential_echo(cls, req):
+        out = []
+        for name in cls.ECHOED_CREDENTIALS:
+            out += [("X-Echo-" + name, v) for n, v in req.headers if n.lower() == name.lower()]
+        return out
+
     async def h_echo(self, req):
         doc = {
             "method": req.method,
@@ -657,7 +680,72 @@ class Connection:
             ("Content-Type", "application/json"), ("X-Echo-Method", req.method),
             ("X-Echo-Body-Length", str(req.body_length)), ("X-Echo-Body-Sha256", req.body_sha256),
             ("X-Echo-Chunked", "1" if req.chunked else "0"),
-            ("X-Echo-Header-Count", str(len(req.headers)))], body)
+            ("X-Echo-Header-Count", str(len(req.headers)))] + self.credential_echo(req), body)
+
+    # ---- redirects and challenges (hop tests) ----------------------------------------------
+
+    REDIRECT_CODES = (300, 301, 302, 303, 305, 307, 308)
+
+    def redirect_headers(self, req, status, location, cookies):
+        headers = [("Content-Type", "text/plain"), ("X-Echo-Method", req.method),
+                   ("X-Echo-Body-Length", str(req.body_length)),
+                   ("X-Echo-Body-Sha256", req.body_sha256)] + self.credential_echo(req)
+        if location is not None:
+            headers.append(("Location", location))
+        headers += [("Set-Cookie", c) for c in cookies]
+        return headers
+
+    async def h_redirect(self, req):
+        """status (302) with Location: `to`, verbatim (percent-decoded once from the query, so
+        any byte sequence can be sent); without `to`, the same as /echo (so a query-only
+        Location like "?x=1" lands on an echo). nolocation=1 sends no Location at all;
+        cookie=NAME=VALUE (repeatable) adds Set-Cookie; the request's method, body hash and
+        credentials come back as X-Echo-* headers; body "redirect\n" (size=N: N pattern bytes)."""
+        to = req.q("to")
+        if to is None:
+            return await self.h_echo(req)
+        to = wire(to)
+        status = req.q_int("status", 302)
+        if not 300 <= status <= 399:
+            raise BadRequest("status must be 3xx")
+        if req.q_bool("nolocation"):
+            to = None
+        headers = self.redirect_headers(req, status, to, req.query.get("cookie", []))
+        size = req.q("size")
+        if size is not None:
+            return await self.respond(req, status, headers, size=req.q_int("size", 0))
+        return await self.respond(req, status, headers, b"redirect\n")
+
+    async def h_redirect_chain(self, req):
+        """n (3) redirects, then the echo: hop i (i=0..n-1) answers `status` (302) with
+        Location /redirect-chain?n=N&i=I+1&status=S (absolute=1: http://HOST/..., from the
+        request's Host) and Set-Cookie: chainI=I; i >= n answers like /echo."""
+        n = req.q_int("n", 3)
+        i = req.q_int("i", 0)
+        if i >= n:
+            return await self.h_echo(req)
+        status = req.q_int("status", 302)
+        loc = "%s?n=%d&i=%d&status=%d" % (req.path, n, i + 1, status)
+        if req.q_bool("absolute"):
+            loc = "http://%s%s&absolute=1" % (req.header("Host") or "127.0.0.1", loc)
+        headers = self.redirect_headers(req, status, loc, ["chain%d=%d; Path=/" % (i, i)])
+        return await self.respond(req, status, headers, b"redirect %d of %d\n" % (i + 1, n))
+
+    async def h_redirect_loop(self, req):
+        """A redirect to itself, for ever: `status` (302), Location = the request target."""
+        status = req.q_int("status", 302)
+        return await self.respond(req, status, self.redirect_headers(req, status, req.target, []),
+                                  b"loop\n")
+
+    async def h_challenge(self, req):
+        """401 with one WWW-Authenticate per `www=` value, verbatim (percent-decoded once from
+        the query); proxy=1: 407 with Proxy-Authenticate instead. Always a challenge, whatever
+        credentials come; they are echoed as X-Echo-* headers."""
+        proxy = req.q_bool("proxy")
+        name = "Proxy-Authenticate" if proxy else "WWW-Authenticate"
+        headers = [("Content-Type", "text/plain")] + self.credential_echo(req)
+        headers += [(name, wire(v)) for v in req.query.get("www", [])]
+        return await self.respond(req, 407 if proxy else 401, headers, b"challenge\n")
 
     async def h_status(self, req, spec):
         m = re.fullmatch(r"(\d{3})((?:-then-\d{3})*)", spec)
@@ -896,6 +984,10 @@ ROUTES = {
     "/closepooled": Connection.h_closepooled,
     "/closenext": Connection.h_closenext,
     "/echo": Connection.h_echo,
+    "/redirect": Connection.h_redirect,
+    "/redirect-chain": Connection.h_redirect_chain,
+    "/redirect-loop": Connection.h_redirect_loop,
+    "/challenge": Connection.h_challenge,
     "/interim": Connection.h_interim,
     "/contentsize": Connection.h_contentsize,
     "/headlen": Connection.h_headlen,
@@ -1091,6 +1183,14 @@ async def main_async(args):
         with open(tmp, "w") as f:
             f.write("\n".join(lines) + "\n")
         os.replace(tmp, args.tls_ports_file)
+    if args.second_port_file:  # a second origin (another port) with the same endpoints
+        srv2 = await asyncio.start_server(server.on_connect, args.host, 0, limit=MAX_HEAD,
+                                          backlog=1024, reuse_address=True)
+        extra.append(srv2)
+        tmp = args.second_port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % srv2.sockets[0].getsockname()[1])
+        os.replace(tmp, args.second_port_file)
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:
@@ -1122,6 +1222,9 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port (printed)")
     ap.add_argument("--port-file", help="also write the port to this file (atomically)")
+    ap.add_argument("--second-port-file",
+                    help="also listen on a second port (another origin, same endpoints) and "
+                         "write it to this file, before --port-file")
     ap.add_argument("--exchanges", default=DEFAULT_EXCHANGES,
                     help="directory of NAME.http fixtures for /exchange/NAME")
     ap.add_argument("--idle-timeout", type=float, default=600.0,

@@ -22,6 +22,15 @@ expired, not yet valid, wrong host, self-signed, client certificate required) an
 faultserver.py adds TLS fault peers (garbage reply, stalled handshake, a Python TLS 1.3 server
 requiring a client certificate).
 
+Hops (redirects, authentication, proxies): three more real servers, each an independent
+implementation started from a config rendered into STATE_DIR/<name>/ on free loopback ports:
+Apache httpd (mod_auth_digest: Digest MD5, qop=auth), lighttpd (mod_auth: Digest SHA-256 and
+MD5, Basic) and squid (a forward proxy: one port open, one requiring Basic or Digest proxy
+authentication; CONNECT allowed to loopback ports only). nginx adds Basic authentication.
+User alice / password wonderland everywhere (bob too, with a password needing URL escapes).
+TERN_APACHE, TERN_APACHE_MODULES, TERN_LIGHTTPD, TERN_SQUID, TERN_SQUID_HELPERS override the
+lookups; a missing server is an error, never a skip.
+
 Fixture bytes are reproducible anywhere: a file of S bytes is the first S bytes of the stream
 SHAKE-256("tern-fixture-0", 1 MiB) || SHAKE-256("tern-fixture-1", 1 MiB) || ...
 so 1k.bin is a prefix of 100m.bin, which is a prefix of 1g.bin. 64k.txt is numbered text lines.
@@ -72,6 +81,17 @@ NGINX_PORTS = [
     ("TLS_CLIENTCERT_PORT", "TLS_CLIENTCERT_PORT", "server"),
 ]
 FAULT_TLS_KEYS = ["TLS_GARBAGE_PORT", "TLS_STALL_PORT", "TLS_REQCERT_PORT"]
+
+# Credentials and realms of the authentication servers (also written to the env file).
+AUTH_USERS = [("alice", "wonderland"), ("bob", "p@ss:w0rd%")]
+REALMS = {
+    "BASIC_REALM": "tern-basic",        # nginx auth_basic
+    "APACHE_REALM": "tern-apache",      # Apache mod_auth_digest
+    "LIGHTTPD_REALM": "tern-lighttpd",  # lighttpd mod_auth
+    "SQUID_REALM": "tern-squid",        # squid proxy_auth (Basic and Digest)
+}
+APACHE_MODULES = ["mpm_event", "authn_core", "authn_file", "authz_core", "authz_user",
+                  "auth_digest", "auth_basic", "alias", "mime", "proxy", "proxy_http"]
 
 
 def die(msg, *logs):
@@ -278,9 +298,11 @@ def read_pidfile(path):
 def recorded_pids(state):
     env = read_env(state)
     pids = set()
-    for v in (env.get("NGINX_PID"), env.get("FAULT_PID"),
-              read_pidfile(os.path.join(state, "nginx.pid")),
-              read_pidfile(os.path.join(state, "fault.pid"))):
+    for v in [env.get(k) for k in ("NGINX_PID", "FAULT_PID", "APACHE_PID", "LIGHTTPD_PID",
+                                   "SQUID_PID")] + [
+            read_pidfile(os.path.join(state, f)) for f in (
+                "nginx.pid", "fault.pid", "apache/httpd.pid", "lighttpd/lighttpd.pid",
+                "squid/squid.pid", "squid/launched.pid")]:
         try:
             if v and int(v) > 1:
                 pids.add(int(v))
@@ -292,10 +314,25 @@ def recorded_pids(state):
 def cmd_stop(state):
     state = os.path.abspath(state)
     pids = [p for p in recorded_pids(state) if ours(p, state)]
+    # squid takes 3 s over a clean shutdown whatever shutdown_lifetime says, and holds nothing
+    # worth saving here (no cache): SIGKILL it; its helpers exit when their pipes close.
+    env = read_env(state)
+    squids = {read_pidfile(os.path.join(state, f)) for f in ("squid/squid.pid",
+                                                            "squid/launched.pid")}
+    if env.get("SQUID_PID", "").isdigit():
+        squids.add(int(env["SQUID_PID"]))
+    for pid in pids:
+        if pid in squids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
     if pids:
         stop_pids(pids)
+    remove_squid_shm(state)
     left = [p for p in pids if alive(p)]
-    for name in ("env", "fault.pid", "fault.port", "fault.tlsports"):
+    for name in ("env", "fault.pid", "fault.port", "fault.port2", "fault.tlsports",
+                 "squid/squid.pid", "squid/launched.pid"):
         try:
             os.unlink(os.path.join(state, name))
         except OSError:
@@ -386,7 +423,7 @@ def probe_tls_context(paths):
     return ctx
 
 
-def render_conf(state, www, ports, ipv6, token, certdir):
+def render_conf(state, www, ports, ipv6, token, certdir, fault_port, htpasswd):
     """ports: env key -> port for every NGINX_PORTS entry."""
     for p in (state, www, certdir):
         if re.search(r'["\\$\n;{}]', p):
@@ -403,6 +440,8 @@ def render_conf(state, www, ports, ipv6, token, certdir):
         "@WWW@": www,
         "@CERTS@": certdir,
         "@TOKEN@": token,
+        "@FAULT_PORT@": str(fault_port),
+        "@HTPASSWD@": htpasswd,
     }
     for key, stem, cert in NGINX_PORTS:
         port = ports[key]
@@ -440,6 +479,390 @@ def kill_started(*procs):
             p.wait()
 
 
+# ---- hop servers: Apache httpd, lighttpd, squid ------------------------------------------------
+
+def find_exe(env_key, names, dirs, what, hint):
+    forced = os.environ.get(env_key)
+    if forced:
+        if os.path.isfile(forced) and os.access(forced, os.X_OK):
+            return forced
+        die("%s=%s is not an executable file" % (env_key, forced))
+    cands = [c for c in (shutil.which(n) for n in names) if c]
+    cands += [os.path.join(d, n) for d in dirs for n in names]
+    for c in cands:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    die("%s not found (looked for %s in PATH and %s). The hop tests need it: %s, or set %s."
+        % (what, "/".join(names), ", ".join(dirs), hint, env_key))
+
+
+def find_dir(env_key, cands, probe, what, hint):
+    forced = os.environ.get(env_key)
+    for d in ([forced] if forced else cands):
+        if os.path.isfile(os.path.join(d, probe)):
+            return d
+    die("%s not found (no %s in %s): %s, or set %s."
+        % (what, probe, forced or ", ".join(cands), hint, env_key))
+
+
+def drop_user(candidates):
+    """(user, group) of the first existing candidate, for a server that must not stay root;
+    None when we are not root (the server then runs as the current user)."""
+    if os.geteuid() != 0:
+        return None
+    import grp
+    import pwd
+    for user in candidates:
+        try:
+            pw = pwd.getpwnam(user)
+        except KeyError:
+            continue
+        return pw.pw_name, grp.getgrgid(pw.pw_gid).gr_name, pw.pw_uid, pw.pw_gid
+    die("running as root, but none of the users %s exists to run a server as" % (candidates,))
+
+
+def check_world_readable(paths, who):
+    """Apache and squid drop root for an unprivileged user: what they read must be reachable."""
+    for path in paths:
+        p = os.path.abspath(path)
+        while True:
+            st = os.stat(p)
+            need = 0o005 if os.path.isdir(p) else 0o004
+            if st.st_mode & need != need:
+                die("%s runs as an unprivileged user and cannot reach %s: %s has mode %o "
+                    "(needs o+%s). Use a state dir under a world-readable path (e.g. /tmp)."
+                    % (who, path, p, st.st_mode & 0o777, "rx" if os.path.isdir(p) else "r"))
+            parent = os.path.dirname(p)
+            if parent == p:
+                break
+            p = parent
+
+
+def write_file(path, text, mode=0o644):
+    tmp = path + ".tmp%d" % os.getpid()
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def make_auth_files(state):
+    """STATE/auth: htpasswd (apr1, for nginx and squid's basic_ncsa_auth), htdigest (Apache),
+    plain (user:password, for lighttpd and squid's digest_file_auth). Remade every start."""
+    d = os.path.join(state, "auth")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o755)
+    try:
+        openssl = certs._openssl()
+    except certs.CertError as e:
+        die(str(e))
+    r = subprocess.run([openssl, "passwd", "-apr1"] + [pw for _, pw in AUTH_USERS],
+                       capture_output=True, text=True)
+    hashes = r.stdout.split()
+    if r.returncode != 0 or len(hashes) != len(AUTH_USERS):
+        die("openssl passwd -apr1 failed: %s" % r.stderr.strip())
+    paths = {k: os.path.join(d, k) for k in ("htpasswd", "htdigest", "plain", "squid-digest")}
+    write_file(paths["htpasswd"], "".join("%s:%s\n" % (u, h)
+                                          for (u, _), h in zip(AUTH_USERS, hashes)))
+    realm = REALMS["APACHE_REALM"]
+    write_file(paths["htdigest"], "".join(
+        "%s:%s:%s\n" % (u, realm, hashlib.md5(("%s:%s:%s" % (u, realm, pw)).encode()).hexdigest())
+        for u, pw in AUTH_USERS))
+    write_file(paths["plain"], "".join("%s:%s\n" % (u, pw) for u, pw in AUTH_USERS))
+    # digest_file_auth reads "user:password" (or "user:realm:HA1" with -c): alice only, as a
+    # password holding ':' would read as the second form.
+    write_file(paths["squid-digest"], "%s:%s\n" % AUTH_USERS[0])
+    return paths
+
+
+def render_apache(state, www, port, token, fault_port, auth):
+    exe = find_exe("TERN_APACHE", ["apache2", "httpd"], ["/usr/sbin", "/usr/local/sbin",
+                   "/usr/local/bin", "/opt/homebrew/bin"], "Apache httpd",
+                   "Debian/Ubuntu: apt-get install apache2")
+    mods = find_dir("TERN_APACHE_MODULES", ["/usr/lib/apache2/modules", "/usr/lib64/httpd/modules",
+                    "/usr/lib/httpd/modules", "/usr/libexec/apache2", "/opt/homebrew/lib/httpd/modules",
+                    "/usr/local/lib/httpd/modules"], "mod_auth_digest.so",
+                    "Apache's module directory", "Debian/Ubuntu: apt-get install apache2")
+    d = os.path.join(state, "apache")
+    for sub in ("", "htdocs", "run"):
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+        os.chmod(os.path.join(d, sub), 0o755)
+    write_file(os.path.join(d, "htdocs", "__tern_ready"), token)
+    user = drop_user(["www-data", "apache", "daemon", "nobody"])
+    if user:
+        check_world_readable([os.path.join(www, "1k.bin"), auth["htdigest"],
+                              os.path.join(d, "htdocs", "__tern_ready")], "Apache")
+    loads = "\n".join('LoadModule %s_module "%s/mod_%s.so"' % (m, mods, m) for m in APACHE_MODULES)
+    realm = REALMS["APACHE_REALM"]
+    conf = """# Rendered by Tests/TestServer/servers.py: Apache httpd for the hop tests.
+# /digest/NAME  the docroot behind Digest (MD5, qop=auth, realm "{realm}")
+# /nest/...     faultserver.py behind the same Digest (/nest/apache/echo: what passed)
+ServerRoot "{d}"
+Listen 127.0.0.1:{port}
+{loads}
+{user}
+ServerName 127.0.0.1
+PidFile "{d}/httpd.pid"
+DefaultRuntimeDir "{d}/run"
+ErrorLog "{d}/error.log"
+LogLevel warn
+TypesConfig /dev/null
+AddType text/plain .txt
+StartServers 1
+ServerLimit 1
+ThreadsPerChild 16
+ThreadLimit 16
+MaxRequestWorkers 16
+MinSpareThreads 1
+MaxSpareThreads 16
+KeepAliveTimeout 65
+MaxKeepAliveRequests 0
+DocumentRoot "{d}/htdocs"
+<Directory />
+  Require all granted
+</Directory>
+Alias "/digest/" "{www}/"
+<Location "/digest/">
+  AuthType Digest
+  AuthName "{realm}"
+  AuthDigestDomain /digest/ /nest/
+  AuthDigestProvider file
+  AuthUserFile "{htdigest}"
+  Require valid-user
+</Location>
+<Location "/nest/">
+  AuthType Digest
+  AuthName "{realm}"
+  AuthDigestDomain /digest/ /nest/
+  AuthDigestProvider file
+  AuthUserFile "{htdigest}"
+  Require valid-user
+  ProxyPass "http://127.0.0.1:{fault}/nest/"
+</Location>
+""".format(d=d, port=port, loads=loads, realm=realm, www=www, htdigest=auth["htdigest"],
+           fault=fault_port,
+           user="User %s\nGroup %s" % user[:2] if user else "# (not root: no User/Group)")
+    path = os.path.join(d, "httpd.conf")
+    write_file(path, conf)
+    return [exe, "-f", path, "-DFOREGROUND"]
+
+
+def render_lighttpd(state, www, port, token, fault_port, auth):
+    exe = find_exe("TERN_LIGHTTPD", ["lighttpd"], ["/usr/sbin", "/usr/local/sbin",
+                   "/opt/homebrew/bin"], "lighttpd", "Debian/Ubuntu: apt-get install lighttpd")
+    d = os.path.join(state, "lighttpd")
+    for sub in ("", "htdocs", "tmp"):
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+    write_file(os.path.join(d, "htdocs", "__tern_ready"), token)
+    realm = REALMS["LIGHTTPD_REALM"]
+
+    def req(method, alg=None):
+        a = ', "algorithm" => "%s"' % alg if alg else ""
+        return ('( "method" => "%s"%s, "realm" => "%s", "require" => "valid-user" )'
+                % (method, a, realm))
+    conf = """# Rendered by Tests/TestServer/servers.py: lighttpd for the hop tests (realm "{realm}").
+# /digest/NAME      the docroot behind Digest SHA-256 (qop=auth)
+# /digest-md5/NAME  the same behind Digest MD5
+# /digest-any/NAME  the same, offering SHA-256 and MD5 (two WWW-Authenticate fields)
+# /digest-sha512-256/NAME  the same behind Digest SHA-512-256
+# /basic/NAME       the same behind Basic
+# /nest/...         faultserver.py behind Digest SHA-256 (/nest/lighttpd/echo: what passed)
+server.modules = ( "mod_access", "mod_alias", "mod_auth", "mod_authn_file", "mod_proxy",
+                   "mod_staticfile" )
+server.bind = "127.0.0.1"
+server.port = {port}
+server.document-root = "{d}/htdocs"
+server.errorlog = "{d}/error.log"
+server.pid-file = "{d}/lighttpd.pid"
+server.upload-dirs = ( "{d}/tmp" )
+server.max-keep-alive-requests = 1000
+server.max-keep-alive-idle = 65
+mimetype.assign = ( ".txt" => "text/plain", "" => "application/octet-stream" )
+alias.url = ( "/digest/" => "{www}/", "/digest-md5/" => "{www}/", "/digest-any/" => "{www}/",
+              "/digest-sha512-256/" => "{www}/", "/basic/" => "{www}/" )
+auth.backend = "plain"
+auth.backend.plain.userfile = "{plain}"
+auth.require = (
+  "/digest/" => {sha},
+  "/digest-md5/" => {md5},
+  "/digest-any/" => {any},
+  "/digest-sha512-256/" => {sha512},
+  "/basic/" => {basic},
+  "/nest/" => {sha},
+)
+$HTTP["url"] =^ "/nest/" {{
+  proxy.server = ( "" => ( ( "host" => "127.0.0.1", "port" => {fault} ) ) )
+}}
+""".format(realm=realm, port=port, d=d, www=www, plain=auth["plain"], fault=fault_port,
+           sha=req("digest", "SHA-256"), md5=req("digest", "MD5"),
+           any=req("digest", "SHA-256|MD5"), sha512=req("digest", "SHA-512-256"),
+           basic=req("basic"))
+    path = os.path.join(d, "lighttpd.conf")
+    write_file(path, conf)
+    return [exe, "-D", "-f", path]
+
+
+def render_squid(state, ports, token, auth):
+    exe = find_exe("TERN_SQUID", ["squid"], ["/usr/sbin", "/usr/local/sbin", "/opt/homebrew/sbin",
+                   "/opt/homebrew/bin"], "squid", "Debian/Ubuntu: apt-get install squid")
+    helpers = find_dir("TERN_SQUID_HELPERS", ["/usr/lib/squid", "/usr/lib64/squid",
+                       "/usr/libexec/squid", "/opt/homebrew/libexec/squid"], "basic_ncsa_auth",
+                       "squid's authentication helpers", "Debian/Ubuntu: apt-get install squid")
+    d = os.path.join(state, "squid")
+    os.makedirs(d, exist_ok=True)
+    user = drop_user(["proxy", "squid", "nobody"])
+    if user:  # squid will not stay root: it becomes cache_effective_user, which must write here
+        check_world_readable([auth["htpasswd"], auth["squid-digest"]], "squid")
+        os.chown(d, user[2], user[3])
+        for name in os.listdir(d):
+            os.chown(os.path.join(d, name), user[2], user[3])
+    realm = REALMS["SQUID_REALM"]
+    conf = """# Rendered by Tests/TestServer/servers.py: squid, the forward proxy of the hop tests.
+# SQUID_PORT       no authentication
+# SQUID_AUTH_PORT  407 until Basic or Digest proxy credentials (realm "{realm}") check out
+# Requests and CONNECT tunnels go to loopback addresses only, any port; nothing is cached.
+http_port 127.0.0.1:{open} name=open
+http_port 127.0.0.1:{auth} name=auth
+auth_param digest program {helpers}/digest_file_auth {digestfile}
+auth_param digest children 4 startup=1 idle=1
+auth_param digest realm {realm}
+auth_param basic program {helpers}/basic_ncsa_auth {htpasswd}
+auth_param basic children 4 startup=1 idle=1
+auth_param basic realm {realm}
+acl openport myportname open
+acl authport myportname auth
+acl loopsrc src 127.0.0.0/8
+acl loopdst dst 127.0.0.0/8
+acl authed proxy_auth REQUIRED
+http_access deny !loopsrc
+http_access deny !loopdst
+http_access allow openport
+http_access allow authport authed
+http_access deny all
+cache deny all
+cache_mem 0 MB
+access_log stdio:{d}/access.log
+cache_log {d}/cache.log
+cache_store_log none
+pid_filename {d}/squid.pid
+coredump_dir {d}
+netdb_filename none
+pinger_enable off
+shutdown_lifetime 0 seconds
+icp_port 0
+htcp_port 0
+client_persistent_connections on
+server_persistent_connections on
+visible_hostname tern-squid-{token}
+{user}
+""".format(realm=realm, open=ports["SQUID_PORT"], auth=ports["SQUID_AUTH_PORT"],
+           helpers=helpers, digestfile=auth["squid-digest"], htpasswd=auth["htpasswd"], d=d,
+           token=token, user="cache_effective_user %s" % user[0] if user
+           else "# (not root: runs as the current user)")
+    path = os.path.join(d, "squid.conf")
+    write_file(path, conf)
+    if user:
+        os.chown(path, user[2], user[3])
+    remove_squid_shm(state)
+    return [exe, "-n", squid_service(state), "-N", "-f", path]
+
+
+def squid_service(state):
+    """squid's service name, which also names its shared memory segments (/dev/shm/NAME-*):
+    one per state dir, so that squids of several state dirs (or users) never clash."""
+    return "tern" + hashlib.sha1(state.encode()).hexdigest()[:12]
+
+
+def remove_squid_shm(state):
+    """A killed squid leaves its segments behind; another user's would block the next start."""
+    prefix = squid_service(state) + "-"
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix):
+            try:
+                os.unlink(os.path.join("/dev/shm", name))
+            except OSError:
+                pass
+
+
+def http_raw(host, port, request, limit=65536):
+    """Sends raw request bytes, returns (head, body) of the answer (head as str) or None."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0) as s:
+            s.sendall(request)
+            data = b""
+            while len(data) < limit:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.decode("latin-1"), body
+
+
+class HopServer:
+    """One of Apache, lighttpd, squid: renders its config on fresh ports, spawns it, probes it,
+    and starts it again on other ports when a port was taken meanwhile (up to 3 tries)."""
+
+    def __init__(self, name, keys, render, probe, logs, state, pidfile=None):
+        self.name, self.keys, self.render, self.probe = name, keys, render, probe
+        self.logs, self.state, self.pidfile = logs, state, pidfile
+        self.proc, self.ports, self.attempt, self.up = None, {}, 0, False
+
+    def start(self, avoid):
+        self.attempt += 1
+        self.ports = {}
+        for k in self.keys:
+            self.ports[k] = pick_port(False, avoid=tuple(avoid) + tuple(self.ports.values()))
+        for log in self.logs:
+            try:
+                os.unlink(log)
+            except OSError:
+                pass
+        argv = self.render(self.ports)
+        out = os.path.join(self.state, "%s.out" % self.name)
+        self.argv = argv
+        self.proc = spawn(argv, out, out, self.state)
+        self.logs = [l for l in self.logs if l != out] + [out]
+        if self.pidfile:  # the pid as launched, for stop (the server's own file may lag)
+            with open(self.pidfile, "w") as f:
+                f.write("%d\n" % self.proc.pid)
+
+    def bind_failed(self):
+        for log in self.logs:
+            try:
+                with open(log, "rb") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            if b"Address already in use" in text or b"Cannot bind" in text:
+                return True
+        return False
+
+    def poll(self, avoid):
+        """None while starting, "" once up, else why it failed. Restarts on a port clash."""
+        if self.up:
+            return ""
+        clash = self.bind_failed()
+        exited = self.proc.poll() is not None
+        if exited or clash:
+            if clash and self.attempt < 3:
+                sys.stderr.write("servers.py: %s port clash, retrying\n" % self.name)
+                kill_started(self.proc)
+                self.start(avoid)
+                return None
+            return ("exited with status %d at start-up (%s)" % (self.proc.returncode,
+                                                             " ".join(self.argv))
+                    if exited else "could not bind its ports")
+        self.up = self.probe(self.ports)
+        return "" if self.up else None
+
+
 def cmd_start(state):
     t0 = time.monotonic()
     state = os.path.abspath(state)
@@ -452,7 +875,11 @@ def cmd_start(state):
               "tmp/uwsgi", "tmp/scgi"):
         os.makedirs(os.path.join(state, d), exist_ok=True)
     for name in ("env", "error.log", "access.log", "nginx.out", "nginx.pid", "fault.log",
-                 "fault.out", "fault.pid", "fault.port", "fault.tlsports"):
+                 "fault.out", "fault.pid", "fault.port", "fault.port2", "fault.tlsports",
+                 "apache.out", "lighttpd.out", "squid.out", "squid/launched.pid",
+                 # squid refuses to start while its pid file names a live process, and a
+                 # killed squid nobody reaped (a zombie) still counts as one.
+                 "squid/squid.pid", "apache/httpd.pid", "lighttpd/lighttpd.pid"):
         try:
             os.unlink(os.path.join(state, name))
         except OSError:
@@ -465,38 +892,84 @@ def cmd_start(state):
         die("could not make the TLS test certificates in %s: %s" % (certdir, e))
     probe_ctx = probe_tls_context(cert_paths)
 
-    shas = ensure_fixtures(www, FIXTURES)
-    big = os.path.join(www, BIG[0])
-    if os.path.exists(big) and os.path.getsize(big) == BIG[1]:
-        shas.update(ensure_fixtures(www, [BIG]))
-    ipv6 = ipv6_loopback()
     wait_s = float(os.environ.get("TERN_TEST_SERVER_WAIT", "10"))
     errlog = os.path.join(state, "error.log")
     nginx_out = os.path.join(state, "nginx.out")
     fault_log = os.path.join(state, "fault.log")
     port_file = os.path.join(state, "fault.port")
+    port2_file = os.path.join(state, "fault.port2")
     tls_ports_file = os.path.join(state, "fault.tlsports")
 
+    # faultserver.py first: nginx, Apache and lighttpd proxy to it, so their configs need its
+    # port. Python's start-up overlaps with the fixtures and the auth files.
     fault = spawn([sys.executable, FAULTSERVER, "--port", "0", "--port-file", port_file,
+                   "--second-port-file", port2_file,
                    "--tls-ports-file", tls_ports_file, "--tls-cert", cert_paths["server.pem"],
                    "--tls-key", cert_paths["server.key"], "--tls-ca", cert_paths["ca.pem"]],
                   os.path.join(state, "fault.out"), fault_log, state)
     with open(os.path.join(state, "fault.pid"), "w") as f:
         f.write("%d\n" % fault.pid)
 
+    shas = ensure_fixtures(www, FIXTURES)
+    big = os.path.join(www, BIG[0])
+    if os.path.exists(big) and os.path.getsize(big) == BIG[1]:
+        shas.update(ensure_fixtures(www, [BIG]))
+    ipv6 = ipv6_loopback()
+    auth = make_auth_files(state)
+
+    deadline = time.monotonic() + wait_s
+    fault_port = None
+    while fault_port is None:  # the port file appears once every listener is bound
+        fault_port = read_pidfile(port_file)
+        if fault_port:
+            break
+        if fault.poll() is not None:
+            die("faultserver.py exited with status %d at start-up" % fault.returncode,
+                fault_log, os.path.join(state, "fault.out"))
+        if time.monotonic() > deadline:
+            kill_started(fault)
+            die("faultserver.py wrote no port file within %gs" % wait_s, fault_log)
+        time.sleep(0.005)
+    fault2_port = read_pidfile(port2_file)
+
+    # Apache, lighttpd and squid boot while nginx does.
+    token = os.urandom(12).hex()
+    hop_servers = [
+        HopServer("apache", ["APACHE_PORT"],
+                  lambda p: render_apache(state, www, p["APACHE_PORT"], token, fault_port, auth),
+                  lambda p: ready_file(p["APACHE_PORT"], token),
+                  [os.path.join(state, "apache", "error.log")], state),
+        HopServer("lighttpd", ["LIGHTTPD_PORT"],
+                  lambda p: render_lighttpd(state, www, p["LIGHTTPD_PORT"], token, fault_port,
+                                            auth),
+                  lambda p: ready_file(p["LIGHTTPD_PORT"], token),
+                  [os.path.join(state, "lighttpd", "error.log")], state),
+        HopServer("squid", ["SQUID_PORT", "SQUID_AUTH_PORT"],
+                  lambda p: render_squid(state, p, token, auth),
+                  lambda p: squid_ready(p, token, fault_port),
+                  [os.path.join(state, "squid", "cache.log")], state,
+                  pidfile=os.path.join(state, "squid", "launched.pid")),
+    ]
+    taken = {fault_port, fault2_port}
+    for hs in hop_servers:
+        hs.start(taken)
+        taken.update(hs.ports.values())
+
+    def kill_all(*more):
+        kill_started(fault, *[hs.proc for hs in hop_servers], *more)
+
     nginx_p = None
     for attempt in range(1, 4):  # a picked port can be taken before nginx binds it: retry
         ports = {}
         for key, _, _ in NGINX_PORTS:
-            ports[key] = pick_port(ipv6, avoid=tuple(ports.values()))
+            ports[key] = pick_port(ipv6, avoid=tuple(ports.values()) + tuple(taken))
         port, short_port = ports["NGINX_PORT"], ports["NGINX_SHORT_PORT"]
-        token = os.urandom(12).hex()
-        conf = render_conf(state, www, ports, ipv6, token, certdir)
+        conf = render_conf(state, www, ports, ipv6, token, certdir, fault_port,
+                           auth["htpasswd"])
         nginx_p = spawn([nginx, "-p", state + "/", "-c", conf, "-e", errlog], nginx_out, nginx_out,
                         state)
         deadline = time.monotonic() + wait_s
         nginx_up = fault_up = False
-        fault_port = None
         while True:
             try:
                 with open(errlog, "rb") as f:
@@ -507,11 +980,11 @@ def cmd_start(state):
                 kill_started(nginx_p)
                 break
             if nginx_p.poll() is not None:
-                kill_started(fault)
+                kill_all()
                 die("nginx exited with status %d at start-up (%s -p %s -c %s -e %s)"
                     % (nginx_p.returncode, nginx, state + "/", conf, errlog), errlog, nginx_out)
             if fault.poll() is not None:
-                kill_started(nginx_p)
+                kill_all(nginx_p)
                 die("faultserver.py exited with status %d at start-up" % fault.returncode,
                     fault_log, os.path.join(state, "fault.out"))
             if not nginx_up:
@@ -523,16 +996,25 @@ def cmd_start(state):
                         listeners.append(("::1", ports[key], socket.AF_INET6, tls))
                 nginx_up = all(is_our_nginx(h, p, token, fam, tls) for h, p, fam, tls in listeners)
             if not fault_up:
-                fault_port = read_pidfile(port_file)
-                fault_up = bool(fault_port) and http_get("127.0.0.1", fault_port,
-                                                         "/reset-stats") == b"ok\n"
-            if nginx_up and fault_up:
+                fault_up = http_get("127.0.0.1", fault_port, "/reset-stats") == b"ok\n"
+            hop_states = {}
+            for hs in hop_servers:
+                hop_states[hs.name] = hs.poll(taken | set(ports.values()))
+                taken.update(hs.ports.values())
+            failed = [(hs, st) for hs in hop_servers for st in [hop_states[hs.name]] if st]
+            if failed:
+                hs, why = failed[0]
+                kill_all(nginx_p)
+                die("%s %s" % (hs.name, why), *hs.logs)
+            if nginx_up and fault_up and all(st == "" for st in hop_states.values()):
                 break
             if time.monotonic() > deadline:
-                kill_started(nginx_p, fault)
+                kill_all(nginx_p)
+                down = [hs for hs in hop_servers if not hs.up]
                 die("servers not accepting connections after %gs (nginx up: %s, faultserver "
-                    "up: %s, port %s)" % (wait_s, nginx_up, fault_up, fault_port),
-                    errlog, nginx_out, fault_log)
+                    "up: %s, port %s%s)" % (wait_s, nginx_up, fault_up, fault_port,
+                                           "".join(", %s not up" % hs.name for hs in down)),
+                    errlog, nginx_out, fault_log, *[log for hs in down for log in hs.logs])
             time.sleep(0.01)
         if nginx_p.poll() is None:
             break
@@ -545,9 +1027,10 @@ def cmd_start(state):
     fault_tls = read_env_file(tls_ports_file)
     missing = [k for k in FAULT_TLS_KEYS if k not in fault_tls]
     if missing:
-        kill_started(nginx_p, fault)
+        kill_all(nginx_p)
         die("faultserver.py did not report %s in %s" % (", ".join(missing), tls_ports_file),
             fault_log)
+    hop = {hs.name: hs for hs in hop_servers}
     env = [
         ("STATE", state),
         ("WWW", www),
@@ -567,17 +1050,54 @@ def cmd_start(state):
         ("CLIENT_KEY", cert_paths["client.key"]),
         ("CLIENT_KEY_ENC", cert_paths["client-enc.key"]),
         ("CLIENT_KEY_PASSWORD", cert_paths["password"]),
-    ] + sorted(shas.items())
+    ] + sorted(shas.items()) + [
+        ("FAULT2_PORT", fault2_port),
+        ("APACHE_PORT", hop["apache"].ports["APACHE_PORT"]),
+        ("APACHE_PID", hop["apache"].proc.pid),
+        ("LIGHTTPD_PORT", hop["lighttpd"].ports["LIGHTTPD_PORT"]),
+        ("LIGHTTPD_PID", hop["lighttpd"].proc.pid),
+        ("SQUID_PORT", hop["squid"].ports["SQUID_PORT"]),
+        ("SQUID_AUTH_PORT", hop["squid"].ports["SQUID_AUTH_PORT"]),
+        ("SQUID_PID", hop["squid"].proc.pid),
+        ("AUTH_USER", AUTH_USERS[0][0]),
+        ("AUTH_PASSWORD", AUTH_USERS[0][1]),
+        ("AUTH_USER2", AUTH_USERS[1][0]),
+        ("AUTH_PASSWORD2", AUTH_USERS[1][1]),
+    ] + sorted(REALMS.items())
     tmp = os.path.join(state, "env.tmp")
     with open(tmp, "w") as f:
         for k, v in env:
             f.write("%s=%s\n" % (k, v))
     os.replace(tmp, os.path.join(state, "env"))
     sys.stdout.write("servers started in %.2fs: nginx http://127.0.0.1:%d/ (short keep-alive :%d%s), "
-                     "https://localhost:%d/, faultserver http://127.0.0.1:%d/; env in %s\n"
+                     "https://localhost:%d/, faultserver http://127.0.0.1:%d/ (and :%d), "
+                     "apache :%d, lighttpd :%d, squid :%d (auth :%d); env in %s\n"
                      % (time.monotonic() - t0, port, short_port, ", also [::1]" if ipv6 else "",
-                        ports["TLS_PORT"], fault_port, os.path.join(state, "env")))
+                        ports["TLS_PORT"], fault_port, fault2_port,
+                        hop["apache"].ports["APACHE_PORT"], hop["lighttpd"].ports["LIGHTTPD_PORT"],
+                        hop["squid"].ports["SQUID_PORT"], hop["squid"].ports["SQUID_AUTH_PORT"],
+                        os.path.join(state, "env")))
     return 0
+
+
+def ready_file(port, token):
+    """The docroot's __tern_ready holds this start's token: the listener is ours."""
+    r = http_raw("127.0.0.1", port, b"GET /__tern_ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    return r is not None and re.match(r"HTTP/1\.[01] 200 ", r[0]) is not None \
+        and r[1] == token.encode()
+
+
+def squid_ready(ports, token, fault_port):
+    """Our squid (its Via names this start's token) forwards on the open port and challenges on
+    the authenticated one."""
+    via = "tern-squid-" + token
+    r = http_raw("127.0.0.1", ports["SQUID_PORT"],
+                 b"GET http://127.0.0.1:%d/ok?size=2 HTTP/1.0\r\n\r\n" % fault_port)
+    if r is None or not r[0].startswith("HTTP/1.1 200 ") or via not in r[0]:
+        return False
+    r = http_raw("127.0.0.1", ports["SQUID_AUTH_PORT"],
+                 b"GET http://127.0.0.1:%d/ok?size=2 HTTP/1.0\r\n\r\n" % fault_port)
+    return r is not None and r[0].startswith("HTTP/1.1 407 ") and via in r[0]
 
 
 def cmd_env(state):
@@ -595,7 +1115,9 @@ def cmd_status(state):
     env = read_env(state)
     ok = bool(env)
     checks = ([(key, "NGINX_PID") for key, _, _ in NGINX_PORTS] + [("FAULT_PORT", "FAULT_PID")]
-              + [(key, "FAULT_PID") for key in FAULT_TLS_KEYS])
+              + [(key, "FAULT_PID") for key in FAULT_TLS_KEYS + ["FAULT2_PORT"]]
+              + [("APACHE_PORT", "APACHE_PID"), ("LIGHTTPD_PORT", "LIGHTTPD_PID"),
+                 ("SQUID_PORT", "SQUID_PID"), ("SQUID_AUTH_PORT", "SQUID_PID")])
     for key, pidkey in checks:
         up = (key in env and ours(int(env.get(pidkey, "0") or 0), state)
               and can_connect("127.0.0.1", int(env[key])))

@@ -1,0 +1,1904 @@
+/* Hops: redirects (method and body rules, relative Location, limits, bad values, downgrade,
+ * cross-origin credential stripping), authentication (Basic against nginx and lighttpd, Digest
+ * MD5 against Apache's mod_auth_digest, Digest SHA-256 and MD5 against lighttpd, credentials
+ * from the request, the URL and a callback, malformed challenges) and HTTP proxies (squid:
+ * absolute-form, CONNECT, Basic and Digest proxy authentication, pooling per proxy).
+ * Every server here is a real, independent implementation started by
+ * Tests/TestServer/servers.py; the fault server supplies redirects, loops, bad Location values,
+ * malformed challenges and the request echo. */
+#define _DEFAULT_SOURCE
+#include "task.h"
+#include "testsrv.h"
+
+#include <tern.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- harness ---- */
+
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int done;
+} waiter;
+
+static void on_done(tern_request_t *req, int status, void *ud) {
+  (void)req;
+  (void)status;
+  waiter *w = ud;
+  pthread_mutex_lock(&w->lock);
+  w->done++;
+  pthread_cond_broadcast(&w->cond);
+  pthread_mutex_unlock(&w->lock);
+}
+
+static int run(tern_engine_t *eng, tern_request_t *req) {
+  waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  ASSERT_EQ(tern_request_set_complete_cb(req, on_done, &w), 0);
+  ASSERT_EQ(tern_engine_submit(eng, req), 0);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(test_scaled_ms(60000) / 1000);
+  pthread_mutex_lock(&w.lock);
+  while (w.done == 0)
+    if (pthread_cond_timedwait(&w.cond, &w.lock, &ts) != 0) TEST_FAIL_("request did not complete");
+  pthread_mutex_unlock(&w.lock);
+  return tern_request_get_error(req);
+}
+
+static tern_engine_t *new_engine(void) {
+  tern_engine_t *eng = NULL;
+  ASSERT_EQ(tern_engine_new(&eng, NULL), 0);
+  return eng;
+}
+
+static void finish(tern_engine_t *eng) {
+  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REQUESTS_ACTIVE), 0);
+  tern_engine_free(eng);
+  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
+}
+
+/* malloc'd printf. */
+static char *fmt(const char *f, ...) {
+  va_list ap;
+  va_start(ap, f);
+  int n = vsnprintf(NULL, 0, f, ap);
+  va_end(ap);
+  ASSERT(n >= 0);
+  char *p = malloc((size_t)n + 1);
+  ASSERT(p != NULL);
+  va_start(ap, f);
+  vsnprintf(p, (size_t)n + 1, f, ap);
+  va_end(ap);
+  return p;
+}
+
+/* Percent-encodes everything but unreserved characters (for a query value). malloc'd. */
+static char *qenc(const char *s) {
+  size_t n = strlen(s);
+  char *out = malloc(3 * n + 1);
+  ASSERT(out != NULL);
+  size_t j = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out[j++] = (char)c;
+    } else {
+      snprintf(out + j, 4, "%%%02X", c);
+      j += 3;
+    }
+  }
+  out[j] = '\0';
+  return out;
+}
+
+/* "http://127.0.0.1:PORT" + printf-formatted path. malloc'd. */
+static char *url_at(const char *portkey, const char *pathfmt, ...) {
+  va_list ap;
+  va_start(ap, pathfmt);
+  int n = vsnprintf(NULL, 0, pathfmt, ap);
+  va_end(ap);
+  char *path = malloc((size_t)n + 1);
+  va_start(ap, pathfmt);
+  vsnprintf(path, (size_t)n + 1, pathfmt, ap);
+  va_end(ap);
+  char *u = fmt("http://127.0.0.1:%d%s", testsrv_port(portkey), path);
+  free(path);
+  return u;
+}
+
+/* A fault-server /redirect URL answering `status` with Location `to` (sent verbatim). */
+static char *redirect_url(int status, const char *to) {
+  char *e = qenc(to);
+  char *u = url_at("FAULT_PORT", "/redirect?status=%d&to=%s", status, e);
+  free(e);
+  return u;
+}
+
+static tern_request_t *request_url(const char *url) {
+  tern_request_t *req = tern_request_new();
+  ASSERT(req != NULL);
+  ASSERT_EQ(tern_request_set_url(req, url), 0);
+  return req;
+}
+
+static tern_request_t *request_owned(char *url) {
+  tern_request_t *req = request_url(url);
+  free(url);
+  return req;
+}
+
+/* The in-memory body as a NUL-terminated string (a copy; free it). */
+static char *body_str(tern_request_t *req) {
+  size_t len = 0;
+  const char *b = tern_request_get_body(req, &len);
+  char *s = malloc(len + 1);
+  ASSERT(s != NULL);
+  if (len) memcpy(s, b, len);
+  s[len] = '\0';
+  return s;
+}
+
+static void body_sha(tern_request_t *req, char hex[65]) {
+  size_t len = 0;
+  const void *body = tern_request_get_body(req, &len);
+  testsrv_sha256_mem(body, len, hex);
+}
+
+static bool body_contains(tern_request_t *req, const char *needle) {
+  char *b = body_str(req);
+  bool found = strstr(b, needle) != NULL;
+  if (!found) fprintf(stderr, "body does not contain %s:\n%s\n", needle, b);
+  free(b);
+  return found;
+}
+
+static bool body_contains_no_log(tern_request_t *req, const char *needle) {
+  char *b = body_str(req);
+  bool found = strstr(b, needle) != NULL;
+  free(b);
+  return found;
+}
+
+/* Case-insensitive strstr (strcasestr is a GNU extension). */
+static const char *ci_find(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (; *hay; hay++)
+    if (strncasecmp(hay, needle, n) == 0) return hay;
+  return NULL;
+}
+
+static const char *head_of(tern_request_t *req) {
+  size_t len = 0;
+  const char *h = tern_request_get_request_head(req, &len);
+  ASSERT(h != NULL);
+  return h;
+}
+
+static const char *echoed(tern_request_t *req, const char *what) {
+  char name[64];
+  snprintf(name, sizeof name, "X-Echo-%s", what);
+  return tern_request_get_header(req, name);
+}
+
+static void assert_sha_1k(tern_request_t *req) {
+  char hex[65];
+  body_sha(req, hex);
+  ASSERT_STR_EQ(hex, testsrv_get("SHA_1K"));
+}
+
+static const char *user(void) { return testsrv_get("AUTH_USER"); }
+static const char *password(void) { return testsrv_get("AUTH_PASSWORD"); }
+
+/* The fault server's body pattern, n bytes (malloc'd), and its SHA-256. */
+static unsigned char *pattern_body(size_t n, char hex[65]) {
+  unsigned char *b = malloc(n ? n : 1);
+  ASSERT(b != NULL);
+  testsrv_pattern_fill(b, n, 0);
+  testsrv_sha256_mem(b, n, hex);
+  return b;
+}
+
+/* ---- hop log: what the hop callbacks saw ---- */
+
+#define MAX_HOPS 40
+typedef struct {
+  int n;                       /* hop responses */
+  int status[MAX_HOPS];
+  char cookie[MAX_HOPS][128];  /* Set-Cookie of each hop ("" when none) */
+  bool authz[MAX_HOPS];        /* the hop's request carried Authorization (X-Echo-Authorization) */
+  int nreq;                    /* hop requests */
+  char url[MAX_HOPS][256];
+  bool add_cookie;             /* the hop-request callback adds "Cookie: hop=K" */
+  int cancel_request_at;       /* hop request number (1-based) to cancel at, 0: never */
+  int cancel_response_at;      /* same for hop responses */
+  int add_hop_header_rc;
+} hop_log;
+
+static int on_hop_response(tern_request_t *req, int status, void *ud) {
+  hop_log *h = ud;
+  ASSERT_LT(h->n, MAX_HOPS);
+  h->status[h->n] = status;
+  const char *c = tern_request_get_header(req, "Set-Cookie");
+  snprintf(h->cookie[h->n], sizeof h->cookie[0], "%s", c ? c : "");
+  h->authz[h->n] = tern_request_get_header(req, "X-Echo-Authorization") != NULL;
+  h->n++;
+  return h->cancel_response_at && h->n == h->cancel_response_at;
+}
+
+static int on_hop_request(tern_request_t *req, const char *url, void *ud) {
+  hop_log *h = ud;
+  ASSERT_LT(h->nreq, MAX_HOPS);
+  ASSERT(url != NULL);
+  snprintf(h->url[h->nreq], sizeof h->url[0], "%s", url);
+  h->nreq++;
+  if (h->add_cookie) {
+    char v[32];
+    snprintf(v, sizeof v, "hop=%d", h->nreq - 1);
+    h->add_hop_header_rc = tern_request_add_hop_header(req, "Cookie", v);
+    ASSERT_EQ(h->add_hop_header_rc, 0);
+  }
+  return h->cancel_request_at && h->nreq == h->cancel_request_at;
+}
+
+static void watch_hops(tern_request_t *req, hop_log *h) {
+  ASSERT_EQ(tern_request_set_hop_response_cb(req, on_hop_response, h), 0);
+  ASSERT_EQ(tern_request_set_hop_request_cb(req, on_hop_request, h), 0);
+}
+
+/* ==== redirects ============================================================================ */
+
+TEST(redirect_not_followed_by_default) {
+  tern_engine_t *eng = new_engine();
+  char *url = redirect_url(302, "/echo");
+  tern_request_t *req = request_url(url);
+  ASSERT_STR_EQ(tern_request_get_effective_url(req), url);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 302);
+  ASSERT_STR_EQ(tern_request_get_header(req, "Location"), "/echo");
+  ASSERT_EQ(tern_request_get_redirect_count(req), 0);
+  ASSERT_STR_EQ(tern_request_get_effective_url(req), url);
+  ASSERT(body_contains(req, "redirect\n"));
+  tern_request_free(req);
+  free(url);
+  finish(eng);
+}
+
+TEST(redirect_get_every_status) {
+  tern_engine_t *eng = new_engine();
+  static const int codes[] = {301, 302, 303, 307, 308};
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+    tern_request_t *req = request_owned(redirect_url(codes[i], "/echo?from=x"));
+    ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(tern_request_get_status(req), 200);
+    ASSERT_EQ(tern_request_get_redirect_count(req), 1);
+    ASSERT_STR_EQ(echoed(req, "Method"), "GET");
+    ASSERT(body_contains(req, "\"target\": \"/echo?from=x\""));
+    char *want = url_at("FAULT_PORT", "/echo?from=x");
+    ASSERT_STR_EQ(tern_request_get_effective_url(req), want);
+    free(want);
+    tern_request_free(req);
+  }
+  finish(eng);
+}
+
+/* POST with a body through one redirect of `code`, with `flags`; returns the final request. */
+static tern_request_t *post_through(tern_engine_t *eng, const char *method, int code,
+                                    unsigned flags, const void *body, size_t n, hop_log *h) {
+  tern_request_t *req = request_owned(redirect_url(code, "/echo"));
+  ASSERT_EQ(tern_request_set_method(req, method), 0);
+  ASSERT_EQ(tern_request_set_body(req, body, n), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
+  ASSERT_EQ(tern_request_set_redirect_flags(req, flags), 0);
+  watch_hops(req, h);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(tern_request_get_redirect_count(req), 1);
+  ASSERT_EQ(h->n, 2);
+  ASSERT_EQ(h->status[0], code);
+  return req;
+}
+
+static void assert_became_get(tern_request_t *req) {
+  ASSERT_STR_EQ(echoed(req, "Method"), "GET");
+  ASSERT_STR_EQ(echoed(req, "Body-Length"), "0");
+  const char *head = head_of(req);
+  ASSERT(strncmp(head, "GET /echo HTTP/1.1\r\n", 20) == 0);
+  ASSERT(ci_find(head, "\r\nContent-Length:") == NULL);
+  ASSERT(ci_find(head, "\r\nTransfer-Encoding:") == NULL);
+}
+
+static void assert_kept(tern_request_t *req, const char *method, size_t n, const char *sha) {
+  ASSERT_STR_EQ(echoed(req, "Method"), method);
+  char len[32];
+  snprintf(len, sizeof len, "%zu", n);
+  ASSERT_STR_EQ(echoed(req, "Body-Length"), len);
+  ASSERT_STR_EQ(echoed(req, "Body-Sha256"), sha);
+}
+
+TEST(redirect_post_becomes_get_on_301_302_303) {
+  tern_engine_t *eng = new_engine();
+  char sha[65];
+  unsigned char *body = pattern_body(5000, sha);
+  static const int codes[] = {301, 302, 303};
+  for (size_t i = 0; i < 3; i++) {
+    hop_log h = {0};
+    tern_request_t *req = post_through(eng, "POST", codes[i], 0, body, 5000, &h);
+    assert_became_get(req);
+    tern_request_free(req);
+  }
+  free(body);
+  finish(eng);
+}
+
+TEST(redirect_307_308_keep_method_and_body) {
+  tern_engine_t *eng = new_engine();
+  char sha[65];
+  size_t n = 200000;
+  unsigned char *body = pattern_body(n, sha);
+  static const int codes[] = {307, 308};
+  static const char *methods[] = {"POST", "PUT", "PATCH"};
+  for (size_t i = 0; i < 2; i++) {
+    for (size_t m = 0; m < 3; m++) {
+      hop_log h = {0};
+      tern_request_t *req = post_through(eng, methods[m], codes[i], 0, body, n, &h);
+      assert_kept(req, methods[m], n, sha);
+      tern_request_free(req);
+    }
+  }
+  free(body);
+  finish(eng);
+}
+
+TEST(redirect_308_resends_file_and_segment_bodies) {
+  tern_engine_t *eng = new_engine();
+  /* A file body: read again from the file for the second hop. */
+  char *path = testsrv_www_path("64k.txt");
+  tern_request_t *req = request_owned(redirect_url(308, "/echo"));
+  ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
+  ASSERT_EQ(tern_request_set_body_file(req, path, 0, 0), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_kept(req, "PUT", 65536, testsrv_get("SHA_64K"));
+  tern_request_free(req);
+  /* Segments: memory + file slice + memory. */
+  req = request_owned(redirect_url(307, "/echo"));
+  ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
+  ASSERT_EQ(tern_request_add_body_segment(req, "head-", 5), 0);
+  ASSERT_EQ(tern_request_add_body_segment_file(req, path, 100, 1100), 0);
+  ASSERT_EQ(tern_request_add_body_segment(req, "-tail", 5), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  char *want = malloc(1010);
+  memcpy(want, "head-", 5);
+  int fd = open(path, O_RDONLY);
+  ASSERT(fd >= 0);
+  ASSERT_EQ(pread(fd, want + 5, 1000, 100), 1000);
+  close(fd);
+  memcpy(want + 1005, "-tail", 5);
+  char sha[65];
+  testsrv_sha256_mem(want, 1010, sha);
+  assert_kept(req, "POST", 1010, sha);
+  free(want);
+  tern_request_free(req);
+  free(path);
+  finish(eng);
+}
+
+TEST(redirect_post_flags_keep_post) {
+  tern_engine_t *eng = new_engine();
+  char sha[65];
+  unsigned char *body = pattern_body(3000, sha);
+  static const struct {
+    int code;
+    unsigned flag;
+  } cases[] = {{301, TERN_REDIRECT_POST_301},
+               {302, TERN_REDIRECT_POST_302},
+               {303, TERN_REDIRECT_POST_303}};
+  for (size_t i = 0; i < 3; i++) {
+    hop_log h = {0};
+    tern_request_t *req = post_through(eng, "POST", cases[i].code, cases[i].flag, body, 3000, &h);
+    assert_kept(req, "POST", 3000, sha);
+    tern_request_free(req);
+  }
+  /* Each flag is for its own code: POST_301|POST_303 still turns a 302 into a GET. */
+  hop_log h = {0};
+  tern_request_t *req = post_through(eng, "POST", 302,
+                                     TERN_REDIRECT_POST_301 | TERN_REDIRECT_POST_303, body, 3000,
+                                     &h);
+  assert_became_get(req);
+  tern_request_free(req);
+  free(body);
+  finish(eng);
+}
+
+TEST(redirect_other_methods_on_301_302_and_303) {
+  tern_engine_t *eng = new_engine();
+  char sha[65];
+  unsigned char *body = pattern_body(777, sha);
+  /* Only POST changes on 301/302: a PUT stays a PUT with its body. */
+  static const int keep[] = {301, 302};
+  for (size_t i = 0; i < 2; i++) {
+    hop_log h = {0};
+    tern_request_t *req = post_through(eng, "PUT", keep[i], 0, body, 777, &h);
+    assert_kept(req, "PUT", 777, sha);
+    tern_request_free(req);
+  }
+  /* 303 turns anything into a GET without a body. */
+  hop_log h = {0};
+  tern_request_t *req = post_through(eng, "DELETE", 303, 0, body, 777, &h);
+  assert_became_get(req);
+  tern_request_free(req);
+  free(body);
+  finish(eng);
+}
+
+typedef struct {
+  const unsigned char *data;
+  size_t len, off;
+  int calls;
+} cb_body;
+
+static int64_t read_cb_body(tern_request_t *req, void *buf, size_t cap, void *ud) {
+  (void)req;
+  cb_body *b = ud;
+  b->calls++;
+  size_t k = b->len - b->off < cap ? b->len - b->off : cap;
+  memcpy(buf, b->data + b->off, k);
+  b->off += k;
+  return (int64_t)k;
+}
+
+TEST(redirect_callback_body_cannot_be_replayed) {
+  tern_engine_t *eng = new_engine();
+  char sha[65];
+  unsigned char *body = pattern_body(4096, sha);
+  /* 307 must send the body again: a callback body cannot be, so the redirect is refused. */
+  cb_body src = {body, 4096, 0, 0};
+  hop_log h = {0};
+  tern_request_t *req = request_owned(redirect_url(307, "/echo"));
+  ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
+  ASSERT_EQ(tern_request_set_body_cb(req, 4096, read_cb_body, &src), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
+  watch_hops(req, &h);
+  ASSERT_EQ(run(eng, req), TERN_EREDIRECT);
+  ASSERT_EQ(h.nreq, 1);
+  tern_request_free(req);
+  /* 303 drops the body: nothing to replay, so it is followed. */
+  cb_body src2 = {body, 4096, 0, 0};
+  req = request_owned(redirect_url(303, "/echo"));
+  ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
+  ASSERT_EQ(tern_request_set_body_cb(req, 4096, read_cb_body, &src2), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_became_get(req);
+  tern_request_free(req);
+  free(body);
+  finish(eng);
+}
+
+/* Follows one redirect from `base_path` (a fault-server path ending in /redirect) to the
+ * Location `to` and checks the echo saw `target`. */
+static void relative_case(tern_engine_t *eng, const char *base_path, const char *to,
+                          const char *target) {
+  char *e = qenc(to);
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "%s?to=%s", base_path, e));
+  free(e);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(tern_request_get_redirect_count(req), 1);
+  char *needle = fmt("\"target\": \"%s\"", target);
+  if (!body_contains(req, needle)) TEST_FAIL_("Location %s from %s: wrong target", to, base_path);
+  free(needle);
+  char *want = url_at("FAULT_PORT", "%s", target);
+  ASSERT_STR_EQ(tern_request_get_effective_url(req), want);
+  free(want);
+  tern_request_free(req);
+}
+
+TEST(redirect_relative_locations) {
+  tern_engine_t *eng = new_engine();
+  const char *base = "/nest/a/b/redirect";
+  relative_case(eng, base, "echo", "/nest/a/b/echo");                 /* path-relative */
+  relative_case(eng, base, "./c/echo?k=v", "/nest/a/b/c/echo?k=v");   /* ./ */
+  relative_case(eng, base, "../echo", "/nest/a/echo");                /* ../ */
+  relative_case(eng, base, "../../../../../echo", "/echo");           /* excess ../ */
+  relative_case(eng, base, "/nest/x/./y/../echo?q=1", "/nest/x/echo?q=1"); /* absolute path */
+  relative_case(eng, base, "echo#fragment", "/nest/a/b/echo");        /* fragment not sent */
+  relative_case(eng, base, "?q=2", "/nest/a/b/redirect?q=2");         /* query only */
+  finish(eng);
+}
+
+TEST(redirect_absolute_and_scheme_relative_locations) {
+  tern_engine_t *eng = new_engine();
+  int other = testsrv_port("FAULT2_PORT");
+  /* Scheme-relative: //host:port/path takes the scheme of the base. */
+  char *to = fmt("//127.0.0.1:%d/echo?s=1", other);
+  tern_request_t *req = request_owned(redirect_url(302, to));
+  free(to);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  char *want = url_at("FAULT2_PORT", "/echo?s=1");
+  ASSERT_STR_EQ(tern_request_get_effective_url(req), want);
+  free(want);
+  ASSERT(body_contains(req, "\"target\": \"/echo?s=1\""));
+  tern_request_free(req);
+  /* Absolute, to nginx (another server altogether). */
+  char *abs = url_at("NGINX_PORT", "/1k.bin");
+  req = request_owned(redirect_url(301, abs));
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_STR_EQ(tern_request_get_effective_url(req), abs);
+  assert_sha_1k(req);
+  free(abs);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(redirect_chain_count_and_effective_url) {
+  tern_engine_t *eng = new_engine();
+  char *url = url_at("FAULT_PORT", "/redirect-chain?n=5");
+  tern_request_t *req = request_url(url);
+  hop_log h = {0};
+  watch_hops(req, &h);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(tern_request_get_redirect_count(req), 5);
+  char *want = url_at("FAULT_PORT", "/redirect-chain?n=5&i=5&status=302");
+  ASSERT_STR_EQ(tern_request_get_effective_url(req), want);
+  free(want);
+  ASSERT_EQ(h.n, 6);
+  ASSERT_EQ(h.nreq, 6);
+  for (int i = 0; i < 5; i++) ASSERT_EQ(h.status[i], 302);
+  ASSERT_EQ(h.status[5], 200);
+  ASSERT_STR_EQ(h.url[0], url);
+  /* The final response's headers and body are the last hop's. */
+  ASSERT(tern_request_get_header(req, "Location") == NULL);
+  ASSERT(body_contains(req, "\"target\": \"/redirect-chain?n=5&i=5&status=302\""));
+  free(url);
+  tern_request_free(req);
+  /* Absolute Locations, 307 every time. */
+  req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=3&status=307&absolute=1"));
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(tern_request_get_redirect_count(req), 3);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(redirect_too_many) {
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=5"));
+  watch_hops(req, &h);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 4), 0);
+  ASSERT_EQ(run(eng, req), TERN_ETOOMANYREDIRECTS);
+  /* Four followed; the fifth 302 is one too many. */
+  ASSERT_EQ(h.n, 5);
+  ASSERT_EQ(h.nreq, 5);
+  ASSERT_LE(tern_request_get_redirect_count(req), 5);
+  ASSERT_GE(tern_request_get_redirect_count(req), 4);
+  ASSERT(strcmp(tern_strerror(TERN_ETOOMANYREDIRECTS), "too many redirects") == 0);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(redirect_loop) {
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-loop?status=301"));
+  watch_hops(req, &h);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 20), 0);
+  ASSERT_EQ(run(eng, req), TERN_ETOOMANYREDIRECTS);
+  ASSERT_EQ(h.n, 21);
+  for (int i = 0; i < h.n; i++) ASSERT_EQ(h.status[i], 301);
+  tern_request_free(req);
+  /* A loop is only a loop when it is followed: without following, the 301 is the answer. */
+  req = request_owned(url_at("FAULT_PORT", "/redirect-loop"));
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 302);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(redirect_bad_locations) {
+  tern_engine_t *eng = new_engine();
+  static const char *bad[] = {
+      "",                          /* empty */
+      "http://",                   /* no host */
+      "ftp://x/file",              /* unsupported scheme */
+      "gopher://127.0.0.1:70/",    /* unsupported scheme */
+      "http://127.0.0.1:99999/",   /* port out of range */
+      "http://[::1/",              /* unterminated IPv6 literal */
+      "http://127.0.0.1:12ab/",    /* port not a number */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    hop_log h = {0};
+    tern_request_t *req = request_owned(redirect_url(302, bad[i]));
+    watch_hops(req, &h);
+    ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+    int err = run(eng, req);
+    if (err != TERN_EREDIRECT)
+      TEST_FAIL_("Location \"%s\": error %s (%s), status %d, want EREDIRECT", bad[i],
+                 tern_err_name(err), tern_request_get_error_message(req),
+                 tern_request_get_status(req));
+    ASSERT_EQ(h.nreq, 1);
+    ASSERT_STR_EQ(tern_request_get_effective_url(req), h.url[0]);
+    tern_request_free(req);
+  }
+  finish(eng);
+}
+
+TEST(redirect_location_with_spaces) {
+  /* Spaces are not allowed in a URI reference. curl percent-encodes them and follows
+   * (GET /garbage%20with%20spaces, a 404 here); refusing is the other defensible answer. Either
+   * way: no crash, no raw space on the wire. */
+  tern_engine_t *eng = new_engine();
+  tern_request_t *req = request_owned(redirect_url(302, "garbage with spaces"));
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  int err = run(eng, req);
+  fprintf(stderr, "Location with spaces: %s\n", err == 0 ? "followed, percent-encoded" : "refused");
+  if (err == 0) {
+    ASSERT_EQ(tern_request_get_status(req), 404);
+    char *want = url_at("FAULT_PORT", "/garbage%%20with%%20spaces");
+    ASSERT_STR_EQ(tern_request_get_effective_url(req), want);
+    free(want);
+  } else {
+    ASSERT_EQ(err, TERN_EREDIRECT);
+  }
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(redirect_without_location_is_final) {
+  tern_engine_t *eng = new_engine();
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect?status=302&to=x&nolocation=1"));
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 302);
+  ASSERT_EQ(tern_request_get_redirect_count(req), 0);
+  tern_request_free(req);
+  /* 300 and 304 are not redirects to follow. */
+  req = request_owned(url_at("FAULT_PORT", "/redirect?status=300&to=/echo"));
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 300);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(redirect_https_to_http_downgrade) {
+  tern_engine_t *eng = new_engine();
+  char *url = fmt("https://localhost:%d/to-http/1k.bin", testsrv_port("TLS_PORT"));
+  /* Refused by default. */
+  tern_request_t *req = request_url(url);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  hop_log h = {0};
+  watch_hops(req, &h);
+  ASSERT_EQ(run(eng, req), TERN_EREDIRECT);
+  ASSERT_EQ(h.nreq, 1);
+  ASSERT_EQ(h.n, 1);
+  ASSERT_EQ(h.status[0], 302);
+  tern_request_free(req);
+  /* Followed when allowed. */
+  req = request_url(url);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(tern_request_set_redirect_flags(req, TERN_REDIRECT_ALLOW_DOWNGRADE), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  char *want = url_at("NGINX_PORT", "/1k.bin");
+  ASSERT_STR_EQ(tern_request_get_effective_url(req), want);
+  assert_sha_1k(req);
+  /* The final hop's connection is plain HTTP (checked last, see below). */
+  const char *tls_after_downgrade = tern_request_get_tls_version(req);
+  bool plain_after_downgrade = tls_after_downgrade == NULL;
+  free(want);
+  tern_request_free(req);
+  /* https -> https on the same server is no downgrade. */
+  free(url);
+  url = fmt("https://localhost:%d/redirect/1k.bin", testsrv_port("TLS_PORT"));
+  req = request_url(url);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(tern_request_get_tls_version(req) != NULL);
+  assert_sha_1k(req);
+  tern_request_free(req);
+  free(url);
+  finish(eng);
+  if (!plain_after_downgrade)
+    TEST_FAIL_("after the downgrade to http, tern_request_get_tls_version still says a TLS "
+               "version (the first hop's)");
+}
+
+TEST(redirect_http_to_https_upgrade) {
+  tern_engine_t *eng = new_engine();
+  char *to = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
+  tern_request_t *req = request_owned(redirect_url(301, to));
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_STR_EQ(tern_request_get_effective_url(req), to);
+  ASSERT(tern_request_get_tls_version(req) != NULL);
+  assert_sha_1k(req);
+  tern_request_free(req);
+  free(to);
+  finish(eng);
+}
+
+static int count_data(tern_request_t *req, const void *data, size_t len, void *ud) {
+  (void)req;
+  (void)data;
+  *(uint64_t *)ud += len;
+  return 0;
+}
+
+TEST(redirect_only_last_body_reaches_sink) {
+  tern_engine_t *eng = new_engine();
+  /* nginx's 302 carries an HTML body; only the target's bytes may land anywhere. */
+  tern_request_t *req = request_owned(url_at("NGINX_PORT", "/redirect/1k.bin"));
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  ASSERT_UEQ(tern_request_get_bytes_delivered(req), 1024);
+  tern_request_free(req);
+  /* Streaming sink. */
+  uint64_t got = 0;
+  req = request_owned(url_at("NGINX_PORT", "/redirect/1k.bin"));
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(tern_request_set_data_cb(req, count_data, &got), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_UEQ(got, 1024);
+  tern_request_free(req);
+  /* Download file: a 2xx body only, and it is the target's. */
+  const char *dir = getenv("TERN_TEST_TMP");
+  if (dir == NULL) dir = "/tmp";
+  mkdir(dir, 0777);
+  char *dest = fmt("%s/%d-hops-redirect.bin", dir, (int)getpid());
+  char *to = url_at("NGINX_PORT", "/1k.bin");
+  char *e = qenc(to);
+  req = request_owned(url_at("FAULT_PORT", "/redirect?status=307&size=5000&to=%s", e));
+  free(e);
+  free(to);
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  char hex[65];
+  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
+  ASSERT_STR_EQ(hex, testsrv_get("SHA_1K"));
+  unlink(dest);
+  free(dest);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(redirect_hop_callbacks_see_every_hop) {
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  h.add_cookie = true;
+  char *url = url_at("FAULT_PORT", "/redirect-chain?n=3");
+  tern_request_t *req = request_url(url);
+  watch_hops(req, &h);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 10), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(h.n, 4);
+  ASSERT_EQ(h.nreq, 4);
+  /* Each hop's Set-Cookie reached the hop-response callback. */
+  ASSERT_STR_EQ(h.cookie[0], "chain0=0; Path=/");
+  ASSERT_STR_EQ(h.cookie[1], "chain1=1; Path=/");
+  ASSERT_STR_EQ(h.cookie[2], "chain2=2; Path=/");
+  ASSERT_STR_EQ(h.cookie[3], "");
+  /* Each hop's URL reached the hop-request callback. */
+  ASSERT_STR_EQ(h.url[0], url);
+  for (int i = 1; i < 4; i++) {
+    char *want = url_at("FAULT_PORT", "/redirect-chain?n=3&i=%d&status=302", i);
+    ASSERT_STR_EQ(h.url[i], want);
+    free(want);
+  }
+  /* The Cookie added for the last hop is the only one it carried. */
+  ASSERT_STR_EQ(echoed(req, "Cookie"), "hop=3");
+  ASSERT(body_contains(req, "[\"Cookie\", \"hop=3\"]"));
+  char *b = body_str(req);
+  ASSERT(strstr(strstr(b, "\"Cookie\"") + 1, "\"Cookie\"") == NULL); /* exactly one */
+  free(b);
+  free(url);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(redirect_hop_callbacks_cancel) {
+  tern_engine_t *eng = new_engine();
+  /* The hop-request callback cancels the second hop before it is sent. */
+  hop_log h = {0};
+  h.cancel_request_at = 2;
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=3"));
+  watch_hops(req, &h);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 10), 0);
+  ASSERT_EQ(run(eng, req), TERN_ECANCELED);
+  ASSERT_EQ(h.nreq, 2);
+  ASSERT_EQ(h.n, 1);
+  tern_request_free(req);
+  /* The hop-response callback cancels at the first 302. */
+  hop_log h2 = {0};
+  h2.cancel_response_at = 1;
+  req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=3"));
+  watch_hops(req, &h2);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 10), 0);
+  ASSERT_EQ(run(eng, req), TERN_ECANCELED);
+  ASSERT_EQ(h2.nreq, 1);
+  ASSERT_EQ(h2.n, 1);
+  tern_request_free(req);
+  /* Outside the hop-request callback there is no hop to add a header to. */
+  req = tern_request_new();
+  ASSERT_NE(tern_request_add_hop_header(req, "Cookie", "a=b"), 0);
+  tern_request_free(req);
+  finish(eng);
+}
+
+/* ---- credentials across origins ---- */
+
+/* One redirect from the fault server to `to`, with credentials: set_auth (Basic, preemptive),
+ * a caller Cookie and, when caller_authz, a caller Authorization instead of set_auth. */
+static tern_request_t *redirect_with_credentials(tern_engine_t *eng, const char *to,
+                                                 bool caller_authz, unsigned flags,
+                                                 hop_log *h) {
+  tern_request_t *req = request_owned(redirect_url(302, to));
+  if (caller_authz)
+    ASSERT_EQ(tern_request_add_header(req, "Authorization", "Bearer t0ken"), 0);
+  else
+    ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_BASIC), 0);
+  ASSERT_EQ(tern_request_add_header(req, "Cookie", "session=s3cret"), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(tern_request_set_redirect_flags(req, flags), 0);
+  watch_hops(req, h);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(h->n, 2);
+  ASSERT(h->authz[0]); /* the first origin got the credentials */
+  return req;
+}
+
+static const char *basic_alice = "Basic YWxpY2U6d29uZGVybGFuZA==";
+
+TEST(redirect_same_origin_keeps_credentials) {
+  tern_engine_t *eng = new_engine();
+  for (int caller = 0; caller < 2; caller++) {
+    hop_log h = {0};
+    tern_request_t *req = redirect_with_credentials(eng, "/echo", caller, 0, &h);
+    ASSERT_STR_EQ(echoed(req, "Authorization"), caller ? "Bearer t0ken" : basic_alice);
+    ASSERT_STR_EQ(echoed(req, "Cookie"), "session=s3cret");
+    tern_request_free(req);
+  }
+  finish(eng);
+}
+
+TEST(redirect_cross_origin_port_strips_credentials) {
+  tern_engine_t *eng = new_engine();
+  char *to = url_at("FAULT2_PORT", "/echo");
+  for (int caller = 0; caller < 2; caller++) {
+    hop_log h = {0};
+    tern_request_t *req = redirect_with_credentials(eng, to, caller, 0, &h);
+    ASSERT_STR_EQ(tern_request_get_effective_url(req), to);
+    ASSERT(echoed(req, "Authorization") == NULL);
+    ASSERT(echoed(req, "Cookie") == NULL);
+    ASSERT(!body_contains_no_log(req, "s3cret"));
+    ASSERT(!body_contains_no_log(req, "t0ken"));
+    ASSERT(!body_contains_no_log(req, "YWxpY2U6"));
+    tern_request_free(req);
+  }
+  free(to);
+  finish(eng);
+}
+
+TEST(redirect_cross_origin_host_strips_credentials) {
+  /* Same address and port, another host name: another origin. */
+  tern_config_t *cfg = tern_config_new();
+  char *entry = fmt("other.test:%d:127.0.0.1", testsrv_port("FAULT_PORT"));
+  ASSERT_EQ(tern_config_add_resolve(cfg, entry), 0);
+  free(entry);
+  tern_engine_t *eng = NULL;
+  ASSERT_EQ(tern_engine_new(&eng, cfg), 0);
+  tern_config_free(cfg);
+  char *to = fmt("http://other.test:%d/echo", testsrv_port("FAULT_PORT"));
+  for (int caller = 0; caller < 2; caller++) {
+    hop_log h = {0};
+    tern_request_t *req = redirect_with_credentials(eng, to, caller, 0, &h);
+    ASSERT_STR_EQ(tern_request_get_effective_url(req), to);
+    ASSERT(body_contains(req, "[\"Host\", \"other.test:"));
+    ASSERT(echoed(req, "Authorization") == NULL);
+    ASSERT(echoed(req, "Cookie") == NULL);
+    tern_request_free(req);
+  }
+  free(to);
+  finish(eng);
+}
+
+TEST(redirect_cross_origin_trusted_keeps_credentials) {
+  tern_engine_t *eng = new_engine();
+  char *to = url_at("FAULT2_PORT", "/echo");
+  for (int caller = 0; caller < 2; caller++) {
+    hop_log h = {0};
+    tern_request_t *req =
+        redirect_with_credentials(eng, to, caller, TERN_REDIRECT_TRUST_CROSS_ORIGIN, &h);
+    ASSERT_STR_EQ(echoed(req, "Authorization"), caller ? "Bearer t0ken" : basic_alice);
+    ASSERT_STR_EQ(echoed(req, "Cookie"), "session=s3cret");
+    tern_request_free(req);
+  }
+  free(to);
+  finish(eng);
+}
+
+TEST(redirect_cross_origin_no_credentials_for_challenge) {
+  /* The other origin challenges: the first origin's credentials must not answer it (Apache
+   * would accept them), unless trusted. */
+  tern_engine_t *eng = new_engine();
+  char *to = url_at("APACHE_PORT", "/digest/1k.bin");
+  tern_request_t *req = request_owned(redirect_url(302, to));
+  ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  hop_log h = {0};
+  watch_hops(req, &h);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(h.n, 2);
+  ASSERT(ci_find(head_of(req), "\r\nAuthorization:") == NULL);
+  tern_request_free(req);
+  /* URL credentials are the first origin's too. */
+  char *e = qenc(to);
+  char *u = fmt("http://alice:wonderland@127.0.0.1:%d/redirect?to=%s",
+                testsrv_port("FAULT_PORT"), e);
+  req = request_owned(u);
+  free(e);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  tern_request_free(req);
+  /* Trusted: they do. */
+  req = request_owned(redirect_url(302, to));
+  ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(tern_request_set_redirect_flags(req, TERN_REDIRECT_TRUST_CROSS_ORIGIN), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  tern_request_free(req);
+  free(to);
+  finish(eng);
+}
+
+/* ==== authentication ======================================================================= */
+
+/* GET url with credentials (user NULL: none), watching hops. */
+static tern_request_t *auth_get(tern_engine_t *eng, char *url, const char *u, const char *p,
+                                unsigned schemes, hop_log *h, int want_err) {
+  tern_request_t *req = request_owned(url);
+  if (u) ASSERT_EQ(tern_request_set_auth(req, u, p, schemes), 0);
+  if (h) watch_hops(req, h);
+  int err = run(eng, req);
+  if (err != want_err)
+    TEST_FAIL_("error %s (%s), want %s", tern_err_name(err), tern_request_get_error_message(req),
+               tern_err_name(want_err));
+  return req;
+}
+
+TEST(auth_basic_preemptive_nginx) {
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), password(),
+                                 TERN_AUTH_BASIC, &h, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  ASSERT_EQ(h.n, 1); /* no challenge: sent with the first request */
+  ASSERT(strstr(head_of(req), "\r\nAuthorization: Basic YWxpY2U6d29uZGVybGFuZA==\r\n") != NULL);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_basic_after_challenge_nginx) {
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), password(),
+                                 TERN_AUTH_ANY, &h, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  ASSERT_EQ(h.n, 2);
+  ASSERT_EQ(h.status[0], 401);
+  ASSERT_EQ(h.status[1], 200);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_basic_no_credentials_nginx) {
+  tern_engine_t *eng = new_engine();
+  /* No credentials: the 401 is the answer. */
+  hop_log h = {0};
+  tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), NULL, NULL, 0, &h, 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(h.n, 1);
+  ASSERT(ci_find(head_of(req), "\r\nAuthorization:") == NULL);
+  ASSERT(tern_request_get_header(req, "WWW-Authenticate") != NULL);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_basic_wrong_password_nginx) {
+  tern_engine_t *eng = new_engine();
+  /* After a challenge: one answer, then the 401. */
+  hop_log h = {0};
+  tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), "wrong",
+                                 TERN_AUTH_ANY, &h, 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(h.n, 2);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_basic_wrong_password_preemptive_nginx) {
+  /* Sent preemptively and refused: the same credentials again could only be refused again, so
+   * the 401 is the answer after one request (curl --basic: one request). */
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), "wrong",
+                                 TERN_AUTH_BASIC, &h, 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(h.n, 1);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_digest_only_never_sends_basic) {
+  /* Credentials limited to Digest, against a Basic-only server: no Basic in the clear. */
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), password(),
+                                 TERN_AUTH_DIGEST, &h, 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(h.n, 1);
+  ASSERT(ci_find(head_of(req), "\r\nAuthorization:") == NULL);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_credentials_not_sent_unasked) {
+  tern_engine_t *eng = new_engine();
+  /* Without a challenge (and without Basic alone), credentials stay home. */
+  tern_request_t *req =
+      auth_get(eng, url_at("FAULT_PORT", "/echo"), user(), password(), TERN_AUTH_ANY, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(echoed(req, "Authorization") == NULL);
+  tern_request_free(req);
+  req = auth_get(eng, url_at("FAULT_PORT", "/echo"), user(), password(), TERN_AUTH_DIGEST, NULL, 0);
+  ASSERT(echoed(req, "Authorization") == NULL);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_url_userinfo) {
+  tern_engine_t *eng = new_engine();
+  int nginx = testsrv_port("NGINX_PORT"), apache = testsrv_port("APACHE_PORT");
+  /* Basic at nginx. */
+  tern_request_t *req =
+      auth_get(eng, fmt("http://alice:wonderland@127.0.0.1:%d/basic/1k.bin", nginx), NULL, NULL,
+               0, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  /* The userinfo never goes on the wire as such. */
+  ASSERT(strstr(head_of(req), "alice:wonderland") == NULL);
+  ASSERT(strstr(head_of(req), "@") == NULL);
+  tern_request_free(req);
+  /* Digest at Apache. */
+  req = auth_get(eng, fmt("http://alice:wonderland@127.0.0.1:%d/digest/1k.bin", apache), NULL,
+                 NULL, 0, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  tern_request_free(req);
+  /* Percent-encoded userinfo is decoded: bob's password is "p@ss:w0rd%". */
+  ASSERT_STR_EQ(testsrv_get("AUTH_PASSWORD2"), "p@ss:w0rd%");
+  req = auth_get(eng, fmt("http://bob:p%%40ss%%3Aw0rd%%25@127.0.0.1:%d/digest/1k.bin", apache),
+                 NULL, NULL, 0, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  tern_request_free(req);
+  req = auth_get(eng, fmt("http://bob:p%%40ss%%3Aw0rd%%25@127.0.0.1:%d/basic/1k.bin", nginx),
+                 NULL, NULL, 0, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  tern_request_free(req);
+  /* Credentials set on the request win over the URL's. */
+  req = auth_get(eng, fmt("http://alice:wrong@127.0.0.1:%d/basic/1k.bin", nginx), user(),
+                 password(), TERN_AUTH_ANY, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_digest_md5_apache) {
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(),
+                                 password(), TERN_AUTH_ANY, &h, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  ASSERT_EQ(h.n, 2);
+  ASSERT_EQ(h.status[0], 401);
+  ASSERT_EQ(h.status[1], 200);
+  const char *head = head_of(req);
+  ASSERT(strstr(head, "\r\nAuthorization: Digest ") != NULL);
+  ASSERT(strstr(head, "username=\"alice\"") != NULL);
+  ASSERT(strstr(head, "realm=\"tern-apache\"") != NULL);
+  ASSERT(strstr(head, "uri=\"/digest/1k.bin\"") != NULL);
+  ASSERT(strstr(head, "nc=00000001") != NULL);
+  ASSERT(strstr(head, "qop=auth") != NULL);
+  ASSERT(strstr(head, "wonderland") == NULL);
+  /* Apache's Authentication-Info proves it verified our response. */
+  ASSERT(tern_request_get_header(req, "Authentication-Info") != NULL);
+  tern_request_free(req);
+  /* Digest alone works too; and the uri covers the query (Apache compares it). */
+  req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin?x=1&y=%%2F"), user(), password(),
+                 TERN_AUTH_DIGEST, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(strstr(head_of(req), "uri=\"/digest/1k.bin?x=1&y=%2F\"") != NULL);
+  tern_request_free(req);
+  /* Basic alone against a Digest-only server: no Basic is sent in the clear... */
+  hop_log h2 = {0};
+  req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(), password(),
+                 TERN_AUTH_BASIC, &h2, 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_digest_wrong_password_apache) {
+  /* tern.h: no (more) credentials -> complete with the challenge response (curl: 401, exit 0). */
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(), "wrong",
+                                 TERN_AUTH_ANY, &h, 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(h.n, 2);
+  ASSERT(tern_request_get_header(req, "WWW-Authenticate") != NULL);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_digest_post_resent_apache) {
+  tern_engine_t *eng = new_engine();
+  char sha[65];
+  size_t n = 100000;
+  unsigned char *body = pattern_body(n, sha);
+  hop_log h = {0};
+  tern_request_t *req = request_owned(url_at("APACHE_PORT", "/nest/apache/echo"));
+  ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
+  ASSERT_EQ(tern_request_set_body(req, body, n), 0);
+  ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
+  watch_hops(req, &h);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(h.n, 2);
+  assert_kept(req, "POST", n, sha);
+  ASSERT(strncmp(echoed(req, "Authorization"), "Digest ", 7) == 0);
+  tern_request_free(req);
+  free(body);
+  /* A file body of 2 MiB (Expect: 100-continue: Apache may answer 401 before the body). */
+  char *path = testsrv_www_path("100m.bin");
+  req = request_owned(url_at("APACHE_PORT", "/nest/apache/echo"));
+  ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
+  ASSERT_EQ(tern_request_set_body_file(req, path, 0, 2u << 20), 0);
+  ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  int fd = open(path, O_RDONLY);
+  ASSERT(fd >= 0);
+  unsigned char *two = malloc(2u << 20);
+  ASSERT_EQ(pread(fd, two, 2u << 20, 0), 2 << 20);
+  close(fd);
+  testsrv_sha256_mem(two, 2u << 20, sha);
+  free(two);
+  assert_kept(req, "PUT", 2u << 20, sha);
+  tern_request_free(req);
+  free(path);
+  finish(eng);
+}
+
+TEST(auth_basic_post_resent_nginx) {
+  tern_engine_t *eng = new_engine();
+  char sha[65];
+  size_t n = 300000;
+  unsigned char *body = pattern_body(n, sha);
+  hop_log h = {0};
+  tern_request_t *req = request_owned(url_at("NGINX_PORT", "/nest/basic/echo"));
+  ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
+  ASSERT_EQ(tern_request_set_body(req, body, n), 0);
+  ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
+  watch_hops(req, &h);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(h.n, 2);
+  ASSERT_EQ(h.status[0], 401);
+  assert_kept(req, "POST", n, sha);
+  ASSERT_STR_EQ(echoed(req, "Authorization"), basic_alice);
+  tern_request_free(req);
+  free(body);
+  finish(eng);
+}
+
+TEST(auth_digest_sha256_lighttpd) {
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest/1k.bin"), user(),
+                                 password(), TERN_AUTH_ANY, &h, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  ASSERT_EQ(h.n, 2);
+  ASSERT(strstr(head_of(req), "algorithm=SHA-256") != NULL);
+  ASSERT(strstr(head_of(req), "realm=\"tern-lighttpd\"") != NULL);
+  tern_request_free(req);
+  /* Wrong password: the 401. */
+  req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest/1k.bin"), user(), "wrong", TERN_AUTH_DIGEST,
+                 NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_digest_md5_and_choice_lighttpd) {
+  tern_engine_t *eng = new_engine();
+  tern_request_t *req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest-md5/1k.bin"), user(),
+                                 password(), TERN_AUTH_DIGEST, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  tern_request_free(req);
+  /* Offered SHA-256 then MD5 (two WWW-Authenticate fields): the stronger one is used. */
+  req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest-any/1k.bin"), user(), password(),
+                 TERN_AUTH_ANY, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(strstr(head_of(req), "algorithm=SHA-256") != NULL);
+  tern_request_free(req);
+  /* Basic at lighttpd, preemptive and after a challenge; bob's password has ':' in it. */
+  req = auth_get(eng, url_at("LIGHTTPD_PORT", "/basic/1k.bin"), testsrv_get("AUTH_USER2"),
+                 testsrv_get("AUTH_PASSWORD2"), TERN_AUTH_BASIC, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  tern_request_free(req);
+  req = auth_get(eng, url_at("LIGHTTPD_PORT", "/basic/1k.bin"), user(), password(),
+                 TERN_AUTH_ANY, NULL, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_digest_sha512_256_lighttpd) {
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest-sha512-256/1k.bin"), user(),
+                                 password(), TERN_AUTH_DIGEST, &h, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  ASSERT_EQ(h.n, 2);
+  ASSERT(strstr(head_of(req), "algorithm=SHA-512-256") != NULL);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_digest_post_resent_lighttpd) {
+  tern_engine_t *eng = new_engine();
+  char sha[65];
+  size_t n = 70000;
+  unsigned char *body = pattern_body(n, sha);
+  tern_request_t *req = request_owned(url_at("LIGHTTPD_PORT", "/nest/lighttpd/echo?q=1"));
+  ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
+  ASSERT_EQ(tern_request_set_body(req, body, n), 0);
+  ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_kept(req, "POST", n, sha);
+  ASSERT(strstr(echoed(req, "Authorization"), "algorithm=SHA-256") != NULL);
+  tern_request_free(req);
+  free(body);
+  finish(eng);
+}
+
+/* ---- the auth callback ---- */
+
+typedef struct {
+  int calls;
+  int is_proxy;
+  char scheme[32];
+  char realm[64];
+  const char *answers[8]; /* password per call; NULL: return 0 (stop) */
+  int supply_rc;
+} auth_script;
+
+static int on_auth(tern_request_t *req, int is_proxy, const char *scheme, const char *realm,
+                   void *ud) {
+  auth_script *a = ud;
+  int i = a->calls++;
+  a->is_proxy = is_proxy;
+  snprintf(a->scheme, sizeof a->scheme, "%s", scheme ? scheme : "(null)");
+  snprintf(a->realm, sizeof a->realm, "%s", realm ? realm : "(null)");
+  if (i >= 8 || a->answers[i] == NULL) return 0;
+  a->supply_rc = tern_request_supply_auth(req, testsrv_get("AUTH_USER"), a->answers[i]);
+  ASSERT_EQ(a->supply_rc, 0);
+  return 1;
+}
+
+static tern_request_t *auth_cb_get(tern_engine_t *eng, char *url, auth_script *a, hop_log *h) {
+  tern_request_t *req = request_owned(url);
+  ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, a), 0);
+  if (h) watch_hops(req, h);
+  ASSERT_EQ(run(eng, req), 0);
+  return req;
+}
+
+TEST(auth_callback_supplies_credentials) {
+  tern_engine_t *eng = new_engine();
+  auth_script a = {.answers = {"wonderland"}};
+  hop_log h = {0};
+  tern_request_t *req = auth_cb_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), &a, &h);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  ASSERT_EQ(a.calls, 1);
+  ASSERT_EQ(a.is_proxy, 0);
+  ASSERT(strcasecmp(a.scheme, "Digest") == 0);
+  ASSERT_STR_EQ(a.realm, "tern-apache");
+  ASSERT_EQ(h.n, 2);
+  tern_request_free(req);
+  /* Basic at nginx. */
+  auth_script b = {.answers = {"wonderland"}};
+  req = auth_cb_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), &b, NULL);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(strcasecmp(b.scheme, "Basic") == 0);
+  ASSERT_STR_EQ(b.realm, "tern-basic");
+  tern_request_free(req);
+  /* supply_auth outside the callback is refused. */
+  req = tern_request_new();
+  ASSERT_NE(tern_request_supply_auth(req, "a", "b"), 0);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_callback_stops) {
+  tern_engine_t *eng = new_engine();
+  auth_script a = {.answers = {NULL}};
+  hop_log h = {0};
+  tern_request_t *req = auth_cb_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), &a, &h);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(a.calls, 1);
+  ASSERT_EQ(h.n, 1);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_callback_asked_again_after_wrong_credentials) {
+  /* tern.h: the callback runs on a challenge "for which no (more) credentials are known": the
+   * ones it supplied were refused, so it is asked again. */
+  tern_engine_t *eng = new_engine();
+  auth_script a = {.answers = {"wrong", "wonderland"}};
+  hop_log h = {0};
+  tern_request_t *req = auth_cb_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), &a, &h);
+  if (tern_request_get_status(req) != 200)
+    TEST_FAIL_("status %d after %d callback call(s), %d hops: the callback was not asked again "
+               "after its credentials were refused", tern_request_get_status(req), a.calls, h.n);
+  ASSERT_EQ(a.calls, 2);
+  ASSERT_EQ(h.n, 3);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_callback_gives_up) {
+  /* Wrong every time, until the callback gives up on its 4th call. */
+  tern_engine_t *eng = new_engine();
+  auth_script b = {.answers = {"x1", "x2", "x3", NULL}};
+  hop_log h = {0};
+  tern_request_t *req = auth_cb_get(eng, url_at("LIGHTTPD_PORT", "/digest/1k.bin"), &b, &h);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  if (b.calls != 4) TEST_FAIL_("callback called %d time(s), want 4", b.calls);
+  ASSERT_EQ(h.n, 4);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_callback_after_request_credentials_fail) {
+  /* Credentials set on the request are tried first; the callback runs when they fail. */
+  tern_engine_t *eng = new_engine();
+  auth_script c = {.answers = {"wonderland"}};
+  hop_log h = {0};
+  tern_request_t *req = request_owned(url_at("APACHE_PORT", "/digest/1k.bin"));
+  ASSERT_EQ(tern_request_set_auth(req, user(), "wrong", TERN_AUTH_ANY), 0);
+  ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, &c), 0);
+  watch_hops(req, &h);
+  ASSERT_EQ(run(eng, req), 0);
+  if (tern_request_get_status(req) != 200)
+    TEST_FAIL_("status %d, callback called %d time(s), %d hops", tern_request_get_status(req),
+               c.calls, h.n);
+  ASSERT_EQ(c.calls, 1);
+  ASSERT_EQ(h.n, 3);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(auth_malformed_challenges) {
+  tern_engine_t *eng = new_engine();
+  static const char *challenges[] = {
+      "Digest",
+      "Digest realm=",
+      "Digest realm=\"unterminated",
+      "Digest nonce=\"n-only\"",
+      "Digest realm=\"r\"",
+      "Digest realm=\"r\", nonce=\"n\", algorithm=MD7",
+      "Digest realm=\"r\", nonce=\"n\", qop=\"auth-int\"",
+      "Digest realm=\"r\" nonce=\"n\" qop=\"auth\"",
+      "Digest realm=\"r\", nonce=\"n\", qop=\"auth\", algorithm=SHA-256, algorithm=MD5",
+      "Digest ,,,, realm=\"r\",, nonce=\"n\",",
+      "Digest realm=\"r\", nonce=\"\", opaque=\"\\\"\\\\\"",
+      "Basic",
+      "Basic realm",
+      "Basic realm=\"",
+      "basic REALM=\"case\"",
+      "NTLM",
+      "Negotiate abc==",
+      "Bearer realm=\"x\"",
+      ",,,",
+      "=",
+      "\"",
+      "Digest realm=\"\xff\xfe\", nonce=\"\xc3\xa9\"",
+  };
+  for (size_t i = 0; i < sizeof challenges / sizeof challenges[0]; i++) {
+    char *e = qenc(challenges[i]);
+    hop_log h = {0};
+    tern_request_t *req = request_owned(url_at("FAULT_PORT", "/challenge?www=%s", e));
+    free(e);
+    ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
+    watch_hops(req, &h);
+    int err = run(eng, req);
+    if (err != 0 || tern_request_get_status(req) != 401)
+      TEST_FAIL_("challenge %s: error %s (%s), status %d", challenges[i], tern_err_name(err),
+                 tern_request_get_error_message(req), tern_request_get_status(req));
+    if (h.n > 2) TEST_FAIL_("challenge %s: %d hops, want at most 2", challenges[i], h.n);
+    ASSERT(body_contains(req, "challenge\n"));
+    tern_request_free(req);
+  }
+  /* stale=true asks for a retry with a fresh nonce without new credentials; a server that
+   * keeps saying so with the same nonce gets at most one such retry, never a loop. */
+  {
+    hop_log hs = {0};
+    tern_request_t *req = request_owned(url_at(
+        "FAULT_PORT", "/challenge?www=%s",
+        "Digest%20realm%3Dr%2C%20nonce%3Dn%2C%20qop%3Dauth%2C%20stale%3DTRUE"));
+    ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
+    watch_hops(req, &hs);
+    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(tern_request_get_status(req), 401);
+    ASSERT_GE(hs.n, 2);
+    if (hs.n > 3) TEST_FAIL_("stale=TRUE with an unchanged nonce: %d hops, want at most 3", hs.n);
+    tern_request_free(req);
+  }
+  /* Several fields, one of them usable: answered once, then the 401 stands. */
+  hop_log h = {0};
+  tern_request_t *req = request_owned(
+      url_at("FAULT_PORT", "/challenge?www=Garbage&www=Basic%%20realm%%3D%%22ok%%22"));
+  ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
+  watch_hops(req, &h);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(h.n, 2);
+  ASSERT_STR_EQ(echoed(req, "Authorization"), basic_alice);
+  tern_request_free(req);
+  finish(eng);
+}
+
+/* ==== proxies ============================================================================== */
+
+static char *proxy_url(const char *portkey, const char *userinfo) {
+  return fmt("http://%s%s127.0.0.1:%d", userinfo ? userinfo : "", userinfo ? "@" : "",
+             testsrv_port(portkey));
+}
+
+static void set_proxy(tern_request_t *req, const char *portkey, const char *userinfo) {
+  char *p = proxy_url(portkey, userinfo);
+  ASSERT_EQ(tern_request_set_proxy(req, p), 0);
+  free(p);
+}
+
+static bool via_squid(tern_request_t *req) { return body_contains(req, "\"Via\", \"1.1 tern-squid-"); }
+
+TEST(proxy_http_absolute_form) {
+  tern_engine_t *eng = new_engine();
+  char *url = url_at("FAULT_PORT", "/echo?p=1");
+  tern_request_t *req = request_url(url);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(via_squid(req));
+  char *line = fmt("GET %s HTTP/1.1\r\n", url);
+  ASSERT(strncmp(head_of(req), line, strlen(line)) == 0);
+  free(line);
+  ASSERT(ci_find(head_of(req), "\r\nProxy-Authorization:") == NULL);
+  tern_request_free(req);
+  free(url);
+  /* A body through the proxy. */
+  char sha[65];
+  unsigned char *body = pattern_body(123456, sha);
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
+  ASSERT_EQ(tern_request_set_body(req, body, 123456), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_kept(req, "POST", 123456, sha);
+  tern_request_free(req);
+  free(body);
+  /* nginx through squid. */
+  req = request_owned(url_at("NGINX_PORT", "/1k.bin"));
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  ASSERT(strstr(tern_request_get_header(req, "Via"), "tern-squid-") != NULL);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(proxy_https_connect) {
+  tern_engine_t *eng = new_engine();
+  char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
+  tern_request_t *req = request_url(url);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  ASSERT(tern_request_get_tls_version(req) != NULL);
+  /* The tunnel carries an origin-form request; squid never saw it (no Via). */
+  ASSERT(strncmp(head_of(req), "GET /1k.bin HTTP/1.1\r\n", 22) == 0);
+  ASSERT(tern_request_get_header(req, "Via") == NULL);
+  tern_request_free(req);
+  /* The certificate is still checked through the tunnel: without the CA, no. */
+  req = request_url(url);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(run(eng, req), TERN_ETLSUNKNOWNCA);
+  tern_request_free(req);
+  /* A second request reuses the tunnel. */
+  req = request_url(url);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  tern_request_free(req);
+  req = request_url(url);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT(tern_request_is_reused(req));
+  tern_request_free(req);
+  free(url);
+  finish(eng);
+}
+
+TEST(proxy_basic_auth) {
+  tern_engine_t *eng = new_engine();
+  /* Credentials in the proxy URL. */
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(via_squid(req));
+  ASSERT(echoed(req, "Proxy-Authorization") == NULL); /* squid consumed it */
+  ASSERT(echoed(req, "Authorization") == NULL);       /* never the origin's header */
+  tern_request_free(req);
+  /* Separately, Basic alone: preemptive, one hop. */
+  hop_log h = {0};
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_BASIC), 0);
+  watch_hops(req, &h);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(h.n, 1);
+  ASSERT(strstr(head_of(req), "\r\nProxy-Authorization: Basic YWxpY2U6d29uZGVybGFuZA==\r\n") !=
+         NULL);
+  tern_request_free(req);
+  /* Percent-encoded proxy userinfo. */
+  req = request_owned(url_at("NGINX_PORT", "/1k.bin"));
+  set_proxy(req, "SQUID_AUTH_PORT", "bob:p%40ss%3Aw0rd%25");
+  ASSERT_EQ(tern_request_set_proxy_auth(req, "bob", "p@ss:w0rd%", TERN_AUTH_BASIC), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(proxy_digest_auth) {
+  tern_engine_t *eng = new_engine();
+  hop_log h = {0};
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
+  watch_hops(req, &h);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(h.n, 2);
+  ASSERT_EQ(h.status[0], 407);
+  ASSERT(strstr(head_of(req), "\r\nProxy-Authorization: Digest ") != NULL);
+  ASSERT(strstr(head_of(req), "realm=\"tern-squid\"") != NULL);
+  ASSERT(via_squid(req));
+  tern_request_free(req);
+  /* Any scheme, credentials from the URL: squid offers Digest and Basic. */
+  req = request_owned(url_at("NGINX_PORT", "/1k.bin"));
+  set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  tern_request_free(req);
+  /* A POST body, sent again whole after the 407. */
+  char sha[65];
+  unsigned char *body = pattern_body(50000, sha);
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
+  ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
+  ASSERT_EQ(tern_request_set_body(req, body, 50000), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_kept(req, "POST", 50000, sha);
+  tern_request_free(req);
+  free(body);
+  finish(eng);
+}
+
+TEST(proxy_auth_failures) {
+  tern_engine_t *eng = new_engine();
+  /* No credentials: the 407 is the answer. */
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 407);
+  ASSERT(tern_request_get_header(req, "Proxy-Authenticate") != NULL);
+  tern_request_free(req);
+  /* Wrong password, each scheme: one answer, then the 407. */
+  static const unsigned schemes[] = {TERN_AUTH_BASIC, TERN_AUTH_DIGEST, TERN_AUTH_ANY};
+  for (size_t i = 0; i < 3; i++) {
+    hop_log h = {0};
+    req = request_owned(url_at("FAULT_PORT", "/echo"));
+    set_proxy(req, "SQUID_AUTH_PORT", NULL);
+    ASSERT_EQ(tern_request_set_proxy_auth(req, user(), "wrong", schemes[i]), 0);
+    watch_hops(req, &h);
+    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(tern_request_get_status(req), 407);
+    ASSERT_LE(h.n, 2);
+    tern_request_free(req);
+  }
+  /* Origin credentials are not proxy credentials. */
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 407);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(proxy_connect_with_auth) {
+  tern_engine_t *eng = new_engine();
+  char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
+  static const unsigned schemes[] = {TERN_AUTH_BASIC, TERN_AUTH_DIGEST, TERN_AUTH_ANY};
+  for (size_t i = 0; i < 3; i++) {
+    tern_request_t *req = request_url(url);
+    set_proxy(req, "SQUID_AUTH_PORT", NULL);
+    ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), schemes[i]), 0);
+    ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+    int err = run(eng, req);
+    if (err) TEST_FAIL_("scheme %u: %s (%s)", schemes[i], tern_err_name(err),
+                        tern_request_get_error_message(req));
+    ASSERT_EQ(tern_request_get_status(req), 200);
+    assert_sha_1k(req);
+    /* Proxy credentials go on the CONNECT only, never inside the tunnel. */
+    ASSERT(ci_find(head_of(req), "Proxy-Authorization") == NULL);
+    tern_request_free(req);
+  }
+  /* Credentials in the proxy URL. */
+  tern_request_t *req = request_url(url);
+  set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  tern_request_free(req);
+  free(url);
+  finish(eng);
+}
+
+TEST(proxy_connect_refused) {
+  /* The CONNECT's 407 is what the request gets: status 407, and TERN_EPROXY or 0 (curl: exit
+   * 56, "CONNECT tunnel failed, response 407"). */
+  tern_engine_t *eng = new_engine();
+  char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
+  static const char *userinfo[] = {"alice:wrong", NULL};
+  for (int i = 0; i < 2; i++) {
+    tern_request_t *req = request_url(url);
+    set_proxy(req, "SQUID_AUTH_PORT", userinfo[i]);
+    ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+    int err = run(eng, req);
+    ASSERT(err == 0 || err == TERN_EPROXY);
+    ASSERT_EQ(tern_request_get_status(req), 407);
+    ASSERT(tern_request_get_tls_version(req) == NULL);
+    tern_request_free(req);
+  }
+  free(url);
+  finish(eng);
+}
+
+TEST(proxy_tunnel_not_shared_across_credentials) {
+  /* A tunnel squid opened for alice must not carry a request with other (or no) proxy
+   * credentials: that request gets its own CONNECT, and squid's 407. curl keys reuse on the
+   * proxy credentials too. */
+  tern_engine_t *eng = new_engine();
+  char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
+  tern_request_t *req = request_url(url);
+  set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  tern_request_free(req);
+  static const char *userinfo[] = {"alice:wrong", NULL};
+  for (int i = 0; i < 2; i++) {
+    req = request_url(url);
+    set_proxy(req, "SQUID_AUTH_PORT", userinfo[i]);
+    ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+    int err = run(eng, req);
+    if (tern_request_get_status(req) != 407)
+      TEST_FAIL_("proxy userinfo %s: status %d (%s), reused %d: rode alice's tunnel",
+                 userinfo[i] ? userinfo[i] : "(none)", tern_request_get_status(req),
+                 tern_err_name(err), tern_request_is_reused(req));
+    tern_request_free(req);
+  }
+  /* The same credentials again: the tunnel is reused. */
+  req = request_url(url);
+  set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(tern_request_is_reused(req));
+  tern_request_free(req);
+  free(url);
+  finish(eng);
+}
+
+TEST(proxy_auth_callback) {
+  tern_engine_t *eng = new_engine();
+  auth_script a = {.answers = {"wonderland"}};
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, &a), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(a.calls, 1);
+  ASSERT_EQ(a.is_proxy, 1);
+  ASSERT_STR_EQ(a.realm, "tern-squid");
+  tern_request_free(req);
+  /* Both at once: squid wants proxy credentials, Apache origin ones. */
+  auth_script b = {.answers = {"wonderland", "wonderland"}};
+  req = request_owned(url_at("APACHE_PORT", "/digest/1k.bin"));
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, &b), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  ASSERT_EQ(b.calls, 2);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(proxy_and_origin_auth) {
+  tern_engine_t *eng = new_engine();
+  tern_request_t *req = request_owned(url_at("APACHE_PORT", "/digest/1k.bin"));
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
+  ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  assert_sha_1k(req);
+  const char *head = head_of(req);
+  ASSERT(strstr(head, "\r\nProxy-Authorization: Digest ") != NULL);
+  ASSERT(strstr(head, "\r\nAuthorization: Digest ") != NULL);
+  /* Through a proxy the Digest uri is still the origin-form path Apache sees. */
+  ASSERT(strstr(head, "uri=\"/digest/1k.bin\"") != NULL || strstr(head, "uri=\"http://") != NULL);
+  tern_request_free(req);
+  finish(eng);
+}
+
+TEST(proxy_redirects) {
+  tern_engine_t *eng = new_engine();
+  /* Every hop through the proxy, across origins too. */
+  char *to = url_at("FAULT2_PORT", "/echo");
+  char *e = qenc(to);
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=2&absolute=1"));
+  free(e);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(tern_request_get_redirect_count(req), 2);
+  ASSERT(via_squid(req));
+  tern_request_free(req);
+  req = request_owned(redirect_url(307, to));
+  set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_STR_EQ(tern_request_get_effective_url(req), to);
+  ASSERT(via_squid(req));
+  tern_request_free(req);
+  free(to);
+  finish(eng);
+}
+
+TEST(proxy_connections_pooled_per_proxy) {
+  tern_engine_t *eng = new_engine();
+  char *url = url_at("NGINX_PORT", "/1k.bin");
+  /* 1: through squid (opens a connection to squid). */
+  tern_request_t *req = request_url(url);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT(tern_request_get_header(req, "Via") != NULL);
+  tern_request_free(req);
+  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
+  /* 2: direct to the same origin: squid's connection must not carry it. */
+  req = request_url(url);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(!tern_request_is_reused(req));
+  ASSERT(tern_request_get_header(req, "Via") == NULL);
+  tern_request_free(req);
+  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 2);
+  /* 3: through squid again: its pooled connection. */
+  req = request_url(url);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT(tern_request_is_reused(req));
+  ASSERT(tern_request_get_header(req, "Via") != NULL);
+  tern_request_free(req);
+  /* 4: direct again: the direct one. */
+  req = request_url(url);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT(tern_request_is_reused(req));
+  ASSERT(tern_request_get_header(req, "Via") == NULL);
+  tern_request_free(req);
+  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 2);
+  /* 5: another proxy (squid's authenticated port): another connection. */
+  req = request_url(url);
+  set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
+  ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_BASIC), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(!tern_request_is_reused(req));
+  tern_request_free(req);
+  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 3);
+  /* 6: a different origin through the first proxy may share its connection (same proxy). */
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  tern_request_free(req);
+  free(url);
+  finish(eng);
+}
