@@ -16,7 +16,17 @@ if ! [ -x /opt/swift/usr/bin/clang ]; then
 fi
 if [ -n "$missing" ]; then
   echo "setup: installing$missing"
+  # The tests start their own nginx, Apache, lighttpd and squid on free ports; the packages'
+  # system services must not start (they would fight over port 80). policy-rc.d says so to
+  # every package's install script, for the time of the install only.
+  added_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    added_policy=1
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+  [ "$added_policy" = 1 ] && $SUDO rm -f /usr/sbin/policy-rc.d
 fi
 echo "setup: ok"
