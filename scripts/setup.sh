@@ -27,6 +27,6 @@ if [ -n "$missing" ]; then
   fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
-  [ "$added_policy" = 1 ] && $SUDO rm -f /usr/sbin/policy-rc.d
+  if [ "$added_policy" = 1 ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
 fi
 echo "setup: ok"
