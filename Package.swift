@@ -1,11 +1,26 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// Every Swift target builds in the Swift 6 language mode (set package-wide below), which
+// means complete strict-concurrency checking. Imports are internal unless marked `public`,
+// so no C type (CTern is imported internally) can leak into the public API.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
 // Tern: the C engine (CTern) and, on top of it, the Swift API and the `tern` CLI.
 let package = Package(
     name: "Tern",
     products: [
         .library(name: "CTern", targets: ["CTern"]),
+        .library(name: "Tern", targets: ["Tern"]),
+        .executable(name: "tern", targets: ["tern"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         .target(
@@ -17,9 +32,44 @@ let package = Package(
             ],
             linkerSettings: [
                 .linkedLibrary("uv"),
+                .linkedLibrary("ssl"),
+                .linkedLibrary("crypto"),
+                .linkedLibrary("z"),
                 .linkedLibrary("pthread"),
             ]
         ),
+        .target(
+            name: "Tern",
+            dependencies: [
+                "CTern",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/Tern",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "tern",
+            dependencies: [
+                "Tern",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/tern",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TernTests",
+            dependencies: [
+                "Tern",
+                "CTern",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/TernTests",
+            swiftSettings: swiftSettings
+        ),
     ],
+    swiftLanguageModes: [.v6],
     cLanguageStandard: .c11
 )

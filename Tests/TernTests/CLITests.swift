@@ -37,7 +37,7 @@ struct TernRun {
 }
 
 /// Runs `tern` with arguments; stdout and stderr are captured through files.
-func tern(_ arguments: [String], stdin: Data? = nil) throws -> TernRun {
+func tern(_ arguments: [String], stdin: Data? = nil, directory: String? = nil) throws -> TernRun {
     guard FileManager.default.isExecutableFile(atPath: TernBinary.path) else {
         throw TestServerError(description: "tern binary not found at \(TernBinary.path); build it with `swift build`")
     }
@@ -52,6 +52,7 @@ func tern(_ arguments: [String], stdin: Data? = nil) throws -> TernRun {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: TernBinary.path)
     process.arguments = arguments
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
     process.standardOutput = FileHandle(forWritingAtPath: out)
     process.standardError = FileHandle(forWritingAtPath: err)
     let input = Pipe()
@@ -216,6 +217,20 @@ extension TernTests {
             #expect(run.status == 22)
             #expect(run.stderr.contains("Will retry in 1 second"))
             #expect(run.seconds >= 1)
+        }
+
+        @Test func outputsPairWithURLsInOrder() throws {
+            let servers = try Servers.get()
+            let dir = temporaryPath("outputs")
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let run = try tern(["-sO", servers.nginx("/1k.bin").absoluteString,
+                                "-o", "second.txt", servers.nginx("/64k.txt").absoluteString],
+                               directory: dir)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(FileManager.default.contents(atPath: dir + "/1k.bin") == (try fixture(servers, "1k.bin")))
+            #expect(FileManager.default.contents(atPath: dir + "/second.txt") == (try fixture(servers, "64k.txt")))
+            #expect(try tern(["-sO", servers.nginx("/").absoluteString], directory: dir).status == 23)
         }
 
         @Test func groupedAndAttachedFlags() throws {

@@ -3,7 +3,6 @@
 
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 @testable import Tern
 
@@ -12,7 +11,7 @@ extension TernTests {
         @Test func fromTheListener() async throws {
             let servers = try Servers.get()
             let events = Recorder<Event>()
-            let cancelledAt = Mutex<Int?>(nil)
+            let cancelledAt = Locked<Int?>(nil)
             let request = Request(url: servers.fault("/ok?size=20000000&drip_ms=20&drip_bytes=65536"))
             request.callbackQueue = DispatchQueue(label: "tern.test.cancel")
             request.listener = { _, state, percent in

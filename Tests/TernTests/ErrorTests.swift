@@ -152,6 +152,14 @@ extension TernTests {
                 (.fileWriteFailed, "EFILEWRITE"), (.fileReadFailed, "EFILEREAD"),
                 (.shutDown, "ESHUTDOWN"), (.ioError, "EIO"), (.rangeNotSatisfiable, "ERANGE"),
                 (.callbackAborted, "ECALLBACK"), (.unsupported, "EUNSUPPORTED"),
+                (.tlsHandshakeFailed, "ETLSHANDSHAKE"), (.tlsCertificateExpired, "ETLSCERTEXPIRED"),
+                (.tlsCertificateNotYetValid, "ETLSCERTNOTYETVALID"),
+                (.tlsHostnameMismatch, "ETLSHOSTNAME"), (.tlsUnknownAuthority, "ETLSUNKNOWNCA"),
+                (.tlsVerifyFailed, "ETLSVERIFY"), (.tlsClientCertificateRequired, "ETLSCLIENTCERT"),
+                (.tlsCertificateFileError, "ETLSCERTFILE"), (.tlsCAFileError, "ETLSCAFILE"),
+                (.badContentEncoding, "EDECODE"), (.decodeLimitExceeded, "EDECODELIMIT"),
+                (.tooManyRedirects, "ETOOMANYREDIRECTS"), (.redirectRefused, "EREDIRECT"),
+                (.authenticationFailed, "EAUTH"), (.proxyError, "EPROXY"),
             ]
             for (code, name) in codes {
                 #expect(code.name == name)

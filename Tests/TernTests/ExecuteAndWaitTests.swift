@@ -109,7 +109,8 @@ extension TernTests {
         @Test func fromItsOwnListenerThrowsInsteadOfDeadlocking() throws {
             let servers = try Servers.get()
             let inner = Recorder<String>()
-            let request = Request(url: servers.nginx("/1k.bin"))
+            // A slow body keeps the request running while its first download event is heard.
+            let request = Request(url: servers.fault("/ok?size=100000&drip_ms=50&drip_bytes=20000"))
             request.callbackQueue = DispatchQueue(label: "tern.test.own")
             request.listener = { request, state, _ in
                 if state == .download && inner.count == 0 {

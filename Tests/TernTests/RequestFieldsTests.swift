@@ -177,15 +177,30 @@ extension TernTests {
             #expect(again.isReused)
             #expect(second.isReused)
         }
+    }
+}
 
-        @Test func responseEncoding() throws {
-            let servers = try Servers.get()
+extension TernTests.Fields {
+    @Test func decodingModes() throws {
+        let servers = try Servers.get()
+        let text = try fixture(servers, "64k.txt")
+        let encodings = Recorder<String?>()
+        func get(_ decoding: Request.Decoding) throws -> Response {
             let request = Request(url: servers.nginx("/gzip/64k.txt"))
-            request.headerFields[.acceptEncoding] = "gzip"
+            request.decoding = decoding
             request.callbackQueue = .global()
-            let response = try request.executeAndWait()
-            #expect(response.encoding == "gzip")
-            #expect(request.responseEncoding == "gzip")
+            defer { encodings.append(request.responseEncoding) }
+            return try request.executeAndWait()
         }
+        let automatic = try get(.automatic)
+        #expect(automatic.encoding == "gzip")
+        #expect(encodings.all == ["gzip"])
+        #expect(automatic.data == text)
+        let raw = try get(.raw)
+        #expect(raw.encoding == "gzip")
+        #expect(raw.data.prefix(2) == Data([0x1F, 0x8B]))
+        let none = try get(.none)
+        #expect(none.encoding == nil)
+        #expect(none.data == text)
     }
 }

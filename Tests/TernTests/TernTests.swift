@@ -4,7 +4,6 @@
 
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 @testable import Tern
 
@@ -23,7 +22,7 @@ func eventually(within seconds: Double = 5, _ condition: () -> Bool) -> Bool {
 
 /// Collects values from any thread.
 final class Recorder<Value: Sendable>: Sendable {
-    private let values = Mutex<[Value]>([])
+    private let values = Locked<[Value]>([])
 
     func append(_ value: Value) { values.withLock { $0.append(value) } }
     var all: [Value] { values.withLock { $0 } }

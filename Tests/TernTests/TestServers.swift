@@ -6,6 +6,7 @@
 
 import Foundation
 import Synchronization
+@testable import Tern
 import Testing
 
 struct TestServerError: Error, CustomStringConvertible {
@@ -33,7 +34,7 @@ struct Servers: Sendable {
     /// SHA-256 of a fixture by env key, such as `sha("SHA_1K")`.
     func sha(_ key: String) -> String { env[key] ?? "missing \(key)" }
 
-    private static let cache = Mutex<Result<Servers, TestServerError>?>(nil)
+    private static let cache = Locked<Result<Servers, TestServerError>?>(nil)
 
     /// The servers, started on first use. Throws (failing the test) when they cannot run.
     static func get() throws -> Servers {
@@ -93,7 +94,7 @@ struct Servers: Sendable {
     }
 }
 
-private let startedState = Mutex<String?>(nil)
+private let startedState = Locked<String?>(nil)
 
 private func stopStartedServers() {
     guard let state = startedState.withLock({ $0 }) else { return }

@@ -1,0 +1,212 @@
+// Engine: the Swift face of tern_engine_t. One engine owns one libuv loop thread, its
+// connection pools and its counters. The C calls themselves live in CTern+Bridging.swift, the
+// only file that talks to the C engine.
+
+public import Foundation
+public import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An HTTP/1.1 engine: one I/O thread, keep-alive connection pools per origin, and counters.
+///
+/// Most programs use ``shared``. Create your own engine when you want a separate I/O thread,
+/// separate pools, or a different ``Configuration`` (buffer size, limits, user agent, logger):
+///
+/// ```swift
+/// let engine = try Engine(configuration: .init(maxConnectionsPerOrigin: 8))
+/// let request = Request(url: url)
+/// request.engine = engine
+/// ```
+///
+/// Requests keep their engine alive while they run. When the last reference to an engine goes
+/// (which may happen on any thread, the engine's own included), its thread stops and its idle
+/// connections close.
+///
+/// - Note: Handlers that run on the engine's thread (``Request/dataHandler`` and
+///   ``Request/headHandler``) must return quickly and must never wait for another request of
+///   the same engine.
+public final class Engine: Sendable {
+    /// Settings fixed when an engine is created.
+    public struct Configuration: Sendable {
+        /// Bytes of the one I/O buffer each connection owns (default 65536, minimum 1024).
+        ///
+        /// Response bodies stream through this buffer; it also bounds ``Request/concatData``.
+        public var bufferSize: Int
+        /// How long an idle pooled connection is kept, in seconds (default 60; 0 disables
+        /// pooling).
+        public var idleTimeout: TimeInterval
+        /// The largest response head accepted, in bytes (default 65536; never more than
+        /// ``bufferSize``).
+        public var maxHeaderSize: Int
+        /// Connections per origin, busy and idle (default 0: unlimited). Excess requests wait
+        /// for a free connection.
+        public var maxConnectionsPerOrigin: Int
+        /// How many idempotent requests may be queued on one connection (default 1: no
+        /// pipelining). Requests opt in with ``Request/allowsPipelining``.
+        public var pipelineDepth: Int
+        /// The `User-Agent` sent when a request sets none: `nil` sends `tern/VERSION`, `""`
+        /// sends none.
+        public var userAgent: String?
+        /// Where the engine logs request lifecycle events (status, connection reuse, timing).
+        ///
+        /// Tern logs at `.debug` (one line per request and retry) and `.trace` (connections,
+        /// every engine step). The engine's own C log is wired only when this logger's level
+        /// is `.debug` or lower, so it costs nothing otherwise.
+        public var logger: Logger
+
+        /// Creates a configuration; every parameter has the engine's default.
+        public init(
+            bufferSize: Int = 65536,
+            idleTimeout: TimeInterval = 60,
+            maxHeaderSize: Int = 65536,
+            maxConnectionsPerOrigin: Int = 0,
+            pipelineDepth: Int = 1,
+            userAgent: String? = nil,
+            logger: Logger = Logger(label: "tern")
+        ) {
+            self.bufferSize = bufferSize
+            self.idleTimeout = idleTimeout
+            self.maxHeaderSize = maxHeaderSize
+            self.maxConnectionsPerOrigin = maxConnectionsPerOrigin
+            self.pipelineDepth = pipelineDepth
+            self.userAgent = userAgent
+            self.logger = logger
+        }
+    }
+
+    /// Counters read from the engine, for tests and diagnostics. Not API: the leading `_`
+    /// means it may change in any release.
+    public struct _Stats: Sendable, Equatable, CustomStringConvertible {
+        /// TCP connections opened since the engine started.
+        public var connectionsOpened: UInt64
+        /// Connections open now, busy or idle.
+        public var connectionsOpen: UInt64
+        /// Idle connections in the pool now.
+        public var connectionsIdle: UInt64
+        /// Requests submitted and not yet completed.
+        public var requestsActive: UInt64
+        /// Requests completed since start, any outcome.
+        public var requestsCompleted: UInt64
+        /// Requests sent on a reused connection.
+        public var reused: UInt64
+        /// Silent retries after a stale pooled connection.
+        public var retries: UInt64
+        /// C request objects allocated and not yet freed, across all engines.
+        public var requestsLive: UInt64
+
+        public var description: String {
+            "opened=\(connectionsOpened) open=\(connectionsOpen) idle=\(connectionsIdle) "
+                + "active=\(requestsActive) completed=\(requestsCompleted) reused=\(reused) "
+                + "retries=\(retries) live=\(requestsLive)"
+        }
+    }
+
+    /// The engine every request uses unless told otherwise.
+    ///
+    /// It is created on first use with the default ``Configuration`` (taking the `Logger`
+    /// from whatever `LoggingSystem` is bootstrapped by then) and never shut down.
+    public static let shared: Engine = {
+        do {
+            return try Engine()
+        } catch {
+            fatalError("Tern: cannot start the shared engine: \(error)")
+        }
+    }()
+
+    /// The version of the C engine in use, such as `"0.1.0"`.
+    public static var version: String { CEngine.versionString }
+
+    /// The settings this engine was created with.
+    public let configuration: Configuration
+
+    // The tern_engine_t. Only passed to C calls documented as callable from any thread
+    // (submit, stats, free), so sharing the pointer across threads is safe.
+    nonisolated(unsafe) let handle: OpaquePointer
+    // Receives the C log; kept alive until after tern_engine_free, which stops all logging.
+    private let logBridge: LogBridge?
+    // The loop thread's id once a callback has seen it (0 before): lets deinit and
+    // executeAndWait() avoid blocking the loop thread on itself.
+    private let loopThread = Atomic<UInt>(0)
+
+    var logger: Logger { configuration.logger }
+
+    /// Starts an engine with its own I/O thread.
+    ///
+    /// - Parameter configuration: Buffer size, limits, user agent and logger.
+    /// - Throws: ``TernError`` with ``TernError/Code/invalidArgument`` for a setting out of
+    ///   range, or ``TernError/Code/outOfMemory`` when the engine cannot start.
+    public init(configuration: Configuration = Configuration()) throws(TernError) {
+        self.configuration = configuration
+        let bridge =
+            CEngine.wantsLog(for: configuration.logger)
+            ? LogBridge(logger: configuration.logger) : nil
+        self.logBridge = bridge
+        self.handle = try CEngine.makeEngine(configuration, log: bridge)
+    }
+
+    deinit {
+        // tern_engine_free joins the loop thread, so it must not run on it. The last
+        // reference can go there (a completing request held it): hand the join to a thread
+        // of its own then. The log bridge is captured so it outlives the engine.
+        if isLoopThread {
+            let doomed = UncheckedBox((handle, logBridge))
+            Thread.detachNewThread {
+                CEngine.freeEngine(doomed.value.0)
+                _ = doomed.value.1
+            }
+        } else {
+            CEngine.freeEngine(handle)
+        }
+    }
+
+    /// The engine's counters right now. Not API (see ``_Stats``).
+    public var _stats: _Stats { CEngine.stats(handle) }
+
+    /// True on the engine's loop thread (known after its first callback).
+    var isLoopThread: Bool {
+        let id = loopThread.load(ordering: .relaxed)
+        return id != 0 && id == currentThreadID()
+    }
+
+    /// Called from every callback: remembers which thread is the loop thread.
+    func noteLoopThread() {
+        if loopThread.load(ordering: .relaxed) == 0 {
+            loopThread.store(currentThreadID(), ordering: .relaxed)
+        }
+    }
+}
+
+/// Receives C log lines and forwards them to a `Logger`.
+final class LogBridge: Sendable {
+    let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+}
+
+/// Carries a value the compiler cannot prove Sendable across a thread hop whose safety the
+/// call site documents.
+struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+}
+
+/// A number identifying the calling thread.
+func currentThreadID() -> UInt {
+    #if canImport(Darwin)
+    return UInt(bitPattern: pthread_self())
+    #else
+    return UInt(pthread_self())
+    #endif
+}

@@ -1,0 +1,169 @@
+// Plan: an immutable copy of a request's settings, resolved into what the engine needs (the
+// URL without credentials, the final header list, body and sink), taken when an execution
+// starts so that later changes to the Request cannot race with it.
+
+import Dispatch
+import Foundation
+import HTTPTypes
+
+struct Plan: Sendable {
+    enum Body: Sendable {
+        case none
+        case data(Data)
+        case file(path: String, offset: UInt64, end: UInt64)
+    }
+
+    struct Credentials: Sendable {
+        var user: String
+        var password: String
+    }
+
+    struct Download: Sendable {
+        var path: String
+        var offset: UInt64
+        var end: UInt64
+        var resume: Bool
+    }
+
+    let requestID: UInt64
+    let engine: Engine
+    let queue: DispatchQueue
+    /// The URL without user info or fragment.
+    let url: URL
+    let urlString: String
+    let host: String
+    let method: String
+    let headers: [(name: String, value: String)]
+    /// `user:password` from the URL, sent as preemptive Basic authorization.
+    let credentials: Credentials?
+    let body: Body
+    let download: Download?
+    let streamsBody: Bool
+    let timeouts: Request.Timeouts
+    let decoding: Request.Decoding
+    let persistent: Bool
+    let http10: Bool
+    let pipelining: Bool
+    let bufferSize: Int
+    let concatData: Bool
+    let maxRetries: Int
+    let retryDelay: TimeInterval
+    let idempotent: Bool
+    /// A problem found while planning: the execution fails with it before reaching the
+    /// network.
+    let setupError: TernError?
+
+    /// The buffer size that bounds coalescing: the request's, else the engine's.
+    var effectiveBufferSize: Int {
+        bufferSize > 0 ? bufferSize : engine.configuration.bufferSize
+    }
+
+    init(settings s: Request.Settings, requestID: UInt64) {
+        self.requestID = requestID
+        engine = s.engine ?? .shared
+        queue = s.callbackQueue
+        timeouts = s.timeouts
+        decoding = s.decoding
+        persistent = s.persistent
+        http10 = s.http10
+        pipelining = s.allowsPipelining
+        bufferSize = s.bufferSize
+        concatData = s.concatData
+        maxRetries = max(0, s.maxRetries)
+        retryDelay = max(0, s.retryDelay)
+        streamsBody = s.dataHandler != nil
+        let method = s.headOnly ? "HEAD" : s.method.rawValue
+        self.method = method
+        idempotent = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"].contains(method)
+
+        var problem: TernError?
+        func fail(_ code: TernError.Code, _ message: String) {
+            if problem == nil { problem = TernError(code: code, message: message, phase: .setup) }
+        }
+
+        // Credentials and fragments never reach the request line. URL credentials go to the
+        // engine, which sends them as Basic Authorization to this origin only (never across a
+        // redirect to another one); an explicit Authorization field wins.
+        var fields = s.headerFields
+        var components = URLComponents(url: s.url, resolvingAgainstBaseURL: true)
+        if let user = components?.user, fields[.authorization] == nil {
+            credentials = Credentials(user: user, password: components?.password ?? "")
+        } else {
+            credentials = nil
+        }
+        components?.user = nil
+        components?.password = nil
+        components?.fragment = nil
+        let clean = components?.url ?? s.url
+        url = clean
+        urlString = clean.absoluteString
+        host = components?.host ?? ""
+        if components == nil { fail(.badURL, "malformed URL \(s.url)") }
+
+        // The dedicated properties replace fields of the same name.
+        func put(_ name: String, _ value: String?) {
+            guard let value, let fieldName = HTTPField.Name(name) else { return }
+            fields[fieldName] = value
+        }
+        put("User-Agent", s.userAgent)
+        put("Referer", s.referrer)
+        put("Origin", s.origin)
+        put("Cookie", s.cookie)
+        put("Content-Encoding", s.encoding)
+        put("Cache-Control", s.cacheControl)
+        if let ims = s.ims { put("If-Modified-Since", httpDate(ims)) }
+        if s.sendCacheHeader {
+            if s.cacheControl == nil { put("Cache-Control", "no-cache") }
+            put("Pragma", "no-cache")
+        }
+        // HTTPFields keeps Cookie split into one field per pair (as HTTP/2 compresses it);
+        // HTTP/1.1 allows one Cookie line, so the pairs are joined back with "; ".
+        var lines: [(name: String, value: String)] = []
+        var cookieLine: Int?
+        for field in fields {
+            if field.name == .cookie, let index = cookieLine {
+                lines[index].value += "; " + field.value
+                continue
+            }
+            if field.name == .cookie { cookieLine = lines.count }
+            lines.append((name: field.name.rawName, value: field.value))
+        }
+        headers = lines
+
+        switch (s.body, s.bodyFile) {
+        case (let data?, nil):
+            body = .data(data)
+        case (nil, let path?):
+            body = .file(path: path, offset: s.uploadOffset, end: s.uploadEnd)
+        case (.some, .some):
+            body = .none
+            fail(.invalidArgument, "set either body or bodyFile, not both")
+        case (nil, nil):
+            body = .none
+        }
+
+        if let path = s.downloadFile {
+            download = Download(
+                path: path, offset: s.downloadOffset, end: s.downloadEnd, resume: s.resume)
+            if s.dataHandler != nil {
+                fail(.invalidArgument, "set either downloadFile or dataHandler, not both")
+            }
+        } else {
+            download = nil
+        }
+        setupError = problem
+    }
+
+    /// Whether a failed attempt may be retried (see ``Request/maxRetries``).
+    func isRetryable(_ error: TernError) -> Bool {
+        switch error.code {
+        case .connectionRefused, .connectFailed, .connectTimedOut:
+            return true  // nothing reached the server
+        case .connectionReset, .emptyReply, .ioError, .headersTimedOut, .bodyTimedOut,
+            .partialBody:
+            return idempotent
+        default:
+            return false
+        }
+    }
+}

@@ -1,0 +1,154 @@
+// Running a request: execute(), executeAndWait(), response() and the two cancels.
+
+import Dispatch
+import Foundation
+import Synchronization
+
+extension Request {
+    /// Starts the request and returns at once.
+    ///
+    /// The ``listener`` and completion handlers run later on ``callbackQueue``. A request
+    /// that is already running is left alone; a finished one starts over.
+    ///
+    /// - Returns: `true` when this call started the request, `false` when it was already
+    ///   running.
+    @discardableResult
+    public func execute() -> Bool {
+        startOrJoin().started
+    }
+
+    /// Runs the request and blocks until it is done and its completion handlers have run.
+    ///
+    /// If the request is already running, this waits for that execution.
+    ///
+    /// - Note: Calling this on ``callbackQueue`` itself (for example on the main thread with
+    ///   the default `.main` queue) does not deadlock: the waiting thread is the one the
+    ///   queue would have used, so it delivers the listener and completion events itself,
+    ///   in order, while it waits, and they still run "on the callback queue". Called from any
+    ///   other thread, the events go to ``callbackQueue`` as usual and this call returns once
+    ///   the completion handlers have run there, so that queue must not be blocked waiting
+    ///   for this thread. "On the queue" means running a block of that very queue (a queue
+    ///   that merely targets it is not recognised) or, for the main queue, being on the main
+    ///   thread. Calling this from the engine's own thread (inside a ``dataHandler`` or
+    ///   ``headHandler``) or from this request's own listener would deadlock, and throws
+    ///   ``TernError/Code/invalidArgument`` instead.
+    ///
+    /// - Returns: The response.
+    /// - Throws: ``TernError`` when the request failed or was cancelled.
+    @discardableResult
+    public func executeAndWait() throws(TernError) -> Response {
+        let engine = self.engine
+        if engine.isLoopThread {
+            throw TernError(
+                code: .invalidArgument,
+                message: "executeAndWait() called on the engine's thread would deadlock",
+                phase: .setup)
+        }
+        let run = startOrJoin().run
+        if run.isDeliveringOnCurrentThread {
+            throw TernError(
+                code: .invalidArgument,
+                message: "executeAndWait() called from the request's own listener would deadlock",
+                phase: .setup)
+        }
+        run.waitForCompletion(inline: CallbackQueue.isCurrent(run.plan.queue))
+        guard let result = run.result else {
+            throw TernError(code: .invalidArgument, message: "request has no result")
+        }
+        return try result.get()
+    }
+
+    /// Runs the request and returns its response once done.
+    ///
+    /// If the request is already running, this awaits that execution. Cancelling the calling
+    /// task cancels the request, which then throws ``TernError/cancelled``. The listener and
+    /// completion handlers still run on ``callbackQueue``; this call does not wait for them.
+    ///
+    /// - Returns: The response, whatever its status.
+    /// - Throws: ``TernError`` when the request failed or was cancelled.
+    public func response() async throws -> Response {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<Response, any Error>) in
+                let run = self.startOrJoin().run
+                run.addContinuation(continuation)
+                if Task.isCancelled { run.cancel() }
+            }
+        } onCancel: {
+            self.cancel()
+        }
+    }
+
+    /// Cancels the request from any thread.
+    ///
+    /// The request fails with ``TernError/cancelled`` unless it already completed; its
+    /// listener gets one final -1 event and its completion handlers run. Does nothing when the
+    /// request is not running.
+    public func cancel() {
+        storage.withLock { $0.run }?.cancel()
+    }
+
+    /// Cancels the request and drops every closure it holds (ASIHTTPRequest's
+    /// `clearDelegatesAndCancel`).
+    ///
+    /// After this returns, no listener, completion, head or data handler of this request
+    /// starts again, including events already queued, and the closures (with whatever they
+    /// captured) are released. A handler running on the engine thread at that moment is
+    /// waited for. ``executeAndWait()`` and ``response()`` still return (with
+    /// ``TernError/cancelled``).
+    public func clearDelegatesAndCancel() {
+        let run: Run? = storage.withLock { s in
+            s.settings.listener = nil
+            s.settings.completions = []
+            s.settings.headHandler = nil
+            s.settings.dataHandler = nil
+            return s.run
+        }
+        run?.silence()
+        run?.cancel()
+    }
+
+    /// The running execution, or a new one started from the current settings.
+    func startOrJoin() -> (run: Run, started: Bool) {
+        let (run, isNew): (Run, Bool) = storage.withLock { s in
+            if let run = s.run { return (run, false) }
+            let settings = s.settings
+            let plan = Plan(settings: settings, requestID: id)
+            let handlers = Handlers(
+                listener: settings.listener, completions: settings.completions,
+                headHandler: settings.headHandler, dataHandler: settings.dataHandler)
+            let run = Run(request: self, plan: plan, handlers: handlers)
+            s.run = run
+            s.outcome = Outcome(startDate: Date())
+            return (run, true)
+        }
+        if isNew { run.start() }
+        return (run, isNew)
+    }
+}
+
+/// Tells whether the calling thread is running a given queue's work.
+enum CallbackQueue {
+    // Each queue asked about gets a unique number as a queue-specific value; getSpecific() on
+    // the current thread finds it only while that queue (or one targeting it) runs. Numbers
+    // are never reused, unlike object addresses.
+    private static let key = DispatchSpecificKey<UInt64>()
+    private static let nextToken = Atomic<UInt64>(1)
+
+    static func isCurrent(_ queue: DispatchQueue) -> Bool {
+        let isMain = queue.label == DispatchQueue.main.label
+        // Blocking the main thread blocks the main queue even outside its blocks (where no
+        // specific is visible). DispatchQueue.main is a new wrapper per access on Linux, hence
+        // the label.
+        if isMain && Thread.isMainThread { return true }
+        // Global queues take no specifics, and blocking one of their threads blocks nothing.
+        if queue.label.hasPrefix("com.apple.root.") { return false }
+        var token = queue.getSpecific(key: key)
+        if token == nil {
+            let fresh = nextToken.add(1, ordering: .relaxed).oldValue
+            queue.setSpecific(key: key, value: fresh)
+            token = queue.getSpecific(key: key)  // whichever of two racing writers won
+        }
+        return DispatchQueue.getSpecific(key: key) == token
+    }
+}

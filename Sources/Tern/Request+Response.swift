@@ -1,0 +1,116 @@
+// The response side of a Request: what the latest execution produced, readable at any time
+// (head fields from the moment the head arrived, the rest once finished).
+
+public import Foundation
+public import HTTPTypes
+
+/// What the latest execution of a request produced so far.
+struct Outcome: Sendable {
+    var startDate: Date?
+    var endDate: Date?
+    var head: ResponseHead?
+    var sentHead: String?
+    var progress = Request.Progress()
+    var result: Result<Response, TernError>?
+    var data: Data?
+    var bytesReceived: UInt64 = 0
+    var contentLength: Int64?
+    var offset: UInt64 = 0
+    var timings: Response.Timings?
+    var attempts = 0
+    var isCancelled = false
+}
+
+extension Request {
+    private func outcome<T: Sendable>(_ key: KeyPath<Outcome, T>) -> T {
+        storage.withLock { $0.outcome[keyPath: key] }
+    }
+
+    /// The result of the latest execution, or `nil` while it runs or before the first.
+    public var result: Result<Response, TernError>? { outcome(\.result) }
+
+    /// The error of the latest execution, when it failed (the error code and message).
+    public var error: TernError? {
+        if case .failure(let error)? = outcome(\.result) { return error }
+        return nil
+    }
+
+    /// True while an execution runs.
+    public var isExecuting: Bool { storage.withLock { $0.run != nil } }
+
+    /// True once an execution has finished, successfully or not.
+    public var isFinished: Bool { outcome(\.result) != nil }
+
+    /// True when the latest execution ended by being cancelled.
+    public var isCancelled: Bool { outcome(\.isCancelled) }
+
+    /// The HTTP status code, or 0 before a response head arrived.
+    ///
+    /// Readable from the first `download` listener event, and in ``headHandler``.
+    public var statusCode: Int { outcome(\.head)?.status ?? 0 }
+
+    /// The final status with its reason phrase, once a response head arrived.
+    public var status: HTTPResponse.Status? {
+        outcome(\.head).map { HTTPResponse.Status(code: $0.status, reasonPhrase: $0.reason) }
+    }
+
+    /// The response's HTTP minor version (1 for HTTP/1.1, 0 for HTTP/1.0), once a response
+    /// head arrived.
+    public var responseHTTPMinorVersion: Int? { outcome(\.head)?.httpMinorVersion }
+
+    /// The response header fields, once a response head arrived (empty before).
+    public var responseHeaders: HTTPFields { outcome(\.head)?.fields ?? [:] }
+
+    /// The body length the server announced, or `nil` when unknown.
+    public var contentLength: Int64? {
+        outcome(\.contentLength) ?? outcome(\.head)?.contentLength
+    }
+
+    /// Where the body starts in the resource: the first byte of a 206 range, or 0.
+    public var offset: UInt64 { outcome(\.offset) }
+
+    /// Body bytes received by the latest attempt (after any resume offset), once finished.
+    public var bytesReceived: UInt64 { outcome(\.bytesReceived) }
+
+    /// The response's `Content-Encoding` (mesibo's response `encoding`), if any.
+    public var responseEncoding: String? { outcome(\.head)?.fields[.contentEncoding] }
+
+    /// True when the response came from a cache (always `false` until caching arrives).
+    public var isFromCache: Bool { false }
+
+    /// True when the latest attempt went out on a connection kept from an earlier request.
+    public var isReused: Bool { outcome(\.head)?.isReused ?? false }
+
+    /// Progress of the latest execution: last event and byte counts.
+    public var progress: Progress { outcome(\.progress) }
+
+    /// The direction of the latest progress event, or `nil` before the first.
+    public var state: State? { outcome(\.progress).state }
+
+    /// When the latest execution started.
+    public var startDate: Date? { outcome(\.startDate) }
+
+    /// When the latest execution finished.
+    public var endDate: Date? { outcome(\.endDate) }
+
+    /// Timings of the latest attempt, once it completed.
+    public var timings: Response.Timings? { outcome(\.timings) }
+
+    /// How many attempts the latest execution took.
+    public var attempts: Int { outcome(\.attempts) }
+
+    /// The request head as last sent (request line and header fields), once the response
+    /// head arrived or the request finished; for logs and curl-style `-v` output.
+    public var sentRequestHead: String? { outcome(\.sentHead) }
+
+    /// The body kept in memory by the latest attempt, once finished; also set for failures
+    /// (holding what arrived) and `nil` while running.
+    public var data: Data? { outcome(\.data) }
+
+    /// ``data`` decoded as text with the charset of `Content-Type` (ISO-8859-1 when none is
+    /// given); see ``Response/string``.
+    public var string: String? {
+        guard let data else { return nil }
+        return decodeText(data, contentType: responseHeaders[.contentType])
+    }
+}

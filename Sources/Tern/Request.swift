@@ -1,0 +1,560 @@
+// Request: every field a caller sets before executing, kept in one lock-guarded box. The
+// response side lives in Request+Response.swift and execution in Request+Execution.swift.
+
+public import Dispatch
+public import Foundation
+public import HTTPTypes
+import Synchronization
+
+/// One HTTP exchange: what to send, where the response goes, how to be told, and (once done)
+/// everything that came back.
+///
+/// Set the fields you need, then run the request in one of three ways:
+///
+/// - ``execute()`` returns at once; the ``listener`` and the completion handlers
+///   (``onCompletion(_:)``) run later on ``callbackQueue``.
+/// - ``executeAndWait()`` blocks until the request is done, and is safe to call on
+///   ``callbackQueue`` itself (see its note).
+/// - ``response()`` is the `async` form; cancelling the Swift task cancels the request.
+///
+/// ```swift
+/// let request = Request(url: URL(string: "http://example.com/file.bin")!)
+/// request.downloadFile = "/tmp/file.bin"
+/// request.resume = true
+/// request.listener = { request, state, percent in
+///     print(state, percent)  // on the main queue by default
+///     return true            // false cancels
+/// }
+/// request.execute()
+/// ```
+///
+/// Changing a field while the request runs affects only its next execution: each execution
+/// works from a copy of the fields taken when it starts. A finished request may be executed
+/// again; its response fields then describe the new execution.
+///
+/// ## Lifetime and released objects
+///
+/// A running request is kept alive by Tern until its last callback has been delivered, so
+/// `Request(url: u).onCompletion { ... }.execute()` needs no stored reference. Closures are
+/// held strongly, like any Swift closure: to avoid reaching an object the caller has let go of,
+/// register them with an owner (``setListener(owner:_:)``, ``onCompletion(owner:_:)``), which
+/// is held weakly. Once the owner is gone, its closures are never called again and the request
+/// is cancelled. ``clearDelegatesAndCancel()`` drops every closure at once and guarantees
+/// that none of them starts afterwards.
+public final class Request: Sendable {
+    /// Which way the bytes a progress event reports are flowing.
+    public enum State: Int, Sendable, CustomStringConvertible {
+        /// Sending the request body.
+        case upload = 1
+        /// Receiving the response.
+        case download = 2
+
+        public var description: String { self == .upload ? "upload" : "download" }
+    }
+
+    /// Receives progress: the request, the direction, and a percent from 0 to 100, or -1 when
+    /// the request failed. Return `false` to cancel the request.
+    ///
+    /// For one execution, percents of each state never decrease, and the last `download`
+    /// event of a successful request is 100, delivered exactly once. A failed or cancelled
+    /// request ends with one event of percent -1 instead.
+    public typealias Listener = @Sendable (Request, State, Int) -> Bool
+
+    /// Runs once per execution, after the last listener event, on ``callbackQueue``.
+    public typealias Completion = @Sendable (Request) -> Void
+
+    /// Runs on the engine's thread when a response head arrives; return `false` to stop.
+    public typealias HeadHandler = @Sendable (Request) -> Bool
+
+    /// Receives response body bytes on the engine's thread; return `false` to stop.
+    public typealias DataHandler = @Sendable (Data) -> Bool
+
+    /// What to do about compressed (`Content-Encoding`) response bodies.
+    public enum Decoding: Sendable, Hashable {
+        /// Send `Accept-Encoding: gzip, deflate` and decode such bodies (the default).
+        case automatic
+        /// Send `Accept-Encoding` but keep the body as sent, still encoded.
+        case raw
+        /// Send no `Accept-Encoding` (unless in ``Request/headerFields``) and decode nothing.
+        case none
+    }
+
+    /// Time limits per phase of the exchange, in seconds; 0 disables a limit.
+    public struct Timeouts: Sendable, Hashable {
+        /// Resolving the host and connecting (default 30).
+        public var connect: TimeInterval
+        /// From the request being sent to the end of the response head (default 60).
+        public var headers: TimeInterval
+        /// The longest silence while sending or receiving a body (default 60).
+        public var body: TimeInterval
+        /// The whole request, retries and their delays included (default 0: none).
+        public var total: TimeInterval
+
+        /// Creates time limits; every parameter has the engine's default.
+        public init(
+            connect: TimeInterval = 30, headers: TimeInterval = 60, body: TimeInterval = 60,
+            total: TimeInterval = 0
+        ) {
+            self.connect = connect
+            self.headers = headers
+            self.body = body
+            self.total = total
+        }
+    }
+
+    /// How far a request has got: the last event reported and the byte counts behind it.
+    public struct Progress: Sendable, Hashable {
+        /// The direction of the last event, or `nil` before the first one.
+        public var state: State?
+        /// The percent of the last event (0–100), or -1 after a failure.
+        public var percent: Int
+        /// Request body bytes sent.
+        public var bytesSent: UInt64
+        /// Request body bytes to send, or `nil` when unknown.
+        public var bytesToSend: UInt64?
+        /// Position reached in the resource: body bytes received, plus the offset of a resumed
+        /// or ranged download.
+        public var bytesReceived: UInt64
+        /// The position at which the body ends, or `nil` when the server did not say.
+        public var bytesExpected: UInt64?
+
+        /// An empty progress: nothing sent or received yet.
+        public init(
+            state: State? = nil, percent: Int = 0, bytesSent: UInt64 = 0,
+            bytesToSend: UInt64? = nil, bytesReceived: UInt64 = 0, bytesExpected: UInt64? = nil
+        ) {
+            self.state = state
+            self.percent = percent
+            self.bytesSent = bytesSent
+            self.bytesToSend = bytesToSend
+            self.bytesReceived = bytesReceived
+            self.bytesExpected = bytesExpected
+        }
+    }
+
+    // Everything a caller may set. Copied into a Plan when an execution starts.
+    struct Settings: Sendable {
+        var url: URL
+        var method: HTTPRequest.Method
+        var headerFields = HTTPFields()
+        var userAgent: String?
+        var referrer: String?
+        var origin: String?
+        var cookie: String?
+        var body: Data?
+        var bodyFile: String?
+        var uploadOffset: UInt64 = 0
+        var uploadEnd: UInt64 = 0
+        var downloadFile: String?
+        var downloadOffset: UInt64 = 0
+        var downloadEnd: UInt64 = 0
+        var resume = false
+        var headOnly = false
+        var persistent = true
+        var allowsPipelining = false
+        var bufferSize = 0
+        var timeouts = Timeouts()
+        var maxRetries = 0
+        var retryDelay: TimeInterval = 0
+        var tag = 0
+        var userData: (any Sendable)?
+        var encoding: String?
+        var cacheControl: String?
+        var ims: Date?
+        var sendCacheHeader = false
+        var decoding = Decoding.automatic
+        var concatData = false
+        var http10 = false
+        var callbackQueue: DispatchQueue = .main
+        var engine: Engine?
+        var listener: Listener?
+        var completions: [Completion] = []
+        var headHandler: HeadHandler?
+        var dataHandler: DataHandler?
+    }
+
+    // Guarded state: the settings, the outcome of the latest execution, and that execution.
+    struct Storage: Sendable {
+        var settings: Settings
+        var outcome = Outcome()
+        var run: Run?
+    }
+
+    let storage: Locked<Storage>
+
+    /// A number unique to this request within the process, used in log metadata.
+    public let id: UInt64
+
+    private static let nextID = Atomic<UInt64>(1)
+
+    /// Creates a request.
+    ///
+    /// - Parameters:
+    ///   - url: An `http` or `https` URL. A `user:password@` part is sent as Basic
+    ///     `Authorization` (unless ``headerFields`` has one) and never in the request line.
+    ///   - method: The request method (default GET).
+    public init(url: URL, method: HTTPRequest.Method = .get) {
+        self.id = Self.nextID.add(1, ordering: .relaxed).oldValue
+        self.storage = Locked(Storage(settings: Settings(url: url, method: method)))
+    }
+
+    /// Creates a request from a URL string, or returns `nil` when the string is not a URL.
+    ///
+    /// - Parameters:
+    ///   - string: The URL, such as `"http://example.com/"`.
+    ///   - method: The request method (default GET).
+    public convenience init?(string: String, method: HTTPRequest.Method = .get) {
+        guard let url = URL(string: string) else { return nil }
+        self.init(url: url, method: method)
+    }
+
+    // MARK: - What to send
+
+    /// The URL to request. `user:password@` in it becomes Basic `Authorization`.
+    public var url: URL {
+        get { setting(\.url) }
+        set { set(\.url, newValue) }
+    }
+
+    /// The request method (default GET). ``headOnly`` overrides it with HEAD.
+    public var method: HTTPRequest.Method {
+        get { setting(\.method) }
+        set { set(\.method, newValue) }
+    }
+
+    /// Header fields to send, in order.
+    ///
+    /// The dedicated properties (``userAgent``, ``referrer``, ``origin``, ``cookie``,
+    /// ``encoding``, ``cacheControl``, ``ims``, ``sendCacheHeader``) replace fields of the same
+    /// name here. `Content-Length` and `Transfer-Encoding` are the engine's: setting them fails
+    /// the request with ``TernError/Code/badHeader``. `Connection: close` makes the request
+    /// non-persistent.
+    public var headerFields: HTTPFields {
+        get { setting(\.headerFields) }
+        set { set(\.headerFields, newValue) }
+    }
+
+    /// The `User-Agent` field; `nil` leaves the engine's (`tern/VERSION` by default).
+    public var userAgent: String? {
+        get { setting(\.userAgent) }
+        set { set(\.userAgent, newValue) }
+    }
+
+    /// The `Referer` field.
+    public var referrer: String? {
+        get { setting(\.referrer) }
+        set { set(\.referrer, newValue) }
+    }
+
+    /// The `Origin` field.
+    public var origin: String? {
+        get { setting(\.origin) }
+        set { set(\.origin, newValue) }
+    }
+
+    /// The `Cookie` field, such as `"a=1; b=2"`.
+    public var cookie: String? {
+        get { setting(\.cookie) }
+        set { set(\.cookie, newValue) }
+    }
+
+    /// The request body, from memory (copied when the request starts).
+    ///
+    /// Set either this or ``bodyFile``, not both. POST, PUT and PATCH without a body send
+    /// `Content-Length: 0`.
+    public var body: Data? {
+        get { setting(\.body) }
+        set { set(\.body, newValue) }
+    }
+
+    /// A file whose bytes ``uploadOffset``..<``uploadEnd`` are the request body.
+    ///
+    /// The file is streamed through the connection buffer, never loaded whole.
+    public var bodyFile: String? {
+        get { setting(\.bodyFile) }
+        set { set(\.bodyFile, newValue) }
+    }
+
+    /// The first byte of ``bodyFile`` to send (default 0).
+    public var uploadOffset: UInt64 {
+        get { setting(\.uploadOffset) }
+        set { set(\.uploadOffset, newValue) }
+    }
+
+    /// The byte of ``bodyFile`` after the last one to send; 0 sends to the end of the file.
+    public var uploadEnd: UInt64 {
+        get { setting(\.uploadEnd) }
+        set { set(\.uploadEnd, newValue) }
+    }
+
+    /// The `Content-Encoding` of the request body (such as `"gzip"`); the body is sent as
+    /// given.
+    public var encoding: String? {
+        get { setting(\.encoding) }
+        set { set(\.encoding, newValue) }
+    }
+
+    /// The `Cache-Control` field to send, such as `"max-age=0"`.
+    public var cacheControl: String? {
+        get { setting(\.cacheControl) }
+        set { set(\.cacheControl, newValue) }
+    }
+
+    /// Sends `If-Modified-Since` with this date, so an unchanged resource answers 304.
+    public var ims: Date? {
+        get { setting(\.ims) }
+        set { set(\.ims, newValue) }
+    }
+
+    /// Asks caches and proxies on the way not to answer from their store:
+    /// `Cache-Control: no-cache` (unless ``cacheControl`` is set) and `Pragma: no-cache`.
+    public var sendCacheHeader: Bool {
+        get { setting(\.sendCacheHeader) }
+        set { set(\.sendCacheHeader, newValue) }
+    }
+
+    /// Whether to ask for compressed responses and decode them (default ``Decoding/automatic``).
+    ///
+    /// Decoded bodies stream through the connection buffer; ``Response/encoding`` still names
+    /// the encoding the server used.
+    public var decoding: Decoding {
+        get { setting(\.decoding) }
+        set { set(\.decoding, newValue) }
+    }
+
+    /// Sends HEAD and reads no body, whatever ``method`` says.
+    public var headOnly: Bool {
+        get { setting(\.headOnly) }
+        set { set(\.headOnly, newValue) }
+    }
+
+    /// Keeps the connection open for later requests (default `true`); `false` sends
+    /// `Connection: close`.
+    public var persistent: Bool {
+        get { setting(\.persistent) }
+        set { set(\.persistent, newValue) }
+    }
+
+    /// Lets this request be pipelined behind others on a busy connection when it is
+    /// idempotent and has no body (needs an engine ``Engine/Configuration/pipelineDepth``
+    /// above 1).
+    public var allowsPipelining: Bool {
+        get { setting(\.allowsPipelining) }
+        set { set(\.allowsPipelining, newValue) }
+    }
+
+    /// Speaks HTTP/1.0 (ASIHTTPRequest's `useHTTPVersionOne`): no chunked request bodies, and
+    /// keep-alive only when the server offers it.
+    public var http10: Bool {
+        get { setting(\.http10) }
+        set { set(\.http10, newValue) }
+    }
+
+    /// The connection buffer size for connections this request opens, in bytes; 0 (the
+    /// default) uses the engine's ``Engine/Configuration/bufferSize``. Pooled connections are
+    /// shared only between requests asking the same size.
+    public var bufferSize: Int {
+        get { setting(\.bufferSize) }
+        set { set(\.bufferSize, newValue) }
+    }
+
+    /// Time limits per phase.
+    public var timeouts: Timeouts {
+        get { setting(\.timeouts) }
+        set { set(\.timeouts, newValue) }
+    }
+
+    /// How many times a transient failure is retried with a fresh attempt (default 0).
+    ///
+    /// Failures before anything was sent (connection refused, connect failed or timed out)
+    /// are retried for every method. Resets, empty replies, header and body timeouts, I/O
+    /// errors and truncated bodies are retried only for idempotent methods (GET, HEAD, PUT,
+    /// DELETE, OPTIONS, TRACE). Nothing is retried once body bytes were handed to
+    /// ``dataHandler``, or after a cancel. The ``Timeouts/total`` limit spans all attempts.
+    public var maxRetries: Int {
+        get { setting(\.maxRetries) }
+        set { set(\.maxRetries, newValue) }
+    }
+
+    /// Seconds to wait before the first retry, doubled before each further one (default 0:
+    /// retry at once).
+    public var retryDelay: TimeInterval {
+        get { setting(\.retryDelay) }
+        set { set(\.retryDelay, newValue) }
+    }
+
+    // MARK: - Where the response goes
+
+    /// A file that receives a 2xx response body instead of memory.
+    ///
+    /// The file is opened only once a 2xx head arrives, so a failed request never truncates
+    /// a good file; another status keeps up to 1 MiB of its body in ``data`` and leaves the
+    /// file alone. With ``downloadOffset`` or ``downloadEnd`` a `Range` is requested and the
+    /// file receives exactly the bytes returned.
+    public var downloadFile: String? {
+        get { setting(\.downloadFile) }
+        set { set(\.downloadFile, newValue) }
+    }
+
+    /// The first byte of the resource to download into ``downloadFile`` (default 0).
+    public var downloadOffset: UInt64 {
+        get { setting(\.downloadOffset) }
+        set { set(\.downloadOffset, newValue) }
+    }
+
+    /// The byte after the last one to download; 0 (the default) downloads to the end.
+    public var downloadEnd: UInt64 {
+        get { setting(\.downloadEnd) }
+        set { set(\.downloadEnd, newValue) }
+    }
+
+    /// Continues an existing ``downloadFile`` from its current size.
+    ///
+    /// A `416` on a file that is already complete counts as success; a server that ignores
+    /// the range restarts the file from zero.
+    public var resume: Bool {
+        get { setting(\.resume) }
+        set { set(\.resume, newValue) }
+    }
+
+    /// Receives the response body as it arrives instead of keeping it in ``data``.
+    ///
+    /// The handler runs on the engine's thread, synchronously: the engine reads no further
+    /// bytes of any of its connections until it returns, which bounds memory whatever the
+    /// body's size (the `tern` CLI streams to stdout this way). Keep it short, never wait for
+    /// another request of the same engine, and return `false` to stop the request, which then
+    /// fails with ``TernError/Code/callbackAborted``. With ``concatData`` the pieces are
+    /// coalesced up to ``bufferSize`` bytes first.
+    ///
+    /// Set either this or ``downloadFile``, not both.
+    public var dataHandler: DataHandler? {
+        get { setting(\.dataHandler) }
+        set { set(\.dataHandler, newValue) }
+    }
+
+    /// Runs on the engine's thread when the response head arrives, before any body byte;
+    /// ``statusCode``, ``responseHeaders`` and ``sentRequestHead`` are readable inside it.
+    /// Return `false` to stop the request (it fails with ``TernError/Code/cancelled``).
+    ///
+    /// The same rules as for ``dataHandler`` apply: keep it short.
+    public var headHandler: HeadHandler? {
+        get { setting(\.headHandler) }
+        set { set(\.headHandler, newValue) }
+    }
+
+    /// Coalesces response data up to the buffer size before anyone is told (mesibo's
+    /// `concatData`): ``dataHandler`` receives pieces of ``bufferSize`` bytes (the last may be
+    /// shorter), and the listener gets at most one `download` event per ``bufferSize`` bytes
+    /// received, besides the first and the final one.
+    public var concatData: Bool {
+        get { setting(\.concatData) }
+        set { set(\.concatData, newValue) }
+    }
+
+    // MARK: - How to be told
+
+    /// The queue that runs the ``listener`` and the completion handlers (default `.main`).
+    ///
+    /// Events of one request are delivered one at a time and in order, even on a concurrent
+    /// queue.
+    public var callbackQueue: DispatchQueue {
+        get { setting(\.callbackQueue) }
+        set { set(\.callbackQueue, newValue) }
+    }
+
+    /// The engine that runs the request (default ``Engine/shared``).
+    public var engine: Engine {
+        get { setting(\.engine) ?? .shared }
+        set { set(\.engine, newValue) }
+    }
+
+    /// Receives progress events on ``callbackQueue``; see ``Listener``.
+    ///
+    /// The closure is held strongly until it is replaced or ``clearDelegatesAndCancel()`` is
+    /// called. To hold an object weakly, use ``setListener(owner:_:)``.
+    public var listener: Listener? {
+        get { setting(\.listener) }
+        set { set(\.listener, newValue) }
+    }
+
+    /// Sets a listener that holds `owner` weakly.
+    ///
+    /// Once `owner` has been deallocated the listener is never called again, and the next
+    /// event cancels the request, so no callback can reach an object the caller released.
+    ///
+    /// - Parameters:
+    ///   - owner: The object the listener works for, such as a view controller.
+    ///   - listener: Receives the owner (while it lives), the request, state and percent.
+    /// - Returns: The request, for chaining.
+    @discardableResult
+    public func setListener<Owner: AnyObject & Sendable>(
+        owner: Owner, _ listener: @escaping @Sendable (Owner, Request, State, Int) -> Bool
+    ) -> Self {
+        let weakOwner = WeakReference(owner)
+        self.listener = { request, state, percent in
+            guard let owner = weakOwner.value else { return false }
+            return listener(owner, request, state, percent)
+        }
+        return self
+    }
+
+    /// Adds a closure that runs once per execution, after the last listener event, on
+    /// ``callbackQueue``.
+    ///
+    /// - Parameter handler: Receives the finished request; read ``result`` or the response
+    ///   fields from it.
+    /// - Returns: The request, for chaining.
+    @discardableResult
+    public func onCompletion(_ handler: @escaping Completion) -> Self {
+        storage.withLock { $0.settings.completions.append(handler) }
+        return self
+    }
+
+    /// Adds a completion handler that holds `owner` weakly and is skipped once the owner has
+    /// been deallocated.
+    ///
+    /// - Parameters:
+    ///   - owner: The object the handler works for.
+    ///   - handler: Receives the owner and the finished request.
+    /// - Returns: The request, for chaining.
+    @discardableResult
+    public func onCompletion<Owner: AnyObject & Sendable>(
+        owner: Owner, _ handler: @escaping @Sendable (Owner, Request) -> Void
+    ) -> Self {
+        let weakOwner = WeakReference(owner)
+        return onCompletion { request in
+            if let owner = weakOwner.value { handler(owner, request) }
+        }
+    }
+
+    /// A number for the caller's own use (default 0).
+    public var tag: Int {
+        get { setting(\.tag) }
+        set { set(\.tag, newValue) }
+    }
+
+    /// A value for the caller's own use.
+    public var userData: (any Sendable)? {
+        get { setting(\.userData) }
+        set { set(\.userData, newValue) }
+    }
+
+    // MARK: - Storage helpers
+
+    func setting<T: Sendable>(_ key: KeyPath<Settings, T>) -> T {
+        storage.withLock { $0.settings[keyPath: key] }
+    }
+
+    func set<T: Sendable>(_ key: WritableKeyPath<Settings, T>, _ value: T) {
+        storage.withLock { $0.settings[keyPath: key] = value }
+    }
+}
+
+/// A weak reference that may cross threads.
+final class WeakReference<Object: AnyObject & Sendable>: Sendable {
+    weak let value: Object?
+
+    init(_ value: Object) {
+        self.value = value
+    }
+}

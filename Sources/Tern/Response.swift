@@ -1,0 +1,85 @@
+// Response: an immutable snapshot of a finished exchange, returned by response() and
+// executeAndWait() and kept in Request.result.
+
+public import Foundation
+public import HTTPTypes
+
+/// What came back from a successful request: status, header fields, body and measurements.
+///
+/// "Successful" means the exchange completed; any status, 404 and 500 included, is a
+/// response. Transport failures (refused, timed out, truncated...) are ``TernError``s instead.
+public struct Response: Sendable {
+    /// When the steps of the final attempt happened, in seconds from its submission.
+    public struct Timings: Sendable, Hashable {
+        /// The connection was ready (or a pooled one was taken), or `nil` if it never was.
+        public var connected: TimeInterval?
+        /// The request was fully sent, or `nil` if it never was.
+        public var sent: TimeInterval?
+        /// The response head was parsed, or `nil` if none arrived.
+        public var headers: TimeInterval?
+        /// The attempt completed.
+        public var total: TimeInterval
+
+        /// Creates timings.
+        public init(
+            connected: TimeInterval? = nil, sent: TimeInterval? = nil,
+            headers: TimeInterval? = nil, total: TimeInterval = 0
+        ) {
+            self.connected = connected
+            self.sent = sent
+            self.headers = headers
+            self.total = total
+        }
+    }
+
+    /// The URL requested, without any `user:password@` part.
+    public let url: URL
+    /// The final status, with its reason phrase.
+    ///
+    /// A download resumed from a file that was already complete needs no exchange and
+    /// reports status 0.
+    public let status: HTTPResponse.Status
+    /// The response's HTTP minor version: 1 for HTTP/1.1, 0 for HTTP/1.0.
+    public let httpMinorVersion: Int
+    /// The response header fields, in the order received.
+    public let headerFields: HTTPFields
+    /// The body length the server announced (`Content-Length`, or `Content-Size` with a
+    /// chunked body), or `nil` when it did not say.
+    public let contentLength: Int64?
+    /// Where the body starts in the resource: the first byte of a 206 range, or 0.
+    public let offset: UInt64
+    /// Body bytes received by the final attempt.
+    public let bytesReceived: UInt64
+    /// The body kept in memory. Empty when it went to ``Request/downloadFile`` or
+    /// ``Request/dataHandler`` (except the up to 1 MiB kept for a non-2xx status with a
+    /// download file).
+    public let data: Data
+    /// The file that received the body, if any.
+    public let downloadFile: String?
+    /// True when the request went out on a connection kept from an earlier request.
+    public let isReused: Bool
+    /// True when the response came from a cache (always `false` until caching arrives).
+    public let isFromCache: Bool
+    /// How many attempts the request took (1 without retries).
+    public let attempts: Int
+    /// Timings of the final attempt.
+    public let timings: Timings
+    /// The request head as sent (request line and header fields), for logs.
+    public let sentRequestHead: String?
+
+    /// The status code, such as 200.
+    public var statusCode: Int { status.code }
+
+    /// The response's `Content-Encoding` (such as `"gzip"`), if any.
+    public var encoding: String? { headerFields[.contentEncoding] }
+
+    /// The response's `Content-Type`, if any.
+    public var contentType: String? { headerFields[.contentType] }
+
+    /// ``data`` decoded as text, using the charset of `Content-Type`.
+    ///
+    /// Without a charset the body is read as ISO-8859-1 (the HTTP/1.1 default), except for
+    /// JSON types, which are UTF-8 by definition. An unknown charset falls back to
+    /// ISO-8859-1. `nil` when the bytes are invalid in the named charset.
+    public var string: String? { decodeText(data, contentType: contentType) }
+}

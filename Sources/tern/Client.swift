@@ -1,0 +1,361 @@
+// One `tern` invocation: builds a Request per URL from the options, streams the body to
+// stdout (through Request.dataHandler, on the engine thread, so memory stays flat) or to a
+// file (Request.downloadFile), and turns the outcome into curl's messages and exit codes.
+
+import Dispatch
+import Foundation
+import HTTPTypes
+import Logging
+import Tern
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The result of one transfer: curl's exit code, and whether `--retry` may try again.
+struct TransferOutcome {
+    var code: Int32
+    var transient = false
+    var reason = ""
+}
+
+/// State shared between the engine thread (head and data handlers) and the main thread.
+final class TransferState: Sendable {
+    struct Values {
+        var headShown = false
+        var writeFailed = false
+    }
+    // Guarded by `lock` (a pthread mutex, which ThreadSanitizer follows).
+    private let lock = NSLock()
+    nonisolated(unsafe) private var values = Values()
+
+    var headShown: Bool {
+        get { lock.withLock { values.headShown } }
+        set { lock.withLock { values.headShown = newValue } }
+    }
+
+    var writeFailed: Bool {
+        get { lock.withLock { values.writeFailed } }
+        set { lock.withLock { values.writeFailed = newValue } }
+    }
+}
+
+final class Client {
+    let options: TernCommand
+    let engine: Engine
+
+    init(options: TernCommand) {
+        self.options = options
+        let verbose = options.verbose
+        let logger = Logger(label: "tern") { _ in
+            verbose ? StarLogHandler() as any LogHandler : SwiftLogNoOpLogHandler()
+        }
+        do {
+            engine = try Engine(configuration: .init(logger: logger))
+        } catch {
+            Output.stderr("tern: cannot start the engine: \(error.message)\n")
+            exit(2)
+        }
+    }
+
+    /// Fetches every URL in turn; returns the first failure's exit code, or 0.
+    func run() -> Int32 {
+        var exitCode: Int32 = 0
+        for (index, url) in options.urls.enumerated() {
+            let code = transferWithRetries(url, index: index)
+            if exitCode == 0 { exitCode = code }
+        }
+        return exitCode
+    }
+
+    private func transferWithRetries(_ url: String, index: Int) -> Int32 {
+        var left = options.retry
+        var delay: TimeInterval = 1
+        while true {
+            let outcome = transfer(url, index: index)
+            guard outcome.code != 0, outcome.transient, left > 0 else { return outcome.code }
+            if !options.silent || options.showError {
+                Output.stderr(
+                    "Warning: Problem : \(outcome.reason). Will retry in \(Int(delay)) second"
+                        + "\(delay == 1 ? "" : "s"). \(left) retr\(left == 1 ? "y" : "ies") left.\n")
+            }
+            Thread.sleep(forTimeInterval: delay)
+            delay = min(delay * 2, 600)
+            left -= 1
+        }
+    }
+
+    private func failure(_ code: Int32, _ message: String) -> TransferOutcome {
+        report(code, message)
+        return TransferOutcome(code: code)
+    }
+
+    private func report(_ code: Int32, _ message: String) {
+        if options.verbose { Output.stderr("* \(message)\n") }
+        if !options.silent || options.showError {
+            Output.stderr("tern: (\(code)) \(message)\n")
+        }
+    }
+
+    // MARK: - One transfer
+
+    private func transfer(_ rawURL: String, index: Int) -> TransferOutcome {
+        var text = rawURL
+        if !text.contains("://") { text = "http://" + text }
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+            let host = url.host, !host.isEmpty
+        else {
+            return failure(3, "URL rejected: Malformed input to a URL function")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            return failure(1, "Protocol \"\(scheme)\" not supported")
+        }
+
+        let request = Request(url: url)
+        request.engine = engine
+        // executeAndWait() below runs on the main thread: with the main queue as the callback
+        // queue, Tern delivers the events inline on this (waiting) thread.
+        request.callbackQueue = .main
+        var timeouts = Request.Timeouts(connect: 300, headers: 0, body: 0, total: 0)
+        if let seconds = options.connectTimeout { timeouts.connect = seconds }
+        if let seconds = options.maxTime { timeouts.total = seconds }
+        request.timeouts = timeouts
+        request.http10 = options.http10
+        request.decoding = .none  // curl sends no Accept-Encoding without --compressed
+        if let agent = options.userAgent { request.userAgent = agent }
+        if let referer = options.referer {
+            request.referrer = referer.hasSuffix(";auto") ? String(referer.dropLast(5)) : referer
+        }
+
+        // Header fields.
+        var fields = HTTPFields()
+        for line in options.headers {
+            guard let colon = line.firstIndex(of: ":") else {
+                if line.hasSuffix(";"), let name = HTTPField.Name(String(line.dropLast())) {
+                    fields.append(HTTPField(name: name, value: ""))
+                }
+                continue
+            }
+            let nameText = line[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            guard let name = HTTPField.Name(nameText) else {
+                return failure(43, "invalid header field name \"\(nameText)\"")
+            }
+            if value.isEmpty { continue }  // curl: "Name:" removes a field; we send none
+            if ["content-length", "transfer-encoding"].contains(name.canonicalName) {
+                if options.verbose { Output.stderr("* ignoring \(nameText): the engine frames the body\n") }
+                continue
+            }
+            fields.append(HTTPField(name: name, value: value))
+        }
+
+        // The request body.
+        let hasData = !options.data.isEmpty || !options.dataBinary.isEmpty
+        if hasData {
+            if options.data.isEmpty, options.dataBinary.count == 1,
+                let only = options.dataBinary.first, only.hasPrefix("@"), only != "@-"
+            {
+                request.bodyFile = String(only.dropFirst())  // streamed, never loaded whole
+            } else {
+                var parts: [Data] = []
+                for item in options.data {
+                    guard var part = readData(item) else {
+                        return failure(26, "Failed to open/read local data from file \(item.dropFirst())")
+                    }
+                    if item.hasPrefix("@") { part.removeAll { $0 == 0x0A || $0 == 0x0D } }
+                    parts.append(part)
+                }
+                for item in options.dataBinary {
+                    guard let part = readData(item) else {
+                        return failure(26, "Failed to open/read local data from file \(item.dropFirst())")
+                    }
+                    parts.append(part)
+                }
+                request.body = Data(parts.joined(separator: Data("&".utf8)))
+            }
+            if fields[.contentType] == nil {
+                fields[.contentType] = "application/x-www-form-urlencoded"
+            }
+        }
+
+        // The method.
+        if let name = options.method {
+            guard let method = HTTPRequest.Method(name) else {
+                return failure(43, "invalid request method \"\(name)\"")
+            }
+            request.method = method
+        } else if hasData {
+            request.method = .post
+        }
+        request.headOnly = options.head
+
+        // Where the body goes.
+        var outputPath: String?
+        if index < options.outputs.count {
+            outputPath = options.outputs[index]
+        }
+        if outputPath == CurlArguments.remoteNameMarker || (outputPath == nil && options.remoteName > 0) {
+            let name = url.lastPathComponent
+            guard !name.isEmpty, name != "/" else {
+                return failure(23, "Remote file name has no length")
+            }
+            outputPath = name
+        }
+        if outputPath == "-" { outputPath = nil }
+        let state = TransferState()
+        if let range = options.range { fields[.range] = "bytes=\(range)" }
+        if let path = outputPath {
+            request.downloadFile = path
+            if options.continueAt == "-" {
+                request.resume = true
+            } else if let offset = options.continueAt.flatMap(UInt64.init), offset > 0 {
+                request.downloadOffset = offset
+            }
+        } else {
+            if let offset = options.continueAt.flatMap(UInt64.init), offset > 0 {
+                fields[.range] = "bytes=\(offset)-"
+            }
+            request.dataHandler = { data in
+                if Output.writeAll(1, data) { return true }
+                state.writeFailed = true
+                return false
+            }
+        }
+        request.headerFields = fields
+
+        // -D: the response head goes to a file.
+        var dumpFD: Int32 = -1
+        if let dump = options.dumpHeader {
+            if dump == "-" {
+                dumpFD = 1
+            } else {
+                dumpFD = open(dump, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+                if dumpFD < 0 {
+                    return failure(23, "Failed to open \(dump): \(String(cString: strerror(errno)))")
+                }
+            }
+        }
+        defer { if dumpFD > 2 { close(dumpFD) } }
+
+        let verbose = options.verbose
+        let showHead = (options.include || options.head) && outputPath == nil
+        let failOnError = options.fail
+        let dump = dumpFD
+        request.headHandler = { request in
+            let head = Self.headText(request)
+            if verbose {
+                Self.printSentHead(request)
+                Output.stderr(head.split(separator: "\r\n", omittingEmptySubsequences: false)
+                    .dropLast().map { "< \($0)\n" }.joined())
+            }
+            state.headShown = true
+            if dump >= 0 { _ = Output.writeAll(dump, Data(head.utf8)) }
+            if failOnError && request.statusCode >= 400 { return false }
+            if showHead, !Output.writeAll(1, Data(head.utf8)) {
+                state.writeFailed = true
+                return false
+            }
+            return true
+        }
+
+        if verbose, let host = url.host {
+            Output.stderr("* Trying \(host):\(url.port ?? (scheme == "https" ? 443 : 80))...\n")
+        }
+        let meter = ProgressMeter.shouldShow(options: options, toStdout: outputPath == nil)
+            ? ProgressMeter(request: request) : nil
+        meter?.start()
+        let result: Result<Response, TernError>
+        do {
+            result = .success(try request.executeAndWait())
+        } catch {
+            result = .failure(error)
+        }
+        meter?.finish()
+        if verbose, !state.headShown { Self.printSentHead(request) }
+
+        var outcome = TransferOutcome(code: 0)
+        let status = request.statusCode
+        let retryableStatus = [408, 429, 500, 502, 503, 504].contains(status)
+        var message = ""
+        switch result {
+        case .success:
+            if failOnError && status >= 400 {
+                outcome = TransferOutcome(code: 22, transient: retryableStatus, reason: "HTTP error")
+                message = "The requested URL returned error: \(status)"
+            } else if retryableStatus {
+                outcome.transient = true
+                outcome.reason = "HTTP error"
+            }
+        case .failure(let error):
+            if state.writeFailed {
+                outcome = TransferOutcome(code: 23)
+                message = "Failure writing output to destination"
+            } else if failOnError && status >= 400 {
+                outcome = TransferOutcome(code: 22, transient: retryableStatus, reason: "HTTP error")
+                message = "The requested URL returned error: \(status)"
+            } else {
+                outcome = TransferOutcome(
+                    code: ExitCodes.curl(for: error),
+                    transient: error.isTimeout || error.code == .resolveFailed,
+                    reason: error.isTimeout ? "timeout" : error.code.description)
+                message = error.message
+            }
+        }
+        if let format = options.writeOut {
+            WriteOut.print(
+                format, request: request, url: text, outputPath: outputPath,
+                exitCode: outcome.code, errorMessage: message)
+        }
+        if outcome.code != 0 {
+            report(outcome.code, message)
+        } else if verbose {
+            Output.stderr("* done\n")
+        }
+        return outcome
+    }
+
+    /// Reads `-d`/`--data-binary` content: `@FILE`, `@-` (stdin), or the text itself.
+    private func readData(_ item: String) -> Data? {
+        guard item.hasPrefix("@") else { return Data(item.utf8) }
+        let path = String(item.dropFirst())
+        if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
+        return FileManager.default.contents(atPath: path)
+    }
+
+    /// The response head as curl prints it for -i and -D: status line, fields, blank line.
+    static func headText(_ request: Request) -> String {
+        var text = "HTTP/1.\(request.responseHTTPMinorVersion ?? 1) \(request.statusCode)"
+        if let reason = request.status?.reasonPhrase, !reason.isEmpty { text += " \(reason)" }
+        text += "\r\n"
+        for field in request.responseHeaders {
+            text += "\(field.name.rawName): \(field.value)\r\n"
+        }
+        return text + "\r\n"
+    }
+
+    /// Prints the request head as sent, curl's `> ` lines.
+    static func printSentHead(_ request: Request) {
+        guard let head = request.sentRequestHead else { return }
+        Output.stderr(head.split(separator: "\r\n", omittingEmptySubsequences: false)
+            .dropLast().map { "> \($0)\n" }.joined())
+    }
+}
+
+/// Prints engine log lines as curl's `* ` info lines (for -v).
+struct StarLogHandler: LogHandler {
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        Output.stderr("* \(event.message)\n")
+    }
+}

@@ -1,0 +1,85 @@
+// The progress bar on stderr: percent, bytes, rate and ETA, redrawn five times a second from
+// Request.progress while the transfer runs. Shown only on a terminal, never with -s or -v, and
+// not while the body itself goes to a terminal.
+
+import Dispatch
+import Foundation
+import Tern
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// The timer and finish() both run their drawing on `queue`, which serialises all state.
+final class ProgressMeter: @unchecked Sendable {
+    private let request: Request
+    private let queue = DispatchQueue(label: "tern.progress")
+    private let timer: any DispatchSourceTimer
+    private let started = Date()
+    private var startBytes: UInt64?
+
+    static func shouldShow(options: TernCommand, toStdout: Bool) -> Bool {
+        isatty(2) != 0 && !options.silent && !options.verbose && !(toStdout && isatty(1) != 0)
+    }
+
+    init(request: Request) {
+        self.request = request
+        timer = DispatchSource.makeTimerSource(queue: queue)
+    }
+
+    func start() {
+        timer.schedule(deadline: .now() + 0.2, repeating: 0.2)
+        timer.setEventHandler { [self] in draw() }
+        timer.resume()
+    }
+
+    func finish() {
+        queue.sync {
+            timer.cancel()
+            draw()
+            Output.stderr("\n")
+        }
+    }
+
+    private func draw() {
+        let progress = request.progress
+        let done = progress.bytesReceived
+        if startBytes == nil { startBytes = request.offset }
+        let elapsed = max(Date().timeIntervalSince(started), 0.001)
+        let rate = Double(done &- (startBytes ?? 0)) / elapsed
+        var line = "\r\u{1B}[K"
+        if let total = progress.bytesExpected, total > 0 {
+            let percent = min(100, Double(done) * 100 / Double(total))
+            let eta = rate > 0 ? Double(total &- min(done, total)) / rate : -1
+            line += String(format: "%5.1f%%  ", percent)
+            line += "\(Self.bytes(done)) of \(Self.bytes(total))  \(Self.bytes(UInt64(rate)))/s"
+            line += "  ETA \(Self.clock(eta))"
+        } else {
+            line += "  \(Self.bytes(done))  \(Self.bytes(UInt64(rate)))/s  \(Self.clock(elapsed))"
+        }
+        Output.stderr(line)
+    }
+
+    static func bytes(_ n: UInt64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(n)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
+    }
+
+    static func clock(_ seconds: Double) -> String {
+        guard seconds >= 0, seconds.isFinite else { return "--:--" }
+        let s = Int(seconds.rounded())
+        return s >= 3600
+            ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60)
+            : String(format: "%02d:%02d", s / 60, s % 60)
+    }
+}

@@ -1,0 +1,197 @@
+// The `tern` command line: curl's flags and meanings for the subset Tern supports, parsed
+// with swift-argument-parser after a curl-style pass over argv (see CurlArguments).
+
+import ArgumentParser
+import Foundation
+import Tern
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+struct TernCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tern",
+        abstract: "Transfer URLs over HTTP/1.1, with curl's flags.",
+        discussion: """
+            Several URLs are fetched one after another. Exit codes follow curl's: 3 bad URL, \
+            6 could not resolve, 7 could not connect, 18 partial body, 22 HTTP error with -f, \
+            23 write error, 26 read error, 28 timeout.
+            """,
+        version: "tern \(Engine.version)")
+
+    @Option(name: [.customShort("X"), .customLong("request")], parsing: .unconditional,
+            help: "Request method to use.")
+    var method: String?
+
+    @Option(name: [.customShort("H"), .customLong("header")], parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("Extra header field \"Name: value\" (repeatable).", valueName: "header"))
+    var headers: [String] = []
+
+    @Option(name: [.customShort("d"), .customLong("data")], parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("POST data; @FILE reads a file without its newlines (repeatable, joined by &).", valueName: "data"))
+    var data: [String] = []
+
+    @Option(name: .customLong("data-binary"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("POST data as is; @FILE streams a file (repeatable).", valueName: "data"))
+    var dataBinary: [String] = []
+
+    @Option(name: [.customShort("o"), .customLong("output")], parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("Write the body to FILE instead of stdout (one per URL).", valueName: "file"))
+    var outputs: [String] = []
+
+    @Flag(name: [.customShort("O"), .customLong("remote-name")],
+          help: "Write the body to a file named like the URL's last path component.")
+    var remoteName: Int
+
+    @Option(name: [.customShort("C"), .customLong("continue-at")], parsing: .unconditional,
+            help: ArgumentHelp("Resume at OFFSET; \"-\" continues the output file from its size.", valueName: "offset"))
+    var continueAt: String?
+
+    @Option(name: [.customShort("r"), .customLong("range")], parsing: .unconditional,
+            help: ArgumentHelp("Byte range to fetch, such as 0-499.", valueName: "range"))
+    var range: String?
+
+    @Flag(name: [.customShort("I"), .customLong("head")], help: "Fetch the headers only (HEAD).")
+    var head = false
+
+    @Flag(name: [.customShort("i"), .customLong("include")], help: "Include the response head in the output.")
+    var include = false
+
+    @Option(name: [.customShort("D"), .customLong("dump-header")], parsing: .unconditional,
+            help: ArgumentHelp("Write the response head to FILE (\"-\": stdout).", valueName: "file"))
+    var dumpHeader: String?
+
+    @Flag(name: [.customShort("s"), .customLong("silent")], help: "No progress meter or error messages.")
+    var silent = false
+
+    @Flag(name: [.customShort("S"), .customLong("show-error")], help: "Show errors even with -s.")
+    var showError = false
+
+    @Flag(name: [.customShort("f"), .customLong("fail")], help: "Fail with exit code 22 and no body on HTTP status >= 400.")
+    var fail = false
+
+    @Option(name: [.customShort("w"), .customLong("write-out")], parsing: .unconditional,
+            help: ArgumentHelp("Print FORMAT after the transfer: %{http_code}, %{size_download}, %{time_total}, %{url_effective}, ...", valueName: "format"))
+    var writeOut: String?
+
+    @Flag(name: [.customShort("v"), .customLong("verbose")], help: "Show the exchange on stderr.")
+    var verbose = false
+
+    @Option(name: [.customShort("A"), .customLong("user-agent")], parsing: .unconditional,
+            help: ArgumentHelp("User-Agent to send.", valueName: "name"))
+    var userAgent: String?
+
+    @Option(name: [.customShort("e"), .customLong("referer")], parsing: .unconditional,
+            help: ArgumentHelp("Referer URL to send.", valueName: "url"))
+    var referer: String?
+
+    @Option(name: .customLong("connect-timeout"), parsing: .unconditional,
+            help: ArgumentHelp("Seconds allowed for connecting.", valueName: "seconds"))
+    var connectTimeout: Double?
+
+    @Option(name: [.customShort("m"), .customLong("max-time")], parsing: .unconditional,
+            help: ArgumentHelp("Seconds allowed for the whole transfer.", valueName: "seconds"))
+    var maxTime: Double?
+
+    @Option(name: .customLong("retry"), parsing: .unconditional,
+            help: ArgumentHelp("Retry transient failures (timeouts, resolve errors, HTTP 408, 429, 500, 502, 503, 504) up to N times.", valueName: "num"))
+    var retry: Int = 0
+
+    @Flag(name: [.customShort("0"), .customLong("http1.0")], help: "Speak HTTP/1.0.")
+    var http10 = false
+
+    @Argument(help: "URLs to fetch, one after another.")
+    var urls: [String] = []
+
+    func validate() throws {
+        if urls.isEmpty { throw ValidationError("no URL specified") }
+        if retry < 0 { throw ValidationError("--retry needs a number >= 0") }
+        if let range, range.isEmpty { throw ValidationError("-r needs a range") }
+        if let c = continueAt, c != "-", UInt64(c) == nil {
+            throw ValidationError("-C needs an offset or \"-\"")
+        }
+    }
+}
+
+@main
+enum Main {
+    static func main() {
+        signal(SIGPIPE, SIG_IGN)  // a closed pipe becomes a write error (exit 23)
+        let arguments = CurlArguments.normalize(Array(CommandLine.arguments.dropFirst()))
+        let command: TernCommand
+        do {
+            command = try TernCommand.parse(arguments)
+        } catch {
+            if TernCommand.exitCode(for: error) == .success {
+                TernCommand.exit(withError: error)  // --help, --version
+            }
+            Output.stderr("tern: \(TernCommand.message(for: error))\n"
+                + "tern: try 'tern --help' for more information\n")
+            exit(2)
+        }
+        exit(Client(options: command).run())
+    }
+}
+
+/// Rewrites argv the way curl reads it, so swift-argument-parser sees one option per word:
+/// grouped short flags (`-sSf`), a short option with its value attached (`-XPOST`, `-o-`),
+/// and a value that looks like an option (`-C -`, `-d -x`) after its option.
+enum CurlArguments {
+    static let shortWithValue: Set<Character> = ["X", "H", "d", "o", "C", "r", "D", "w", "A", "e", "m"]
+    static let longWithValue: Set<String> = [
+        "--request", "--header", "--data", "--data-binary", "--output", "--continue-at",
+        "--range", "--dump-header", "--write-out", "--user-agent", "--referer",
+        "--connect-timeout", "--max-time", "--retry",
+    ]
+
+    /// Stands for "-O" in the output list: -o and -O pair with URLs in the order given.
+    static let remoteNameMarker = "\u{1}remote-name"
+
+    static func normalize(_ arguments: [String]) -> [String] {
+        var out: [String] = []
+        func emit(_ word: String) {
+            if word == "-O" || word == "--remote-name" {
+                out.append(contentsOf: ["-o", remoteNameMarker])
+            } else {
+                out.append(word)
+            }
+        }
+        var valueNext = false
+        var index = 0
+        while index < arguments.count {
+            let arg = arguments[index]
+            index += 1
+            if valueNext {
+                out.append(arg)
+                valueNext = false
+            } else if arg == "--" {
+                out.append(contentsOf: arguments[(index - 1)...])
+                break
+            } else if arg.hasPrefix("--") {
+                emit(arg)
+                valueNext = longWithValue.contains(arg)
+            } else if arg.hasPrefix("-"), arg.count > 1 {
+                let letters = Array(arg.dropFirst())
+                for (i, letter) in letters.enumerated() {
+                    emit("-\(letter)")
+                    if shortWithValue.contains(letter) {
+                        if i + 1 < letters.count {
+                            out.append(String(letters[(i + 1)...]))
+                        } else {
+                            valueNext = true
+                        }
+                        break
+                    }
+                }
+            } else {
+                out.append(arg)
+            }
+        }
+        return out
+    }
+}
