@@ -746,6 +746,7 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
   if (have_cl) req->content_length = (int64_t)cl;
 
   tern__request_mark(req, TERN_TIME_HEADERS);
+  req->recv_start_ms = uv_now(c->engine->loop);
   if (c->ssl) tern__tls_note(c, req);
   tern__log(c->engine, TERN_LOG_INFO, req, "HTTP/1.%d %d %s from %s after %.3f s", minor, status,
             req->reason, req->url.hostport, tern_request_get_time(req, TERN_TIME_HEADERS));
@@ -969,6 +970,23 @@ static void on_eof(tern__conn *c, ssize_t uverr) {
   tern__conn_fail(c, NULL, err);
 }
 
+/* The receive-rate cap: when the body is ahead of its allowed rate, reading pauses until the
+ * rate catches up (the connection timer resumes it). */
+static void throttle(tern__conn *c) {
+  tern_request_t *req = first_request(c);
+  if (req == NULL || req->max_recv_speed == 0 || c->rstate == TERN__RESP_HEAD ||
+      c->state != TERN__CONN_ACTIVE || c->timer_kind == TERN__TIMER_THROTTLE)
+    return;
+  uint64_t elapsed = uv_now(c->engine->loop) - req->recv_start_ms;
+  uint64_t allowed = req->max_recv_speed * elapsed / 1000;
+  if (req->received <= allowed) return;
+  uint64_t wait = (req->received - allowed) * 1000 / req->max_recv_speed;
+  if (wait == 0) return;
+  stop_reading(c);
+  c->timer_kind = TERN__TIMER_THROTTLE;
+  uv_timer_start(&c->timer, on_timer, wait, 0);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   (void)buf;
   tern__conn *c = s->data;
@@ -990,6 +1008,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     else if (closed && c->state != TERN__CONN_CLOSING) on_eof(c, UV_EOF); /* close_notify */
     else if (c->len == c->cap && c->state == TERN__CONN_ACTIVE)
       stop_reading(c); /* full while a request is still being sent; resumes after */
+    else
+      throttle(c);
   } else if (nread < 0) {
     if (nread == UV_ENOBUFS) {
       stop_reading(c);
@@ -1034,6 +1054,16 @@ static void on_timer(uv_timer_t *t) {
       break;
     }
     case TERN__TIMER_IDLE: tern__conn_close(c); break;
+    case TERN__TIMER_THROTTLE: {
+      /* Caught up with the rate: read again; the body timer measures silence from now. */
+      set_timer(c, TERN__TIMER_BODY, req ? req->timeouts[TERN_TIMEOUT_BODY] : 0);
+      start_reading(c);
+      int r = pump(c); /* plaintext OpenSSL kept meanwhile */
+      if (r < 0) tern__conn_fail(c, NULL, r);
+      else if (r == 1 && c->state != TERN__CONN_CLOSING) on_eof(c, UV_EOF);
+      else throttle(c);
+      break;
+    }
     case TERN__TIMER_EXPECT:
       if (req && req->awaiting_continue) {
         req->awaiting_continue = false; /* no 100 in time: send the body anyway (RFC 9110 10.1.1) */

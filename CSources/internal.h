@@ -234,6 +234,8 @@ struct tern_request {
   bool persistent, pipelining, http10;
   size_t buffer_size;
   void *user_data;
+  uint64_t max_recv_speed;
+  uint64_t recv_start_ms; /* uv_now when this hop's body began, for the rate cap */
   bool tls_verify;
   char *tls_ca_file, *tls_ca_path, *tls_cert, *tls_key, *tls_password;
   char *tls_id; /* the TLS settings as one string: pool and context key */
@@ -353,7 +355,8 @@ enum {
   TERN__TIMER_HEADERS,
   TERN__TIMER_BODY,
   TERN__TIMER_IDLE,
-  TERN__TIMER_EXPECT /* waiting for 100 Continue */
+  TERN__TIMER_EXPECT, /* waiting for 100 Continue */
+  TERN__TIMER_THROTTLE /* reading paused by the receive-rate cap */
 };
 
 enum { TERN__RESP_HEAD, TERN__RESP_LENGTH, TERN__RESP_CHUNKED, TERN__RESP_CLOSE };

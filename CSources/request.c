@@ -593,6 +593,12 @@ int tern_request_was_client_cert_requested(const tern_request_t *req) {
   return req ? req->cert_requested : 0;
 }
 
+int tern_request_set_max_recv_speed(tern_request_t *req, uint64_t bytes_per_second) {
+  CHECK_NEW(req);
+  req->max_recv_speed = bytes_per_second;
+  return 0;
+}
+
 int tern_request_set_buffer_size(tern_request_t *req, size_t bytes) {
   CHECK_NEW(req);
   if (bytes != 0 && (bytes < 1024 || bytes > (1u << 30))) return TERN_EINVAL;

@@ -26,55 +26,54 @@ static void on_complete(tern_request_t *req, int status, void *user_data) {
   pthread_mutex_unlock(&w->lock);
 }
 
+static void wait_for(struct wait *w) {
+  pthread_mutex_lock(&w->lock);
+  while (!w->done) pthread_cond_wait(&w->cond, &w->lock);
+  pthread_mutex_unlock(&w->lock);
+}
+
+static int fail(const char *what, int err) {
+  fprintf(stderr, "fetch: %s: %s\n", what, tern_strerror(err));
+  return 2;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3 || (argc == 4 && strcmp(argv[3], "--resume") != 0) || argc > 4) {
     fprintf(stderr, "usage: %s URL FILE [--resume]\n", argv[0]);
     return 2;
   }
+  const char *url = argv[1], *file = argv[2];
   int resume = argc == 4;
   struct wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
 
+  /* README: begin */
   tern_engine_t *engine;
-  int r = tern_engine_new(&engine, NULL);
-  if (r) {
-    fprintf(stderr, "fetch: engine: %s\n", tern_strerror(r));
-    return 2;
-  }
+  int r = tern_engine_new(&engine, NULL); /* runs its own loop thread */
+  if (r != 0) return fail("engine", r);
   tern_request_t *req = tern_request_new();
-  if (req == NULL) {
-    fprintf(stderr, "fetch: out of memory\n");
-    return 2;
-  }
-  if ((r = tern_request_set_url(req, argv[1])) != 0 ||
-      (r = tern_request_set_download_file(req, argv[2], 0, 0, resume)) != 0 ||
+  /* The body goes to FILE.part and becomes FILE only when complete; resume continues it. */
+  if (req == NULL || (r = tern_request_set_url(req, url)) != 0 ||
+      (r = tern_request_set_download_file(req, file, 0, 0, resume)) != 0 ||
       (r = tern_request_set_complete_cb(req, on_complete, &w)) != 0 ||
       (r = tern_engine_submit(engine, req)) != 0) {
-    fprintf(stderr, "fetch: %s: %s\n", argv[1], tern_strerror(r));
     tern_request_free(req);
     tern_engine_free(engine);
-    return 2;
+    return fail(url, req ? r : TERN_ENOMEM);
   }
-
-  pthread_mutex_lock(&w.lock);
-  while (!w.done) pthread_cond_wait(&w.cond, &w.lock);
-  pthread_mutex_unlock(&w.lock);
-
-  int rc = 0;
-  int err = tern_request_get_error(req);
-  int status = tern_request_get_status(req);
-  if (err) {
+  wait_for(&w); /* on_complete runs once, on the engine's thread */
+  int err = tern_request_get_error(req), status = tern_request_get_status(req);
+  if (err != 0) /* the message says what failed and where */
     fprintf(stderr, "fetch: %s (%s)\n", tern_request_get_error_message(req), tern_err_name(err));
-    rc = 2;
-  } else if (status == 416 && resume) {
-    fprintf(stderr, "fetch: %s was already complete\n", argv[2]);
-  } else if (status < 200 || status > 299) {
-    fprintf(stderr, "fetch: %s: HTTP %d %s\n", argv[1], status, tern_request_get_reason(req));
-    rc = 1;
-  } else {
+  /* README: end */
+  else if (status == 416 && resume)
+    fprintf(stderr, "fetch: %s was already complete\n", file);
+  else if (status < 200 || status > 299)
+    fprintf(stderr, "fetch: %s: HTTP %d %s\n", url, status, tern_request_get_reason(req));
+  else
     fprintf(stderr, "fetch: %llu bytes in %.3f s\n",
             (unsigned long long)tern_request_get_bytes_received(req),
             tern_request_get_time(req, TERN_TIME_END));
-  }
+  int rc = err != 0 ? 2 : (status == 416 && resume) || (status >= 200 && status <= 299) ? 0 : 1;
   tern_request_free(req);
   tern_engine_free(engine);
   return rc;

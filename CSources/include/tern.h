@@ -366,6 +366,11 @@ TERN_API int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir);
 TERN_API int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
                                              const char *key_file, const char *password);
 
+/** Caps the response body's receive rate at about `bytes_per_second` (0: no cap), like
+ *  curl's --limit-rate: the engine stops reading while ahead of the rate, so the sender is
+ *  slowed by TCP flow control and nothing piles up in memory. */
+TERN_API int tern_request_set_max_recv_speed(tern_request_t *req, uint64_t bytes_per_second);
+
 /** This request's connection buffer size when it opens a connection (0: engine default).
  *  Pooled connections are shared only between requests asking the same size. */
 TERN_API int tern_request_set_buffer_size(tern_request_t *req, size_t bytes);

@@ -651,3 +651,17 @@ TEST(body_download_to_dev_null_keeps_device) {
   tern_request_free(req);
   finish(eng);
 }
+
+/* --limit-rate: 3 MiB at 6 MiB/s takes about half a second, and arrives whole. */
+TEST(body_receive_rate_cap) {
+  tern_engine_t *eng = new_engine();
+  tern_request_t *req = request("NGINX_PORT", "/100m.bin");
+  ASSERT_EQ(tern_request_set_download_file(req, "/dev/null", 0, 3u << 20, 0), 0);
+  ASSERT_EQ(tern_request_set_max_recv_speed(req, 6u << 20), 0);
+  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_UEQ(tern_request_get_bytes_delivered(req), 3u << 20);
+  double body_time = tern_request_get_time(req, TERN_TIME_END) - tern_request_get_time(req, TERN_TIME_HEADERS);
+  if (body_time < 0.4 || body_time > 2.0) TEST_FAIL_("3 MiB at 6 MiB/s took %.3f s", body_time);
+  tern_request_free(req);
+  finish(eng);
+}
