@@ -1111,8 +1111,6 @@ void tern__conn_fail(tern__conn *c, tern_request_t *victim, int err) {
                c->len == 0 && c->rstate == TERN__RESP_HEAD &&
                (err == TERN_EEMPTYREPLY || err == TERN_ECONNRESET) && victim->idempotent &&
                victim->body_kind != TERN__BODY_CB;
-  tern__list victims;
-  tern__list_init(&victims);
   if (victim) {
     tern__list_remove(&victim->node);
     c->nrequests--;

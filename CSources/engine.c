@@ -215,28 +215,12 @@ static void on_async(uv_async_t *handle) {
   uv_mutex_lock(&eng->lock);
   bool stopping = eng->stopping;
   /* Splice both queues out so that callbacks may queue more while we work. */
-  if (!tern__list_empty(&eng->submitted)) {
-    subs.next = eng->submitted.next;
-    subs.prev = eng->submitted.prev;
-    subs.next->prev = &subs;
-    subs.prev->next = &subs;
-    tern__list_init(&eng->submitted);
-  }
-  if (!tern__list_empty(&eng->cancels)) {
-    cancels.next = eng->cancels.next;
-    cancels.prev = eng->cancels.prev;
-    cancels.next->prev = &cancels;
-    cancels.prev->next = &cancels;
-    tern__list_init(&eng->cancels);
-  }
+  tern__list_splice_tail(&subs, &eng->submitted);
+  tern__list_splice_tail(&cancels, &eng->cancels);
   uv_mutex_unlock(&eng->lock);
 
   tern__engine_enter(eng);
-  while (!tern__list_empty(&subs)) {
-    tern__list *n = subs.next;
-    tern__list_remove(n);
-    tern__list_insert_tail(&eng->ready, n);
-  }
+  tern__list_splice_tail(&eng->ready, &subs);
   while (!tern__list_empty(&cancels)) {
     tern__list *n = cancels.next;
     tern__list_remove(n);
@@ -546,11 +530,7 @@ static void shutdown_all(tern_engine_t *eng) {
   uv_mutex_lock(&eng->lock);
   tern__list subs;
   tern__list_init(&subs);
-  while (!tern__list_empty(&eng->submitted)) {
-    tern__list *n = eng->submitted.next;
-    tern__list_remove(n);
-    tern__list_insert_tail(&subs, n);
-  }
+  tern__list_splice_tail(&subs, &eng->submitted);
   while (!tern__list_empty(&eng->cancels)) {
     tern__list *n = eng->cancels.next;
     tern__list_remove(n);

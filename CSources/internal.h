@@ -44,6 +44,15 @@ static inline void tern__list_remove(tern__list *n) {
   n->next->prev = n->prev;
   n->next = n->prev = n;
 }
+/* Moves every node of `src` to the tail of `dst`, in order; `src` ends empty. */
+static inline void tern__list_splice_tail(tern__list *dst, tern__list *src) {
+  if (tern__list_empty(src)) return;
+  src->next->prev = dst->prev;
+  dst->prev->next = src->next;
+  src->prev->next = dst;
+  dst->prev = src->prev;
+  tern__list_init(src);
+}
 #define tern__container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ---- growable byte string ------------------------------------------------------------------ */
