@@ -1272,7 +1272,9 @@ static bool same_origin(const tern__url *a, const tern__url *b) {
 }
 
 int tern__request_next_hop(tern_request_t *req) {
-  const char *host = req->url.hostport;
+  /* A copy: a redirect replaces req->url, and the messages below may name the old host. */
+  char host[280];
+  snprintf(host, sizeof host, "%s", req->url.hostport);
   /* Sending the body again needs it whole: a callback body already read is gone. */
   bool replay_body = true;
   if (req->next_hop == TERN__HOP_REDIRECT) {
