@@ -4,75 +4,13 @@
 #define _DEFAULT_SOURCE
 #include "task.h"
 #include "testsrv.h"
+#include "testutil.h"
 
 #include <tern.h>
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdbool.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-
-typedef struct {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  int done;
-} waiter;
-
-static void on_done(tern_request_t *req, int status, void *ud) {
-  (void)req;
-  (void)status;
-  waiter *w = ud;
-  pthread_mutex_lock(&w->lock);
-  w->done++;
-  pthread_cond_broadcast(&w->cond);
-  pthread_mutex_unlock(&w->lock);
-}
-
-static int run(tern_engine_t *eng, tern_request_t *req) {
-  waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-  ASSERT_EQ(tern_request_set_complete_cb(req, on_done, &w), 0);
-  ASSERT_EQ(tern_engine_submit(eng, req), 0);
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += (time_t)(test_scaled_ms(60000) / 1000);
-  pthread_mutex_lock(&w.lock);
-  while (w.done == 0)
-    if (pthread_cond_timedwait(&w.cond, &w.lock, &ts) != 0) TEST_FAIL_("request did not complete");
-  pthread_mutex_unlock(&w.lock);
-  return tern_request_get_error(req);
-}
-
-static tern_engine_t *new_engine(void) {
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, NULL), 0);
-  return eng;
-}
-
-static tern_request_t *request(const char *portkey, const char *path) {
-  tern_request_t *req = tern_request_new();
-  char *url = testsrv_url(portkey, path);
-  ASSERT_EQ(tern_request_set_url(req, url), 0);
-  free(url);
-  return req;
-}
-
-static void finish(tern_engine_t *eng) {
-  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REQUESTS_ACTIVE), 0);
-  tern_engine_free(eng);
-  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
-}
-
-static char *tmp_path(const char *name) {
-  const char *dir = getenv("TERN_TEST_TMP");
-  if (dir == NULL) dir = "/tmp";
-  mkdir(dir, 0777);
-  size_t n = strlen(dir) + strlen(name) + 32;
-  char *p = malloc(n);
-  snprintf(p, n, "%s/%d-%s", dir, (int)getpid(), name);
-  return p;
-}
 
 static char *with_suffix(const char *path, const char *suffix) {
   size_t n = strlen(path) + strlen(suffix) + 1;
@@ -81,80 +19,45 @@ static char *with_suffix(const char *path, const char *suffix) {
   return p;
 }
 
-static bool exists(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0;
-}
-
-static void write_file(const char *path, const void *data, size_t n) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT(fd >= 0);
-  ASSERT_EQ(write(fd, data, n), (int64_t)n);
-  close(fd);
-}
-
-/* SHA-256 of bytes [off, off+n) of a docroot file. */
-static void sha_of_slice_www(const char *name, uint64_t off, size_t n, char hex[65]) {
-  char *path = testsrv_www_path(name);
-  int fd = open(path, O_RDONLY);
-  ASSERT(fd >= 0);
-  char *buf = malloc(n ? n : 1);
-  ASSERT_EQ(pread(fd, buf, n, (off_t)off), (int64_t)n);
-  close(fd);
-  testsrv_sha256_mem(buf, n, hex);
-  free(buf);
-  free(path);
-}
-
-static void body_sha(tern_request_t *req, char hex[65]) {
-  size_t len = 0;
-  const void *body = tern_request_get_body(req, &len);
-  testsrv_sha256_mem(body, len, hex);
-}
-
 /* ---- decoding ---- */
 
 TEST(body_gzip_from_nginx_100m) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = request("NGINX_PORT", "/gzip/100m.bin");
-  char *dest = tmp_path("gz100m.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/gzip/100m.bin");
+  char *dest = test_tmp_path("gz100m.bin");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_STR_EQ(tern_request_get_header(req, "Content-Encoding"), "gzip");
   ASSERT_STR_EQ(tern_request_get_decoded_encoding(req), "gzip");
   ASSERT_UEQ(tern_request_get_bytes_delivered(req), 100u << 20);
-  char hex[65];
-  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_100M"));
+  test_assert_file_sha(dest, "SHA_100M");
   unlink(dest);
   free(dest);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(body_gzip_compressible_text) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = request("NGINX_PORT", "/gzip/64k.txt");
-  ASSERT_EQ(run(eng, req), 0);
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/gzip/64k.txt");
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_STR_EQ(tern_request_get_decoded_encoding(req), "gzip");
   ASSERT_LT(tern_request_get_bytes_received(req), tern_request_get_bytes_delivered(req));
-  char hex[65];
-  body_sha(req, hex);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_64K"));
+  test_assert_req_body_sha(req, "SHA_64K");
   size_t hl;
   const char *head = tern_request_get_request_head(req, &hl);
   ASSERT(strstr(head, "\r\nAccept-Encoding: gzip, deflate\r\n") != NULL);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(body_raw_and_off_modes) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* RAW: the gzip bytes as sent. */
-  tern_request_t *req = request("NGINX_PORT", "/gzip/64k.txt");
+  tern_request_t *req = test_request("NGINX_PORT", "/gzip/64k.txt");
   ASSERT_EQ(tern_request_set_decoding(req, TERN_DECODE_RAW), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT(tern_request_get_decoded_encoding(req) == NULL);
   ASSERT_STR_EQ(tern_request_get_header(req, "Content-Encoding"), "gzip");
   size_t len = 0;
@@ -163,17 +66,15 @@ TEST(body_raw_and_off_modes) {
   ASSERT_UEQ(tern_request_get_bytes_delivered(req), len);
   tern_request_free(req);
   /* OFF: no Accept-Encoding, so nginx sends identity. */
-  req = request("NGINX_PORT", "/gzip/64k.txt");
+  req = test_request("NGINX_PORT", "/gzip/64k.txt");
   ASSERT_EQ(tern_request_set_decoding(req, TERN_DECODE_OFF), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT(tern_request_get_header(req, "Content-Encoding") == NULL);
-  char hex[65];
-  body_sha(req, hex);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_64K"));
+  test_assert_req_body_sha(req, "SHA_64K");
   size_t hl;
   ASSERT(strstr(tern_request_get_request_head(req, &hl), "Accept-Encoding") == NULL);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* ---- safe downloads ---- */
@@ -188,96 +89,94 @@ static int cancel_after_bytes(tern_request_t *req, tern_progress_state state, in
 }
 
 TEST(body_canceled_download_leaves_old_file) {
-  tern_engine_t *eng = new_engine();
-  char *dest = tmp_path("keep.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("keep.bin");
   char *part = with_suffix(dest, ".part");
-  write_file(dest, "old and good", 12);
-  tern_request_t *req = request("NGINX_PORT", "/100m.bin");
+  test_write_file(dest, "old and good", 12);
+  tern_request_t *req = test_request("NGINX_PORT", "/100m.bin");
   static uint64_t limit = 10u << 20;
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
   ASSERT_EQ(tern_request_set_progress_cb(req, cancel_after_bytes, &limit), 0);
-  ASSERT_EQ(run(eng, req), TERN_ECANCELED);
+  ASSERT_EQ(test_run(eng, req), TERN_ECANCELED);
   char hex[65], want[65];
   testsrv_sha256_mem("old and good", 12, want);
   ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
   ASSERT_STR_EQ(hex, want);
-  ASSERT(!exists(part)); /* no resume asked: no debris */
+  ASSERT(!test_exists(part)); /* no resume asked: no debris */
   tern_request_free(req);
   unlink(dest);
   free(dest);
   free(part);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* Interrupted with resume on: the .part stays with its validator, and a second attempt
  * continues it with If-Range and moves it into place. */
 TEST(body_resume_part_with_if_range) {
-  tern_engine_t *eng = new_engine();
-  char *dest = tmp_path("resume.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("resume.bin");
   char *part = with_suffix(dest, ".part");
   char *validator = with_suffix(dest, ".part.validator");
   unlink(dest);
-  tern_request_t *req = request("NGINX_PORT", "/100m.bin");
+  tern_request_t *req = test_request("NGINX_PORT", "/100m.bin");
   static uint64_t limit = 20u << 20;
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
   ASSERT_EQ(tern_request_set_progress_cb(req, cancel_after_bytes, &limit), 0);
-  ASSERT_EQ(run(eng, req), TERN_ECANCELED);
+  ASSERT_EQ(test_run(eng, req), TERN_ECANCELED);
   tern_request_free(req);
-  ASSERT(!exists(dest));
-  ASSERT(exists(part));
-  ASSERT(exists(validator));
+  ASSERT(!test_exists(dest));
+  ASSERT(test_exists(part));
+  ASSERT(test_exists(validator));
 
-  req = request("NGINX_PORT", "/100m.bin");
+  req = test_request("NGINX_PORT", "/100m.bin");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 206);
   size_t hl;
   ASSERT(strstr(tern_request_get_request_head(req, &hl), "\r\nIf-Range: ") != NULL);
-  char hex[65];
-  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_100M"));
-  ASSERT(!exists(part));
-  ASSERT(!exists(validator));
+  test_assert_file_sha(dest, "SHA_100M");
+  ASSERT(!test_exists(part));
+  ASSERT(!test_exists(validator));
   tern_request_free(req);
   unlink(dest);
   free(dest);
   free(part);
   free(validator);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* The resource changed between attempts: nginx's ETag no longer matches the If-Range, it sends
  * the new version whole, and the result is the new version, not a splice. */
 TEST(body_resume_after_resource_changed) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *www = testsrv_www_path("changing.bin");
   size_t size = 4u << 20;
   unsigned char *v1 = malloc(size), *v2 = malloc(size + 100);
   for (size_t i = 0; i < size; i++) v1[i] = (unsigned char)(i * 7);
   for (size_t i = 0; i < size + 100; i++) v2[i] = (unsigned char)(i * 13 + 1);
-  write_file(www, v1, size);
-  char *dest = tmp_path("changing.bin");
+  test_write_file(www, v1, size);
+  char *dest = test_tmp_path("changing.bin");
   char *part = with_suffix(dest, ".part");
   unlink(dest);
-  tern_request_t *req = request("NGINX_PORT", "/changing.bin");
+  tern_request_t *req = test_request("NGINX_PORT", "/changing.bin");
   static uint64_t limit = 1u << 20;
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
   ASSERT_EQ(tern_request_set_progress_cb(req, cancel_after_bytes, &limit), 0);
-  ASSERT_EQ(run(eng, req), TERN_ECANCELED);
+  ASSERT_EQ(test_run(eng, req), TERN_ECANCELED);
   tern_request_free(req);
-  ASSERT(exists(part));
+  ASSERT(test_exists(part));
 
   sleep(1); /* a different mtime, so a different ETag */
-  write_file(www, v2, size + 100);
-  req = request("NGINX_PORT", "/changing.bin");
+  test_write_file(www, v2, size + 100);
+  req = test_request("NGINX_PORT", "/changing.bin");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   char hex[65], want[65];
   testsrv_sha256_mem(v2, size + 100, want);
   ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
   ASSERT_STR_EQ(hex, want);
-  ASSERT(!exists(part));
+  ASSERT(!test_exists(part));
   tern_request_free(req);
   unlink(dest);
   unlink(www);
@@ -286,13 +185,13 @@ TEST(body_resume_after_resource_changed) {
   free(part);
   free(v1);
   free(v2);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* A complete .part: nginx answers 416, which counts as done, and the part moves into place. */
 TEST(body_resume_complete_part_416) {
-  tern_engine_t *eng = new_engine();
-  char *dest = tmp_path("whole.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("whole.bin");
   char *part = with_suffix(dest, ".part");
   unlink(dest);
   char *src = testsrv_www_path("1k.bin");
@@ -300,50 +199,48 @@ TEST(body_resume_complete_part_416) {
   char buf[1024];
   ASSERT_EQ(read(in, buf, sizeof buf), 1024);
   close(in);
-  write_file(part, buf, sizeof buf);
-  tern_request_t *req = request("NGINX_PORT", "/1k.bin");
+  test_write_file(part, buf, sizeof buf);
+  tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 416);
-  char hex[65];
-  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_1K"));
-  ASSERT(!exists(part));
+  test_assert_file_sha(dest, "SHA_1K");
+  ASSERT(!test_exists(part));
   tern_request_free(req);
   unlink(dest);
   free(dest);
   free(part);
   free(src);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* The fault server ignores Range: a 200 restarts the .part from zero, no splice. */
 TEST(body_resume_server_ignores_range) {
-  tern_engine_t *eng = new_engine();
-  char *dest = tmp_path("norange.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("norange.bin");
   char *part = with_suffix(dest, ".part");
   unlink(dest);
-  write_file(part, "garbage that must not survive", 29);
-  tern_request_t *req = request("FAULT_PORT", "/ok?size=100000");
+  test_write_file(part, "garbage that must not survive", 29);
+  tern_request_t *req = test_request("FAULT_PORT", "/ok?size=100000");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   char hex[65], want[65];
   testsrv_pattern_sha256(100000, want);
   ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
   ASSERT_STR_EQ(hex, want);
-  ASSERT(!exists(part));
+  ASSERT(!test_exists(part));
   tern_request_free(req);
   unlink(dest);
   free(dest);
   free(part);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* ---- Expect: 100-continue ---- */
 
 static tern_request_t *upload_request(const char *path, size_t size, unsigned char **data) {
-  tern_request_t *req = request("FAULT_PORT", path);
+  tern_request_t *req = test_request("FAULT_PORT", path);
   ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
   *data = malloc(size);
   for (size_t i = 0; i < size; i++) (*data)[i] = (unsigned char)(i * 31 + 7);
@@ -352,12 +249,12 @@ static tern_request_t *upload_request(const char *path, size_t size, unsigned ch
 }
 
 TEST(body_expect_continue_answered) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   unsigned char *data;
   size_t size = 2u << 20;
   tern_request_t *req = upload_request("/echo", size, &data);
   ASSERT_EQ(tern_request_set_expect_continue(req, 1 << 20, 5000), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   size_t hl;
   ASSERT(strstr(tern_request_get_request_head(req, &hl), "\r\nExpect: 100-continue\r\n") != NULL);
@@ -369,16 +266,16 @@ TEST(body_expect_continue_answered) {
   ASSERT_LT(tern_request_get_time(req, TERN_TIME_END), 4.0);
   tern_request_free(req);
   free(data);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(body_expect_continue_ignored_sends_after_wait) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   unsigned char *data;
   size_t size = 64u << 10;
   tern_request_t *req = upload_request("/echo?expect=ignore", size, &data);
   ASSERT_EQ(tern_request_set_expect_continue(req, 0, 300), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   char want[65];
   testsrv_sha256_mem(data, size, want);
@@ -386,38 +283,38 @@ TEST(body_expect_continue_ignored_sends_after_wait) {
   ASSERT_GE(tern_request_get_time(req, TERN_TIME_SENT), 0.29);
   tern_request_free(req);
   free(data);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(body_expect_continue_final_answer_skips_body) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   unsigned char *data;
   size_t size = 4u << 20;
   tern_request_t *req = upload_request("/status/413?expect=final", size, &data);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 413);
   ASSERT_EQ(tern_request_is_body_skipped(req), 1);
   tern_request_free(req);
   /* The next request gets a fresh connection and works. */
-  req = request("FAULT_PORT", "/ok?size=10");
-  ASSERT_EQ(run(eng, req), 0);
+  req = test_request("FAULT_PORT", "/ok?size=10");
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_is_reused(req), 0);
   tern_request_free(req);
   free(data);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(body_small_upload_has_no_expect) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   unsigned char *data;
   tern_request_t *req = upload_request("/echo", 1000, &data);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   size_t hl;
   ASSERT(strstr(tern_request_get_request_head(req, &hl), "Expect:") == NULL);
   ASSERT_STR_EQ(tern_request_get_header(req, "X-Echo-Body-Length"), "1000");
   tern_request_free(req);
   free(data);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* ---- hand-made compressed streams (fault server) ---- */
@@ -425,66 +322,66 @@ TEST(body_small_upload_has_no_expect) {
 static void expect_pattern_body(tern_request_t *req, uint64_t size) {
   char want[65], got[65];
   testsrv_pattern_sha256(size, want);
-  body_sha(req, got);
+  test_req_body_sha256(req, got);
   ASSERT_STR_EQ(got, want);
   ASSERT_UEQ(tern_request_get_bytes_delivered(req), size);
 }
 
 TEST(body_gzip_concatenated_members) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = request("FAULT_PORT", "/gzip?size=300000&members=3&chunked=1");
-  ASSERT_EQ(run(eng, req), 0);
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("FAULT_PORT", "/gzip?size=300000&members=3&chunked=1");
+  ASSERT_EQ(test_run(eng, req), 0);
   expect_pattern_body(req, 300000);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(body_deflate_zlib_and_raw) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = request("FAULT_PORT", "/gzip?size=200000&kind=deflate");
-  ASSERT_EQ(run(eng, req), 0);
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("FAULT_PORT", "/gzip?size=200000&kind=deflate");
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_STR_EQ(tern_request_get_decoded_encoding(req), "deflate");
   expect_pattern_body(req, 200000);
   tern_request_free(req);
-  req = request("FAULT_PORT", "/gzip?size=200000&kind=rawdeflate");
-  ASSERT_EQ(run(eng, req), 0);
+  req = test_request("FAULT_PORT", "/gzip?size=200000&kind=rawdeflate");
+  ASSERT_EQ(test_run(eng, req), 0);
   expect_pattern_body(req, 200000);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(body_gzip_truncated_stream) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* The HTTP framing is intact; the gzip stream inside it lacks its end. */
-  tern_request_t *req = request("FAULT_PORT", "/gzip?size=200000&truncate=20");
-  ASSERT_EQ(run(eng, req), TERN_EDECODE);
+  tern_request_t *req = test_request("FAULT_PORT", "/gzip?size=200000&truncate=20");
+  ASSERT_EQ(test_run(eng, req), TERN_EDECODE);
   ASSERT(strstr(tern_request_get_error_message(req), "truncated") != NULL);
   tern_request_free(req);
   /* Corrupt data in the middle is a clear error too. */
-  req = request("FAULT_PORT", "/gzip?size=200000&corrupt=500");
-  ASSERT_EQ(run(eng, req), TERN_EDECODE);
+  req = test_request("FAULT_PORT", "/gzip?size=200000&corrupt=500");
+  ASSERT_EQ(test_run(eng, req), TERN_EDECODE);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* 1 GiB of zeros in about 1 MiB of gzip: refused by the ratio limit, early and clearly. */
 TEST(body_gzip_bomb_refused) {
-  tern_engine_t *eng = new_engine();
-  char *dest = tmp_path("bomb.bin");
-  tern_request_t *req = request("FAULT_PORT", "/gzip?size=1073741824&zeros=1");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("bomb.bin");
+  tern_request_t *req = test_request("FAULT_PORT", "/gzip?size=1073741824&zeros=1");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
-  ASSERT_EQ(run(eng, req), TERN_EDECODELIMIT);
+  ASSERT_EQ(test_run(eng, req), TERN_EDECODELIMIT);
   ASSERT(strstr(tern_request_get_error_message(req), "decompression bomb") != NULL);
   ASSERT_LT(tern_request_get_bytes_delivered(req), 64u << 20); /* stopped early */
-  ASSERT(!exists(dest));
+  ASSERT(!test_exists(dest));
   tern_request_free(req);
   /* An explicit byte limit refuses an ordinary body too. */
-  req = request("FAULT_PORT", "/gzip?size=300000");
+  req = test_request("FAULT_PORT", "/gzip?size=300000");
   ASSERT_EQ(tern_request_set_decoding_limits(req, 100000, 0), 0);
-  ASSERT_EQ(run(eng, req), TERN_EDECODELIMIT);
+  ASSERT_EQ(test_run(eng, req), TERN_EDECODELIMIT);
   tern_request_free(req);
   free(dest);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* ---- compressed request bodies ---- */
@@ -494,25 +391,25 @@ TEST(body_gzip_bomb_refused) {
 /* PUT with a gzip-compressed body to nginx's WebDAV location, which stores the bytes as sent;
  * GET them back and gunzip here: the original comes out. Memory and file bodies both. */
 TEST(body_gzip_request_body) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   size_t size = 3u << 20;
   unsigned char *data = malloc(size);
   for (size_t i = 0; i < size; i++) data[i] = (unsigned char)((i / 7) % 97); /* compressible */
   char want[65];
   testsrv_sha256_mem(data, size, want);
-  char *src = tmp_path("plain.bin");
-  write_file(src, data, size);
+  char *src = test_tmp_path("plain.bin");
+  test_write_file(src, data, size);
   for (int from_file = 0; from_file < 2; from_file++) {
     char path[64];
     snprintf(path, sizeof path, "/upload/%d-gz-%d.bin", (int)getpid(), from_file);
-    tern_request_t *req = request("NGINX_PORT", path);
+    tern_request_t *req = test_request("NGINX_PORT", path);
     ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
     if (from_file)
       ASSERT_EQ(tern_request_set_body_file(req, src, 0, 0), 0);
     else
       ASSERT_EQ(tern_request_set_body(req, data, size), 0);
     ASSERT_EQ(tern_request_set_body_gzip(req, 1), 0);
-    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(test_run(eng, req), 0);
     int status = tern_request_get_status(req);
     ASSERT(status == 201 || status == 204);
     size_t hl;
@@ -521,9 +418,9 @@ TEST(body_gzip_request_body) {
     ASSERT(strstr(head, "\r\nTransfer-Encoding: chunked\r\n") != NULL);
     tern_request_free(req);
 
-    req = request("NGINX_PORT", path);
+    req = test_request("NGINX_PORT", path);
     ASSERT_EQ(tern_request_set_decoding(req, TERN_DECODE_OFF), 0);
-    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(test_run(eng, req), 0);
     ASSERT_EQ(tern_request_get_status(req), 200);
     size_t zlen = 0;
     const unsigned char *z = tern_request_get_body(req, &zlen);
@@ -548,7 +445,7 @@ TEST(body_gzip_request_body) {
   unlink(src);
   free(src);
   free(data);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* ---- bodies made of segments: multipart/form-data streamed from disk ---- */
@@ -564,8 +461,8 @@ static long peak_rss_kib(void) {
 /* A 200 MiB file part plus fields, as multipart/form-data built from segments: the receiver
  * parses it while streaming and reports each part; the client's memory stays flat. */
 TEST(body_multipart_200m_from_disk) {
-  tern_engine_t *eng = new_engine();
-  char *big = tmp_path("big200.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *big = test_tmp_path("big200.bin");
   char *src = testsrv_www_path("100m.bin");
   int out = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT(out >= 0);
@@ -582,7 +479,7 @@ TEST(body_multipart_200m_from_disk) {
   ASSERT_EQ(testsrv_sha256_file(big, big_sha), 0);
 
   long rss_before = peak_rss_kib();
-  tern_request_t *req = request("FAULT_PORT", "/multipart");
+  tern_request_t *req = test_request("FAULT_PORT", "/multipart");
   ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
   ASSERT_EQ(tern_request_add_header(req, "Content-Type", "multipart/form-data; boundary=XyZ42"), 0);
   const char *p1 = "--XyZ42\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhello world\r\n";
@@ -597,7 +494,7 @@ TEST(body_multipart_200m_from_disk) {
   ASSERT_EQ(tern_request_add_body_segment(req, p3, strlen(p3)), 0);
   ASSERT_EQ(tern_request_add_body_segment_file(req, src, 1000, 5000), 0); /* a byte range */
   ASSERT_EQ(tern_request_add_body_segment(req, end, strlen(end)), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_STR_EQ(tern_request_get_header(req, "X-Multipart-Parts"), "3");
   size_t len;
@@ -610,7 +507,7 @@ TEST(body_multipart_200m_from_disk) {
            (unsigned long long)(200u << 20), big_sha);
   if (strstr(copy, expect) == NULL) TEST_FAIL_("multipart report lacks the file part: %s", copy);
   char slice_sha[65];
-  sha_of_slice_www("100m.bin", 1000, 4000, slice_sha);
+  test_www_sha256_slice("100m.bin", 1000, 4000, slice_sha);
   snprintf(expect, sizeof expect, "\"content_type\": \"application/x-slice\", \"size\": 4000, \"sha256\": \"%s\"",
            slice_sha);
   ASSERT(strstr(copy, expect) != NULL);
@@ -625,43 +522,43 @@ TEST(body_multipart_200m_from_disk) {
   unlink(big);
   free(big);
   free(src);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* A download to a device is written in place: /dev/null stays /dev/null (a .part renamed over
  * it would replace the device with a regular file). */
 TEST(body_download_to_dev_null_keeps_device) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = request("NGINX_PORT", "/1k.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
   ASSERT_EQ(tern_request_set_download_file(req, "/dev/null", 0, 0, 0), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_UEQ(tern_request_get_bytes_delivered(req), 1024);
   struct stat st;
   ASSERT_EQ(stat("/dev/null", &st), 0);
   ASSERT(S_ISCHR(st.st_mode));
-  ASSERT(!exists("/dev/null.part"));
+  ASSERT(!test_exists("/dev/null.part"));
   tern_request_free(req);
   /* With resume too. */
-  req = request("NGINX_PORT", "/1k.bin");
+  req = test_request("NGINX_PORT", "/1k.bin");
   ASSERT_EQ(tern_request_set_download_file(req, "/dev/null", 0, 0, 1), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(stat("/dev/null", &st), 0);
   ASSERT(S_ISCHR(st.st_mode));
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* --limit-rate: 3 MiB at 6 MiB/s takes about half a second, and arrives whole. */
 TEST(body_receive_rate_cap) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = request("NGINX_PORT", "/100m.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/100m.bin");
   ASSERT_EQ(tern_request_set_download_file(req, "/dev/null", 0, 3u << 20, 0), 0);
   ASSERT_EQ(tern_request_set_max_recv_speed(req, 6u << 20), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_UEQ(tern_request_get_bytes_delivered(req), 3u << 20);
   double body_time = tern_request_get_time(req, TERN_TIME_END) - tern_request_get_time(req, TERN_TIME_HEADERS);
   if (body_time < 0.4 || body_time > 2.0) TEST_FAIL_("3 MiB at 6 MiB/s took %.3f s", body_time);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }

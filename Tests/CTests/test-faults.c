@@ -11,11 +11,12 @@
  * listener whose accept queue is full, and LONG_LABEL_HOST has a 64-byte label, which the
  * resolver rejects before building a DNS query, so no packet leaves the machine.
  */
-#define _DEFAULT_SOURCE /* pthread_condattr_setclock, usleep, mkstemp under -std=c11 */
+#define _DEFAULT_SOURCE /* usleep, mkstemp under -std=c11 */
 
 #include "tern.h"
 #include "task.h"
 #include "testsrv.h"
+#include "testutil.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,7 +25,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,33 +39,11 @@
  * from the precise clock. Lower bounds on elapsed times allow this much. */
 #define CLOCK_SLACK_S 0.005
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void sleep_ms(uint64_t ms) { usleep((useconds_t)(ms * 1000)); }
-
-static void sync_init(pthread_mutex_t *mu, pthread_cond_t *cv) {
-  pthread_condattr_t attr;
-  ASSERT_EQ(pthread_mutex_init(mu, NULL), 0);
-  ASSERT_EQ(pthread_condattr_init(&attr), 0);
-  ASSERT_EQ(pthread_condattr_setclock(&attr, CLOCK_MONOTONIC), 0);
-  ASSERT_EQ(pthread_cond_init(cv, &attr), 0);
-  pthread_condattr_destroy(&attr);
-}
 
 /* Waits on cv until *flag is non-zero; returns 0, or -1 after ms milliseconds. mu is held. */
 static int wait_flag(pthread_mutex_t *mu, pthread_cond_t *cv, const int *flag, uint64_t ms) {
-  struct timespec dl;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += (time_t)(ms / 1000);
-  dl.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
+  struct timespec dl = test_deadline(ms);
   while (!*flag) {
     int r = pthread_cond_timedwait(cv, mu, &dl);
     if (r == ETIMEDOUT && !*flag) return -1;
@@ -105,7 +83,7 @@ static void on_complete(tern_request_t *req, int status, void *ud) {
 static call_t *submit(tern_engine_t *eng, tern_request_t *req) {
   ASSERT(ncalls_ < MAX_CALLS);
   call_t *c = &calls_[ncalls_++];
-  sync_init(&c->mu, &c->cv);
+  test_cond_init(&c->mu, &c->cv);
   c->expect_calls = 1;
   ASSERT_EQ(tern_request_set_complete_cb(req, on_complete, c), 0);
   ASSERT_EQ(tern_engine_submit(eng, req), 0);
@@ -161,17 +139,10 @@ static void req_free(tern_request_t *req) {
   tern_request_free(req);
 }
 
-static tern_engine_t *engine_new(const tern_config_t *cfg) {
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, cfg), 0);
-  ASSERT(eng != NULL);
-  return eng;
-}
-
 /* The end of every test: nothing active, every request and the engine freed, no request object
  * left alive anywhere in the process, and every complete callback ran as often as expected. */
 static void finish(tern_engine_t *eng) {
-  if (eng) ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REQUESTS_ACTIVE), 0);
+  if (eng) test_assert_idle(eng);
   for (int i = 0; i < nreqs_; i++) {
     tern_request_free(reqs_[i]);
     reqs_[i] = NULL;
@@ -185,7 +156,7 @@ static void finish(tern_engine_t *eng) {
       TEST_FAIL_("request #%d: complete callback ran %d times, expected %d", i, n,
                  calls_[i].expect_calls);
   }
-  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
+  test_assert_no_live_requests();
 }
 
 static void expect_error(tern_engine_t *eng, const char *path, int want) {
@@ -224,17 +195,6 @@ static void assert_elapsed(const tern_request_t *req, tern_time from, uint64_t l
     TEST_FAIL_("elapsed %.4f s (time %d to end) outside [%.4f, %.4f)", t, (int)from, lo, hi);
 }
 
-/* A copy of the in-memory body with a NUL after it; free() it. */
-static char *body_string(const tern_request_t *req) {
-  size_t len = 0;
-  const void *body = tern_request_get_body(req, &len);
-  char *s = malloc(len + 1);
-  ASSERT(s != NULL);
-  if (len) memcpy(s, body, len);
-  s[len] = '\0';
-  return s;
-}
-
 /* Progress observer: checks the documented rules as events arrive and lets the test wait for a
  * point in the download. */
 typedef struct {
@@ -256,7 +216,7 @@ typedef struct {
 
 static void watch_init(watch_t *w) {
   memset(w, 0, sizeof *w);
-  sync_init(&w->mu, &w->cv);
+  test_cond_init(&w->mu, &w->cv);
   w->last = -1;
   w->wait_percent = 101;
   w->cancel_at = -1;
@@ -324,7 +284,7 @@ static const char *header_or_empty(const tern_request_t *req, const char *name) 
 /* ------------------------------------------------------------------------------------------ */
 
 TEST(faults_truncated_body) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = req_new("/truncate?len=1000&send=400");
   ASSERT_EQ(run(eng, req), TERN_EPARTIAL);
   ASSERT_EQ(tern_request_get_status(req), 200);
@@ -349,7 +309,7 @@ TEST(faults_truncated_body) {
  * Linux hands queued data out before the error, so the outcome is exact: ECONNRESET after
  * exactly 500 bytes. */
 TEST(faults_reset_mid_body) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = req_new("/reset?len=1000&send=500");
   ASSERT_EQ(run(eng, req), TERN_ECONNRESET);
   ASSERT_EQ(tern_request_get_status(req), 200);
@@ -376,7 +336,7 @@ static int stall_after_upload(tern_request_t *req, tern_progress_state state, in
 }
 
 TEST(faults_reset_already_queued) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   int stalled = 0;
   tern_request_t *req = req_new("/reset?len=1000&send=500");
   ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
@@ -396,7 +356,7 @@ TEST(faults_reset_already_queued) {
 /* ------------------------------------------------------------------------------------------ */
 
 TEST(faults_header_timeout) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = req_new("/slowheaders?delay_ms=5000");
   ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_HEADERS, 300), 0);
   ASSERT_EQ(run(eng, req), TERN_EHEADERTIMEOUT);
@@ -409,7 +369,7 @@ TEST(faults_header_timeout) {
 }
 
 TEST(faults_body_timeout) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = req_new("/stall?len=1000&send=500&stall_ms=5000");
   ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_BODY, 300), 0);
   ASSERT_EQ(run(eng, req), TERN_EBODYTIMEOUT);
@@ -423,7 +383,7 @@ TEST(faults_body_timeout) {
 /* A body that keeps flowing (1000 bytes every 50 ms for 5 s) never trips the body timeout, but
  * the total limit ends it; the same limit also ends a wait for headers. */
 TEST(faults_total_timeout) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = req_new("/ok?size=100000&drip_ms=50&drip_bytes=1000");
   ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_BODY, 1000), 0);
   ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_TOTAL, 600), 0);
@@ -475,7 +435,7 @@ TEST(faults_connect_timeout) {
     fprintf(stderr, "faults_connect_timeout: SKIPPED: a full accept queue did not make "
                     "connect hang on this system\n");
   } else {
-    tern_engine_t *eng = engine_new(NULL);
+    tern_engine_t *eng = test_engine_new(NULL);
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/", ntohs(sa.sin_port));
     tern_request_t *req = req_new_url(url);
@@ -489,7 +449,7 @@ TEST(faults_connect_timeout) {
   }
   for (int i = 0; i < nfds; i++) close(fds[i]);
   close(lfd);
-  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
+  test_assert_no_live_requests();
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -500,7 +460,7 @@ TEST(faults_bad_status_line) {
   static const char *const proto[] = {"text", "proto", "bigcode", "shortcode", "nospace",
                                       "version", "garbage", "http09", "nul", "spacecolon",
                                       "obsfold", "badname", "nocolon"};
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   char path[64];
   for (size_t i = 0; i < sizeof proto / sizeof proto[0]; i++) {
     snprintf(path, sizeof path, "/badstatus?variant=%s", proto[i]);
@@ -520,7 +480,7 @@ TEST(faults_bad_status_line) {
 }
 
 TEST(faults_oversized_headers) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   /* Many ~115-byte fields adding up to more than 64 KiB, and one 70 000-byte field. */
   expect_error(eng, "/bigheaders?size=70000", TERN_EHEADERSIZE);
   expect_error(eng, "/bigheaders?size=70000&single=1", TERN_EHEADERSIZE);
@@ -538,7 +498,7 @@ TEST(faults_oversized_headers) {
   tern_config_t *cfg = tern_config_new();
   ASSERT(cfg != NULL);
   ASSERT_EQ(tern_config_set_max_header_size(cfg, 2048), 0);
-  eng = engine_new(cfg);
+  eng = test_engine_new(cfg);
   tern_config_free(cfg);
   expect_error(eng, "/bigheaders?size=3000", TERN_EHEADERSIZE);
   expect_error(eng, "/bigheaders?size=3000&single=1", TERN_EHEADERSIZE);
@@ -553,7 +513,7 @@ TEST(faults_oversized_headers) {
 
 TEST(faults_bad_chunks) {
   static const char *const bad[] = {"hex", "overflow", "negative", "nocrlf", "badtrailer"};
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   char path[64];
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     snprintf(path, sizeof path, "/badchunk?variant=%s", bad[i]);
@@ -580,7 +540,7 @@ TEST(faults_bad_chunks) {
 /* ------------------------------------------------------------------------------------------ */
 
 TEST(faults_connection_refused) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   char url[64];
   snprintf(url, sizeof url, "http://127.0.0.1:%d/", unused_port());
   tern_request_t *req = req_new_url(url);
@@ -596,7 +556,7 @@ TEST(faults_connection_refused) {
   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.invalid"
 
 TEST(faults_unresolvable_host) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = req_new_url("http://" LONG_LABEL_HOST "/");
   ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_CONNECT, 20000), 0);
   ASSERT_EQ(run(eng, req), TERN_ERESOLVE);
@@ -612,7 +572,7 @@ TEST(faults_unresolvable_host) {
 /* The server closes the idle connection 100 ms after the first response; the engine reads on
  * idle connections, sees the FIN and drops it, so the second request opens a fresh one. */
 TEST(faults_closepooled_detected) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *r1 = req_new("/closepooled?after_ms=100");
   ASSERT_EQ(run(eng, r1), 0);
   ASSERT_EQ(tern_request_get_status(r1), 200);
@@ -635,7 +595,7 @@ TEST(faults_closepooled_detected) {
 static void closenext_retried(const char *mode) {
   char path[64];
   snprintf(path, sizeof path, "/closenext?mode=%s", mode);
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *r1 = req_new(path);
   ASSERT_EQ(run(eng, r1), 0);
   ASSERT_EQ(tern_request_get_status(r1), 200);
@@ -657,7 +617,7 @@ TEST(faults_closenext_retried) { closenext_retried("fin"); }
 TEST(faults_closenext_rst_retried) { closenext_retried("rst"); }
 
 TEST(faults_closenext_post_not_retried) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *r1 = req_new("/closenext?mode=fin");
   ASSERT_EQ(run(eng, r1), 0);
   tern_request_t *r2 = req_new("/echo");
@@ -674,7 +634,7 @@ TEST(faults_closenext_post_not_retried) {
 /* Keep-Alive: timeout=2 makes the engine expire the pooled connection itself after 1 s (a
  * margin before the server's 2 s), so it never sends into a connection the server closes. */
 TEST(faults_keepalive_timeout_honoured) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *r1 = req_new("/keepalive-timeout?timeout=2");
   ASSERT_EQ(run(eng, r1), 0);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_IDLE), 1);
@@ -693,7 +653,7 @@ TEST(faults_keepalive_timeout_honoured) {
 /* ------------------------------------------------------------------------------------------ */
 
 TEST(faults_interim_responses) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = req_new("/interim?size=64"); /* 100 Continue, 103 Early Hints, 200 */
   ASSERT_EQ(run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
@@ -715,7 +675,7 @@ TEST(faults_interim_responses) {
 }
 
 TEST(faults_no_body_statuses) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *r204 = req_new("/status/204");
   ASSERT_EQ(run(eng, r204), 0);
   ASSERT_EQ(tern_request_get_status(r204), 204);
@@ -738,7 +698,7 @@ TEST(faults_no_body_statuses) {
 /* HEAD: Content-Length 50000 announced, no body sent. Waiting for those bytes would hang until
  * a timeout; the connection must stay usable. */
 TEST(faults_head_no_body) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *head = req_new("/ok?size=50000");
   ASSERT_EQ(tern_request_set_method(head, "HEAD"), 0);
   ASSERT_EQ(tern_request_set_timeout(head, TERN_TIMEOUT_BODY, 5000), 0);
@@ -759,7 +719,7 @@ TEST(faults_head_no_body) {
 }
 
 TEST(faults_close_delimited) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = req_new("/close-delimited?size=300000");
   ASSERT_EQ(run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
@@ -794,7 +754,7 @@ static void check_progress_run(tern_engine_t *eng, const char *path, int64_t ann
 }
 
 TEST(faults_content_size_chunked) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   check_progress_run(eng, "/contentsize?size=100000&chunk=1000", 100000, 100000);
   /* A Content-Size smaller than the body: 100 is still reported once, the body still whole. */
   check_progress_run(eng, "/contentsize?size=20000&announce=5000&chunk=1000", 5000, 20000);
@@ -806,14 +766,14 @@ TEST(faults_content_size_chunked) {
 /* ------------------------------------------------------------------------------------------ */
 
 TEST(faults_echo_request_headers) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = req_new("/echo?x=1");
   ASSERT_EQ(tern_request_add_header(req, "X-Tern-Test", "hello, world"), 0);
   ASSERT_EQ(run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_STR_EQ(header_or_empty(req, "X-Echo-Method"), "GET");
   ASSERT_STR_EQ(header_or_empty(req, "X-Echo-Body-Length"), "0");
-  char *doc = body_string(req);
+  char *doc = test_req_body_str(req);
   char want[128];
   ASSERT(strstr(doc, "\"target\": \"/echo?x=1\"") != NULL);
   ASSERT(strstr(doc, "\"version\": \"HTTP/1.1\"") != NULL);
@@ -830,7 +790,7 @@ TEST(faults_echo_request_headers) {
 }
 
 TEST(faults_echo_post_memory_body) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   size_t n = 300000;
   unsigned char *data = malloc(n);
   ASSERT(data != NULL);
@@ -852,7 +812,7 @@ TEST(faults_echo_post_memory_body) {
   tern_request_t *empty = req_new("/echo");
   ASSERT_EQ(tern_request_set_method(empty, "POST"), 0);
   ASSERT_EQ(run(eng, empty), 0);
-  char *doc = body_string(empty);
+  char *doc = test_req_body_str(empty);
   ASSERT(strstr(doc, "[\"Content-Length\", \"0\"]") != NULL);
   free(doc);
   finish(eng);
@@ -880,7 +840,7 @@ static int64_t read_source(tern_request_t *req, void *buf, size_t cap, void *ud)
 }
 
 TEST(faults_echo_chunked_callback_body) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   size_t n = 200000;
   unsigned char *data = malloc(n);
   ASSERT(data != NULL);
@@ -897,7 +857,7 @@ TEST(faults_echo_chunked_callback_body) {
   ASSERT_STR_EQ(header_or_empty(req, "X-Echo-Body-Sha256"), sha);
   ASSERT_UEQ(src.pos, n);
   ASSERT_GT(src.calls, 20);
-  char *doc = body_string(req);
+  char *doc = test_req_body_str(req);
   ASSERT(strstr(doc, "[\"Transfer-Encoding\", \"chunked\"]") != NULL);
   ASSERT(strstr(doc, "Content-Length") == NULL);
   free(doc);
@@ -916,13 +876,7 @@ TEST(faults_echo_chunked_callback_body) {
 
 /* A file of `n` bytes in TERN_TEST_TMP (or /tmp); returns the malloc'd path and the data. */
 static char *write_temp_file(size_t n, unsigned char **out) {
-  const char *dir = getenv("TERN_TEST_TMP");
-  if (dir == NULL || dir[0] == '\0') dir = "/tmp";
-  if (mkdir(dir, 0777) != 0) ASSERT(errno == EEXIST);
-  size_t plen = strlen(dir) + 64;
-  char *path = malloc(plen);
-  ASSERT(path != NULL);
-  snprintf(path, plen, "%s/faults-upload-XXXXXX", dir);
+  char *path = test_tmp_path("faults-upload-XXXXXX");
   int fd = mkstemp(path);
   ASSERT(fd >= 0);
   unsigned char *data = malloc(n);
@@ -935,7 +889,7 @@ static char *write_temp_file(size_t n, unsigned char **out) {
 }
 
 TEST(faults_echo_file_body_slice) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   size_t n = 250000;
   unsigned char *data;
   char *path = write_temp_file(n, &data);
@@ -980,7 +934,7 @@ TEST(faults_echo_file_body_slice) {
 /* ------------------------------------------------------------------------------------------ */
 
 TEST(faults_header_injection_refused) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = req_new("/echo");
   ASSERT_EQ(tern_request_add_header(req, "X-A", "a\r\nX-Injected: 1"), TERN_EBADHEADER);
   ASSERT_EQ(tern_request_add_header(req, "X-A", "a\nX-Injected: 1"), TERN_EBADHEADER);
@@ -1010,7 +964,7 @@ TEST(faults_header_injection_refused) {
   /* The rejected calls left the request as it was: what reaches the server has no trace. */
   ASSERT_EQ(run(eng, req), 0);
   ASSERT_STR_EQ(header_or_empty(req, "X-Echo-Method"), "GET");
-  char *doc = body_string(req);
+  char *doc = test_req_body_str(req);
   ASSERT(strstr(doc, "Injected") == NULL);
   ASSERT(strstr(doc, "\"X-A\"") == NULL);
   ASSERT(strstr(doc, "\"target\": \"/echo\"") != NULL);
@@ -1036,14 +990,14 @@ typedef struct {
 
 static void *cancel_thread(void *p) {
   cancel_arg_t *a = p;
-  a->at_ms = now_ms();
+  a->at_ms = test_now_ms();
   tern_request_cancel(a->req);
   tern_request_cancel(a->req); /* idempotent */
   return NULL;
 }
 
 TEST(faults_cancel_from_thread) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   watch_t w;
   watch_init(&w);
   w.wait_percent = 50; /* the 500 bytes before the stall have arrived */
@@ -1057,7 +1011,7 @@ TEST(faults_cancel_from_thread) {
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, NULL, cancel_thread, &arg), 0);
   ASSERT_EQ(wait_call(c, req, 3000), TERN_ECANCELED);
-  uint64_t done_at = now_ms();
+  uint64_t done_at = test_now_ms();
   ASSERT_EQ(pthread_join(th, NULL), 0);
   ASSERT_LT(done_at - arg.at_ms, test_scaled_ms(1000)); /* promptly, not at the stall's end */
   ASSERT_EQ(tern_request_get_status(req), 200);
@@ -1071,7 +1025,7 @@ TEST(faults_cancel_from_thread) {
 }
 
 TEST(faults_cancel_from_progress) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   watch_t w;
   watch_init(&w);
   w.cancel_at = 0; /* at the first download event, when the head has arrived */
@@ -1111,7 +1065,7 @@ TEST(faults_cancel_from_progress) {
 /* Non-zero from the progress callback cancels, documented without exception, so also from the
  * 100% event that comes just before completion. */
 TEST(faults_cancel_from_progress_at_end) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   watch_t w;
   watch_init(&w);
   w.cancel_at = 100;
@@ -1128,9 +1082,9 @@ TEST(faults_cancel_from_progress_at_end) {
 }
 
 static void wait_stat(tern_engine_t *eng, tern_stat stat, uint64_t want, uint64_t ms) {
-  uint64_t deadline = now_ms() + test_scaled_ms(ms);
+  uint64_t deadline = test_now_ms() + test_scaled_ms(ms);
   while (tern_engine_get_stat(eng, stat) != want) {
-    if (now_ms() > deadline)
+    if (test_now_ms() > deadline)
       TEST_FAIL_("stat %d is %llu, expected %llu after %llu ms", (int)stat,
                  (unsigned long long)tern_engine_get_stat(eng, stat), (unsigned long long)want,
                  (unsigned long long)test_scaled_ms(ms));
@@ -1139,7 +1093,7 @@ static void wait_stat(tern_engine_t *eng, tern_stat stat, uint64_t want, uint64_
 }
 
 TEST(faults_free_in_flight) {
-  tern_engine_t *eng = engine_new(NULL);
+  tern_engine_t *eng = test_engine_new(NULL);
   uint64_t live0 = tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE);
 
   /* Mid-body, stalled. */

@@ -9,61 +9,17 @@
 #define _DEFAULT_SOURCE
 #include "task.h"
 #include "testsrv.h"
+#include "testutil.h"
 
 #include <tern.h>
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- harness ---- */
-
-typedef struct {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  int done;
-} waiter;
-
-static void on_done(tern_request_t *req, int status, void *ud) {
-  (void)req;
-  (void)status;
-  waiter *w = ud;
-  pthread_mutex_lock(&w->lock);
-  w->done++;
-  pthread_cond_broadcast(&w->cond);
-  pthread_mutex_unlock(&w->lock);
-}
-
-static int run(tern_engine_t *eng, tern_request_t *req) {
-  waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-  ASSERT_EQ(tern_request_set_complete_cb(req, on_done, &w), 0);
-  ASSERT_EQ(tern_engine_submit(eng, req), 0);
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += (time_t)(test_scaled_ms(60000) / 1000);
-  pthread_mutex_lock(&w.lock);
-  while (w.done == 0)
-    if (pthread_cond_timedwait(&w.cond, &w.lock, &ts) != 0) TEST_FAIL_("request did not complete");
-  pthread_mutex_unlock(&w.lock);
-  return tern_request_get_error(req);
-}
-
-static tern_engine_t *new_engine(void) {
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, NULL), 0);
-  return eng;
-}
-
-static void finish(tern_engine_t *eng) {
-  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REQUESTS_ACTIVE), 0);
-  tern_engine_free(eng);
-  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
-}
 
 /* malloc'd printf. */
 static char *fmt(const char *f, ...) {
@@ -123,38 +79,14 @@ static char *redirect_url(int status, const char *to) {
   return u;
 }
 
-static tern_request_t *request_url(const char *url) {
-  tern_request_t *req = tern_request_new();
-  ASSERT(req != NULL);
-  ASSERT_EQ(tern_request_set_url(req, url), 0);
-  return req;
-}
-
 static tern_request_t *request_owned(char *url) {
-  tern_request_t *req = request_url(url);
+  tern_request_t *req = test_request_url(url);
   free(url);
   return req;
 }
 
-/* The in-memory body as a NUL-terminated string (a copy; free it). */
-static char *body_str(tern_request_t *req) {
-  size_t len = 0;
-  const char *b = tern_request_get_body(req, &len);
-  char *s = malloc(len + 1);
-  ASSERT(s != NULL);
-  if (len) memcpy(s, b, len);
-  s[len] = '\0';
-  return s;
-}
-
-static void body_sha(tern_request_t *req, char hex[65]) {
-  size_t len = 0;
-  const void *body = tern_request_get_body(req, &len);
-  testsrv_sha256_mem(body, len, hex);
-}
-
 static bool body_contains(tern_request_t *req, const char *needle) {
-  char *b = body_str(req);
+  char *b = test_req_body_str(req);
   bool found = strstr(b, needle) != NULL;
   if (!found) fprintf(stderr, "body does not contain %s:\n%s\n", needle, b);
   free(b);
@@ -162,7 +94,7 @@ static bool body_contains(tern_request_t *req, const char *needle) {
 }
 
 static bool body_contains_no_log(tern_request_t *req, const char *needle) {
-  char *b = body_str(req);
+  char *b = test_req_body_str(req);
   bool found = strstr(b, needle) != NULL;
   free(b);
   return found;
@@ -187,12 +119,6 @@ static const char *echoed(tern_request_t *req, const char *what) {
   char name[64];
   snprintf(name, sizeof name, "X-Echo-%s", what);
   return tern_request_get_header(req, name);
-}
-
-static void assert_sha_1k(tern_request_t *req) {
-  char hex[65];
-  body_sha(req, hex);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_1K"));
 }
 
 static const char *user(void) { return testsrv_get("AUTH_USER"); }
@@ -257,11 +183,11 @@ static void watch_hops(tern_request_t *req, hop_log *h) {
 /* ==== redirects ============================================================================ */
 
 TEST(redirect_not_followed_by_default) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *url = redirect_url(302, "/echo");
-  tern_request_t *req = request_url(url);
+  tern_request_t *req = test_request_url(url);
   ASSERT_STR_EQ(tern_request_get_effective_url(req), url);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 302);
   ASSERT_STR_EQ(tern_request_get_header(req, "Location"), "/echo");
   ASSERT_EQ(tern_request_get_redirect_count(req), 0);
@@ -269,16 +195,16 @@ TEST(redirect_not_followed_by_default) {
   ASSERT(body_contains(req, "redirect\n"));
   tern_request_free(req);
   free(url);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_get_every_status) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   static const int codes[] = {301, 302, 303, 307, 308};
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
     tern_request_t *req = request_owned(redirect_url(codes[i], "/echo?from=x"));
     ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(test_run(eng, req), 0);
     ASSERT_EQ(tern_request_get_status(req), 200);
     ASSERT_EQ(tern_request_get_redirect_count(req), 1);
     ASSERT_STR_EQ(echoed(req, "Method"), "GET");
@@ -288,7 +214,7 @@ TEST(redirect_get_every_status) {
     free(want);
     tern_request_free(req);
   }
-  finish(eng);
+  test_finish(eng);
 }
 
 /* POST with a body through one redirect of `code`, with `flags`; returns the final request. */
@@ -300,7 +226,7 @@ static tern_request_t *post_through(tern_engine_t *eng, const char *method, int 
   ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
   ASSERT_EQ(tern_request_set_redirect_flags(req, flags), 0);
   watch_hops(req, h);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(tern_request_get_redirect_count(req), 1);
   ASSERT_EQ(h->n, 2);
@@ -326,7 +252,7 @@ static void assert_kept(tern_request_t *req, const char *method, size_t n, const
 }
 
 TEST(redirect_post_becomes_get_on_301_302_303) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char sha[65];
   unsigned char *body = pattern_body(5000, sha);
   static const int codes[] = {301, 302, 303};
@@ -337,11 +263,11 @@ TEST(redirect_post_becomes_get_on_301_302_303) {
     tern_request_free(req);
   }
   free(body);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_307_308_keep_method_and_body) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char sha[65];
   size_t n = 200000;
   unsigned char *body = pattern_body(n, sha);
@@ -356,18 +282,18 @@ TEST(redirect_307_308_keep_method_and_body) {
     }
   }
   free(body);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_308_resends_file_and_segment_bodies) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* A file body: read again from the file for the second hop. */
   char *path = testsrv_www_path("64k.txt");
   tern_request_t *req = request_owned(redirect_url(308, "/echo"));
   ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
   ASSERT_EQ(tern_request_set_body_file(req, path, 0, 0), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   assert_kept(req, "PUT", 65536, testsrv_get("SHA_64K"));
   tern_request_free(req);
@@ -378,7 +304,7 @@ TEST(redirect_308_resends_file_and_segment_bodies) {
   ASSERT_EQ(tern_request_add_body_segment_file(req, path, 100, 1100), 0);
   ASSERT_EQ(tern_request_add_body_segment(req, "-tail", 5), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   char *want = malloc(1010);
   memcpy(want, "head-", 5);
@@ -393,11 +319,11 @@ TEST(redirect_308_resends_file_and_segment_bodies) {
   free(want);
   tern_request_free(req);
   free(path);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_post_flags_keep_post) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char sha[65];
   unsigned char *body = pattern_body(3000, sha);
   static const struct {
@@ -420,11 +346,11 @@ TEST(redirect_post_flags_keep_post) {
   assert_became_get(req);
   tern_request_free(req);
   free(body);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_other_methods_on_301_302_and_303) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char sha[65];
   unsigned char *body = pattern_body(777, sha);
   /* Only POST changes on 301/302: a PUT stays a PUT with its body. */
@@ -441,7 +367,7 @@ TEST(redirect_other_methods_on_301_302_and_303) {
   assert_became_get(req);
   tern_request_free(req);
   free(body);
-  finish(eng);
+  test_finish(eng);
 }
 
 typedef struct {
@@ -461,7 +387,7 @@ static int64_t read_cb_body(tern_request_t *req, void *buf, size_t cap, void *ud
 }
 
 TEST(redirect_callback_body_cannot_be_replayed) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char sha[65];
   unsigned char *body = pattern_body(4096, sha);
   /* 307 must send the body again: a callback body cannot be, so the redirect is refused. */
@@ -472,7 +398,7 @@ TEST(redirect_callback_body_cannot_be_replayed) {
   ASSERT_EQ(tern_request_set_body_cb(req, 4096, read_cb_body, &src), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
   watch_hops(req, &h);
-  ASSERT_EQ(run(eng, req), TERN_EREDIRECT);
+  ASSERT_EQ(test_run(eng, req), TERN_EREDIRECT);
   ASSERT_EQ(h.nreq, 1);
   tern_request_free(req);
   /* 303 drops the body: nothing to replay, so it is followed. */
@@ -481,12 +407,12 @@ TEST(redirect_callback_body_cannot_be_replayed) {
   ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
   ASSERT_EQ(tern_request_set_body_cb(req, 4096, read_cb_body, &src2), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   assert_became_get(req);
   tern_request_free(req);
   free(body);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* Follows one redirect from `base_path` (a fault-server path ending in /redirect) to the
@@ -497,7 +423,7 @@ static void relative_case(tern_engine_t *eng, const char *base_path, const char 
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "%s?to=%s", base_path, e));
   free(e);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(tern_request_get_redirect_count(req), 1);
   char *needle = fmt("\"target\": \"%s\"", target);
@@ -510,7 +436,7 @@ static void relative_case(tern_engine_t *eng, const char *base_path, const char 
 }
 
 TEST(redirect_relative_locations) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   const char *base = "/nest/a/b/redirect";
   relative_case(eng, base, "echo", "/nest/a/b/echo");                 /* path-relative */
   relative_case(eng, base, "./c/echo?k=v", "/nest/a/b/c/echo?k=v");   /* ./ */
@@ -519,18 +445,18 @@ TEST(redirect_relative_locations) {
   relative_case(eng, base, "/nest/x/./y/../echo?q=1", "/nest/x/echo?q=1"); /* absolute path */
   relative_case(eng, base, "echo#fragment", "/nest/a/b/echo");        /* fragment not sent */
   relative_case(eng, base, "?q=2", "/nest/a/b/redirect?q=2");         /* query only */
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_absolute_and_scheme_relative_locations) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   int other = testsrv_port("FAULT2_PORT");
   /* Scheme-relative: //host:port/path takes the scheme of the base. */
   char *to = fmt("//127.0.0.1:%d/echo?s=1", other);
   tern_request_t *req = request_owned(redirect_url(302, to));
   free(to);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   char *want = url_at("FAULT2_PORT", "/echo?s=1");
   ASSERT_STR_EQ(tern_request_get_effective_url(req), want);
@@ -541,23 +467,23 @@ TEST(redirect_absolute_and_scheme_relative_locations) {
   char *abs = url_at("NGINX_PORT", "/1k.bin");
   req = request_owned(redirect_url(301, abs));
   ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_STR_EQ(tern_request_get_effective_url(req), abs);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   free(abs);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_chain_count_and_effective_url) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *url = url_at("FAULT_PORT", "/redirect-chain?n=5");
-  tern_request_t *req = request_url(url);
+  tern_request_t *req = test_request_url(url);
   hop_log h = {0};
   watch_hops(req, &h);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(tern_request_get_redirect_count(req), 5);
   char *want = url_at("FAULT_PORT", "/redirect-chain?n=5&i=5&status=302");
@@ -576,20 +502,20 @@ TEST(redirect_chain_count_and_effective_url) {
   /* Absolute Locations, 307 every time. */
   req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=3&status=307&absolute=1"));
   ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(tern_request_get_redirect_count(req), 3);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_too_many) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=5"));
   watch_hops(req, &h);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 4), 0);
-  ASSERT_EQ(run(eng, req), TERN_ETOOMANYREDIRECTS);
+  ASSERT_EQ(test_run(eng, req), TERN_ETOOMANYREDIRECTS);
   /* Four followed; the fifth 302 is one too many. */
   ASSERT_EQ(h.n, 5);
   ASSERT_EQ(h.nreq, 5);
@@ -597,29 +523,29 @@ TEST(redirect_too_many) {
   ASSERT_GE(tern_request_get_redirect_count(req), 4);
   ASSERT(strcmp(tern_strerror(TERN_ETOOMANYREDIRECTS), "too many redirects") == 0);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_loop) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-loop?status=301"));
   watch_hops(req, &h);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 20), 0);
-  ASSERT_EQ(run(eng, req), TERN_ETOOMANYREDIRECTS);
+  ASSERT_EQ(test_run(eng, req), TERN_ETOOMANYREDIRECTS);
   ASSERT_EQ(h.n, 21);
   for (int i = 0; i < h.n; i++) ASSERT_EQ(h.status[i], 301);
   tern_request_free(req);
   /* A loop is only a loop when it is followed: without following, the 301 is the answer. */
   req = request_owned(url_at("FAULT_PORT", "/redirect-loop"));
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 302);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_bad_locations) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   static const char *bad[] = {
       "",                          /* empty */
       "http://",                   /* no host */
@@ -634,7 +560,7 @@ TEST(redirect_bad_locations) {
     tern_request_t *req = request_owned(redirect_url(302, bad[i]));
     watch_hops(req, &h);
     ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-    int err = run(eng, req);
+    int err = test_run(eng, req);
     if (err != TERN_EREDIRECT)
       TEST_FAIL_("Location \"%s\": error %s (%s), status %d, want EREDIRECT", bad[i],
                  tern_err_name(err), tern_request_get_error_message(req),
@@ -643,17 +569,17 @@ TEST(redirect_bad_locations) {
     ASSERT_STR_EQ(tern_request_get_effective_url(req), h.url[0]);
     tern_request_free(req);
   }
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_location_with_spaces) {
   /* Spaces are not allowed in a URI reference. curl percent-encodes them and follows
    * (GET /garbage%20with%20spaces, a 404 here); refusing is the other defensible answer. Either
    * way: no crash, no raw space on the wire. */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = request_owned(redirect_url(302, "garbage with spaces"));
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  int err = run(eng, req);
+  int err = test_run(eng, req);
   fprintf(stderr, "Location with spaces: %s\n", err == 0 ? "followed, percent-encoded" : "refused");
   if (err == 0) {
     ASSERT_EQ(tern_request_get_status(req), 404);
@@ -664,50 +590,50 @@ TEST(redirect_location_with_spaces) {
     ASSERT_EQ(err, TERN_EREDIRECT);
   }
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_without_location_is_final) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect?status=302&to=x&nolocation=1"));
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 302);
   ASSERT_EQ(tern_request_get_redirect_count(req), 0);
   tern_request_free(req);
   /* 300 and 304 are not redirects to follow. */
   req = request_owned(url_at("FAULT_PORT", "/redirect?status=300&to=/echo"));
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 300);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_https_to_http_downgrade) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *url = fmt("https://localhost:%d/to-http/1k.bin", testsrv_port("TLS_PORT"));
   /* Refused by default. */
-  tern_request_t *req = request_url(url);
+  tern_request_t *req = test_request_url(url);
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
   hop_log h = {0};
   watch_hops(req, &h);
-  ASSERT_EQ(run(eng, req), TERN_EREDIRECT);
+  ASSERT_EQ(test_run(eng, req), TERN_EREDIRECT);
   ASSERT_EQ(h.nreq, 1);
   ASSERT_EQ(h.n, 1);
   ASSERT_EQ(h.status[0], 302);
   tern_request_free(req);
   /* Followed when allowed. */
-  req = request_url(url);
+  req = test_request_url(url);
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
   ASSERT_EQ(tern_request_set_redirect_flags(req, TERN_REDIRECT_ALLOW_DOWNGRADE), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   char *want = url_at("NGINX_PORT", "/1k.bin");
   ASSERT_STR_EQ(tern_request_get_effective_url(req), want);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   /* The final hop's connection is plain HTTP (checked last, see below). */
   const char *tls_after_downgrade = tern_request_get_tls_version(req);
   bool plain_after_downgrade = tls_after_downgrade == NULL;
@@ -716,35 +642,35 @@ TEST(redirect_https_to_http_downgrade) {
   /* https -> https on the same server is no downgrade. */
   free(url);
   url = fmt("https://localhost:%d/redirect/1k.bin", testsrv_port("TLS_PORT"));
-  req = request_url(url);
+  req = test_request_url(url);
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT(tern_request_get_tls_version(req) != NULL);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   tern_request_free(req);
   free(url);
-  finish(eng);
+  test_finish(eng);
   if (!plain_after_downgrade)
     TEST_FAIL_("after the downgrade to http, tern_request_get_tls_version still says a TLS "
                "version (the first hop's)");
 }
 
 TEST(redirect_http_to_https_upgrade) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *to = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
   tern_request_t *req = request_owned(redirect_url(301, to));
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_STR_EQ(tern_request_get_effective_url(req), to);
   ASSERT(tern_request_get_tls_version(req) != NULL);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   tern_request_free(req);
   free(to);
-  finish(eng);
+  test_finish(eng);
 }
 
 static int count_data(tern_request_t *req, const void *data, size_t len, void *ud) {
@@ -755,13 +681,13 @@ static int count_data(tern_request_t *req, const void *data, size_t len, void *u
 }
 
 TEST(redirect_only_last_body_reaches_sink) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* nginx's 302 carries an HTML body; only the target's bytes may land anywhere. */
   tern_request_t *req = request_owned(url_at("NGINX_PORT", "/redirect/1k.bin"));
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_UEQ(tern_request_get_bytes_delivered(req), 1024);
   tern_request_free(req);
   /* Streaming sink. */
@@ -769,14 +695,11 @@ TEST(redirect_only_last_body_reaches_sink) {
   req = request_owned(url_at("NGINX_PORT", "/redirect/1k.bin"));
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
   ASSERT_EQ(tern_request_set_data_cb(req, count_data, &got), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_UEQ(got, 1024);
   tern_request_free(req);
   /* Download file: a 2xx body only, and it is the target's. */
-  const char *dir = getenv("TERN_TEST_TMP");
-  if (dir == NULL) dir = "/tmp";
-  mkdir(dir, 0777);
-  char *dest = fmt("%s/%d-hops-redirect.bin", dir, (int)getpid());
+  char *dest = test_tmp_path("hops-redirect.bin");
   char *to = url_at("NGINX_PORT", "/1k.bin");
   char *e = qenc(to);
   req = request_owned(url_at("FAULT_PORT", "/redirect?status=307&size=5000&to=%s", e));
@@ -784,26 +707,24 @@ TEST(redirect_only_last_body_reaches_sink) {
   free(to);
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  char hex[65];
-  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_1K"));
+  test_assert_file_sha(dest, "SHA_1K");
   unlink(dest);
   free(dest);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_hop_callbacks_see_every_hop) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   h.add_cookie = true;
   char *url = url_at("FAULT_PORT", "/redirect-chain?n=3");
-  tern_request_t *req = request_url(url);
+  tern_request_t *req = test_request_url(url);
   watch_hops(req, &h);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 10), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(h.n, 4);
   ASSERT_EQ(h.nreq, 4);
@@ -822,23 +743,23 @@ TEST(redirect_hop_callbacks_see_every_hop) {
   /* The Cookie added for the last hop is the only one it carried. */
   ASSERT_STR_EQ(echoed(req, "Cookie"), "hop=3");
   ASSERT(body_contains(req, "[\"Cookie\", \"hop=3\"]"));
-  char *b = body_str(req);
+  char *b = test_req_body_str(req);
   ASSERT(strstr(strstr(b, "\"Cookie\"") + 1, "\"Cookie\"") == NULL); /* exactly one */
   free(b);
   free(url);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_hop_callbacks_cancel) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* The hop-request callback cancels the second hop before it is sent. */
   hop_log h = {0};
   h.cancel_request_at = 2;
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=3"));
   watch_hops(req, &h);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 10), 0);
-  ASSERT_EQ(run(eng, req), TERN_ECANCELED);
+  ASSERT_EQ(test_run(eng, req), TERN_ECANCELED);
   ASSERT_EQ(h.nreq, 2);
   ASSERT_EQ(h.n, 1);
   tern_request_free(req);
@@ -848,7 +769,7 @@ TEST(redirect_hop_callbacks_cancel) {
   req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=3"));
   watch_hops(req, &h2);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 10), 0);
-  ASSERT_EQ(run(eng, req), TERN_ECANCELED);
+  ASSERT_EQ(test_run(eng, req), TERN_ECANCELED);
   ASSERT_EQ(h2.nreq, 1);
   ASSERT_EQ(h2.n, 1);
   tern_request_free(req);
@@ -856,7 +777,7 @@ TEST(redirect_hop_callbacks_cancel) {
   req = tern_request_new();
   ASSERT_NE(tern_request_add_hop_header(req, "Cookie", "a=b"), 0);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* ---- credentials across origins ---- */
@@ -875,7 +796,7 @@ static tern_request_t *redirect_with_credentials(tern_engine_t *eng, const char 
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
   ASSERT_EQ(tern_request_set_redirect_flags(req, flags), 0);
   watch_hops(req, h);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(h->n, 2);
   ASSERT(h->authz[0]); /* the first origin got the credentials */
@@ -885,7 +806,7 @@ static tern_request_t *redirect_with_credentials(tern_engine_t *eng, const char 
 static const char *basic_alice = "Basic YWxpY2U6d29uZGVybGFuZA==";
 
 TEST(redirect_same_origin_keeps_credentials) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   for (int caller = 0; caller < 2; caller++) {
     hop_log h = {0};
     tern_request_t *req = redirect_with_credentials(eng, "/echo", caller, 0, &h);
@@ -893,11 +814,11 @@ TEST(redirect_same_origin_keeps_credentials) {
     ASSERT_STR_EQ(echoed(req, "Cookie"), "session=s3cret");
     tern_request_free(req);
   }
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_cross_origin_port_strips_credentials) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *to = url_at("FAULT2_PORT", "/echo");
   for (int caller = 0; caller < 2; caller++) {
     hop_log h = {0};
@@ -911,7 +832,7 @@ TEST(redirect_cross_origin_port_strips_credentials) {
     tern_request_free(req);
   }
   free(to);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_cross_origin_host_strips_credentials) {
@@ -920,8 +841,7 @@ TEST(redirect_cross_origin_host_strips_credentials) {
   char *entry = fmt("other.test:%d:127.0.0.1", testsrv_port("FAULT_PORT"));
   ASSERT_EQ(tern_config_add_resolve(cfg, entry), 0);
   free(entry);
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, cfg), 0);
+  tern_engine_t *eng = test_engine_new(cfg);
   tern_config_free(cfg);
   char *to = fmt("http://other.test:%d/echo", testsrv_port("FAULT_PORT"));
   for (int caller = 0; caller < 2; caller++) {
@@ -934,11 +854,11 @@ TEST(redirect_cross_origin_host_strips_credentials) {
     tern_request_free(req);
   }
   free(to);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_cross_origin_trusted_keeps_credentials) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *to = url_at("FAULT2_PORT", "/echo");
   for (int caller = 0; caller < 2; caller++) {
     hop_log h = {0};
@@ -949,20 +869,20 @@ TEST(redirect_cross_origin_trusted_keeps_credentials) {
     tern_request_free(req);
   }
   free(to);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(redirect_cross_origin_no_credentials_for_challenge) {
   /* The other origin challenges: the first origin's credentials must not answer it (Apache
    * would accept them), unless trusted. */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *to = url_at("APACHE_PORT", "/digest/1k.bin");
   tern_request_t *req = request_owned(redirect_url(302, to));
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
   hop_log h = {0};
   watch_hops(req, &h);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   ASSERT_EQ(h.n, 2);
   ASSERT(ci_find(head_of(req), "\r\nAuthorization:") == NULL);
@@ -974,7 +894,7 @@ TEST(redirect_cross_origin_no_credentials_for_challenge) {
   req = request_owned(u);
   free(e);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   tern_request_free(req);
   /* Trusted: they do. */
@@ -982,12 +902,12 @@ TEST(redirect_cross_origin_no_credentials_for_challenge) {
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
   ASSERT_EQ(tern_request_set_redirect_flags(req, TERN_REDIRECT_TRUST_CROSS_ORIGIN), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   tern_request_free(req);
   free(to);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* ==== authentication ======================================================================= */
@@ -998,7 +918,7 @@ static tern_request_t *auth_get(tern_engine_t *eng, char *url, const char *u, co
   tern_request_t *req = request_owned(url);
   if (u) ASSERT_EQ(tern_request_set_auth(req, u, p, schemes), 0);
   if (h) watch_hops(req, h);
-  int err = run(eng, req);
+  int err = test_run(eng, req);
   if (err != want_err)
     TEST_FAIL_("error %s (%s), want %s", tern_err_name(err), tern_request_get_error_message(req),
                tern_err_name(want_err));
@@ -1006,34 +926,34 @@ static tern_request_t *auth_get(tern_engine_t *eng, char *url, const char *u, co
 }
 
 TEST(auth_basic_preemptive_nginx) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), password(),
                                  TERN_AUTH_BASIC, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_EQ(h.n, 1); /* no challenge: sent with the first request */
   ASSERT(strstr(head_of(req), "\r\nAuthorization: Basic YWxpY2U6d29uZGVybGFuZA==\r\n") != NULL);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_basic_after_challenge_nginx) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), password(),
                                  TERN_AUTH_ANY, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_EQ(h.n, 2);
   ASSERT_EQ(h.status[0], 401);
   ASSERT_EQ(h.status[1], 200);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_basic_no_credentials_nginx) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* No credentials: the 401 is the answer. */
   hop_log h = {0};
   tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), NULL, NULL, 0, &h, 0);
@@ -1042,11 +962,11 @@ TEST(auth_basic_no_credentials_nginx) {
   ASSERT(ci_find(head_of(req), "\r\nAuthorization:") == NULL);
   ASSERT(tern_request_get_header(req, "WWW-Authenticate") != NULL);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_basic_wrong_password_nginx) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* After a challenge: one answer, then the 401. */
   hop_log h = {0};
   tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), "wrong",
@@ -1054,25 +974,25 @@ TEST(auth_basic_wrong_password_nginx) {
   ASSERT_EQ(tern_request_get_status(req), 401);
   ASSERT_EQ(h.n, 2);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_basic_wrong_password_preemptive_nginx) {
   /* Sent preemptively and refused: the same credentials again could only be refused again, so
    * the 401 is the answer after one request (curl --basic: one request). */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), "wrong",
                                  TERN_AUTH_BASIC, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   ASSERT_EQ(h.n, 1);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_digest_only_never_sends_basic) {
   /* Credentials limited to Digest, against a Basic-only server: no Basic in the clear. */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), password(),
                                  TERN_AUTH_DIGEST, &h, 0);
@@ -1080,11 +1000,11 @@ TEST(auth_digest_only_never_sends_basic) {
   ASSERT_EQ(h.n, 1);
   ASSERT(ci_find(head_of(req), "\r\nAuthorization:") == NULL);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_credentials_not_sent_unasked) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* Without a challenge (and without Basic alone), credentials stay home. */
   tern_request_t *req =
       auth_get(eng, url_at("FAULT_PORT", "/echo"), user(), password(), TERN_AUTH_ANY, NULL, 0);
@@ -1094,18 +1014,18 @@ TEST(auth_credentials_not_sent_unasked) {
   req = auth_get(eng, url_at("FAULT_PORT", "/echo"), user(), password(), TERN_AUTH_DIGEST, NULL, 0);
   ASSERT(echoed(req, "Authorization") == NULL);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_url_userinfo) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   int nginx = testsrv_port("NGINX_PORT"), apache = testsrv_port("APACHE_PORT");
   /* Basic at nginx. */
   tern_request_t *req =
       auth_get(eng, fmt("http://alice:wonderland@127.0.0.1:%d/basic/1k.bin", nginx), NULL, NULL,
                0, NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   /* The userinfo never goes on the wire as such. */
   ASSERT(strstr(head_of(req), "alice:wonderland") == NULL);
   ASSERT(strstr(head_of(req), "@") == NULL);
@@ -1114,7 +1034,7 @@ TEST(auth_url_userinfo) {
   req = auth_get(eng, fmt("http://alice:wonderland@127.0.0.1:%d/digest/1k.bin", apache), NULL,
                  NULL, 0, NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   tern_request_free(req);
   /* Percent-encoded userinfo is decoded: bob's password is "p@ss:w0rd%". */
   ASSERT_STR_EQ(testsrv_get("AUTH_PASSWORD2"), "p@ss:w0rd%");
@@ -1131,16 +1051,16 @@ TEST(auth_url_userinfo) {
                  password(), TERN_AUTH_ANY, NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_digest_md5_apache) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(),
                                  password(), TERN_AUTH_ANY, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_EQ(h.n, 2);
   ASSERT_EQ(h.status[0], 401);
   ASSERT_EQ(h.status[1], 200);
@@ -1167,12 +1087,12 @@ TEST(auth_digest_md5_apache) {
                  TERN_AUTH_BASIC, &h2, 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_digest_wrong_password_apache) {
   /* tern.h: no (more) credentials -> complete with the challenge response (curl: 401, exit 0). */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(), "wrong",
                                  TERN_AUTH_ANY, &h, 0);
@@ -1180,11 +1100,11 @@ TEST(auth_digest_wrong_password_apache) {
   ASSERT_EQ(h.n, 2);
   ASSERT(tern_request_get_header(req, "WWW-Authenticate") != NULL);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_digest_post_resent_apache) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char sha[65];
   size_t n = 100000;
   unsigned char *body = pattern_body(n, sha);
@@ -1194,7 +1114,7 @@ TEST(auth_digest_post_resent_apache) {
   ASSERT_EQ(tern_request_set_body(req, body, n), 0);
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
   watch_hops(req, &h);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(h.n, 2);
   assert_kept(req, "POST", n, sha);
@@ -1207,23 +1127,17 @@ TEST(auth_digest_post_resent_apache) {
   ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
   ASSERT_EQ(tern_request_set_body_file(req, path, 0, 2u << 20), 0);
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  int fd = open(path, O_RDONLY);
-  ASSERT(fd >= 0);
-  unsigned char *two = malloc(2u << 20);
-  ASSERT_EQ(pread(fd, two, 2u << 20, 0), 2 << 20);
-  close(fd);
-  testsrv_sha256_mem(two, 2u << 20, sha);
-  free(two);
+  test_www_sha256_slice("100m.bin", 0, 2u << 20, sha);
   assert_kept(req, "PUT", 2u << 20, sha);
   tern_request_free(req);
   free(path);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_basic_post_resent_nginx) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char sha[65];
   size_t n = 300000;
   unsigned char *body = pattern_body(n, sha);
@@ -1233,7 +1147,7 @@ TEST(auth_basic_post_resent_nginx) {
   ASSERT_EQ(tern_request_set_body(req, body, n), 0);
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
   watch_hops(req, &h);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(h.n, 2);
   ASSERT_EQ(h.status[0], 401);
@@ -1241,16 +1155,16 @@ TEST(auth_basic_post_resent_nginx) {
   ASSERT_STR_EQ(echoed(req, "Authorization"), basic_alice);
   tern_request_free(req);
   free(body);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_digest_sha256_lighttpd) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest/1k.bin"), user(),
                                  password(), TERN_AUTH_ANY, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_EQ(h.n, 2);
   ASSERT(strstr(head_of(req), "algorithm=SHA-256") != NULL);
   ASSERT(strstr(head_of(req), "realm=\"tern-lighttpd\"") != NULL);
@@ -1260,15 +1174,15 @@ TEST(auth_digest_sha256_lighttpd) {
                  NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_digest_md5_and_choice_lighttpd) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest-md5/1k.bin"), user(),
                                  password(), TERN_AUTH_DIGEST, NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   tern_request_free(req);
   /* Offered SHA-256 then MD5 (two WWW-Authenticate fields): the stronger one is used. */
   req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest-any/1k.bin"), user(), password(),
@@ -1285,24 +1199,24 @@ TEST(auth_digest_md5_and_choice_lighttpd) {
                  TERN_AUTH_ANY, NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_digest_sha512_256_lighttpd) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest-sha512-256/1k.bin"), user(),
                                  password(), TERN_AUTH_DIGEST, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_EQ(h.n, 2);
   ASSERT(strstr(head_of(req), "algorithm=SHA-512-256") != NULL);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_digest_post_resent_lighttpd) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char sha[65];
   size_t n = 70000;
   unsigned char *body = pattern_body(n, sha);
@@ -1310,13 +1224,13 @@ TEST(auth_digest_post_resent_lighttpd) {
   ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
   ASSERT_EQ(tern_request_set_body(req, body, n), 0);
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   assert_kept(req, "POST", n, sha);
   ASSERT(strstr(echoed(req, "Authorization"), "algorithm=SHA-256") != NULL);
   tern_request_free(req);
   free(body);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* ---- the auth callback ---- */
@@ -1347,17 +1261,17 @@ static tern_request_t *auth_cb_get(tern_engine_t *eng, char *url, auth_script *a
   tern_request_t *req = request_owned(url);
   ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, a), 0);
   if (h) watch_hops(req, h);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   return req;
 }
 
 TEST(auth_callback_supplies_credentials) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   auth_script a = {.answers = {"wonderland"}};
   hop_log h = {0};
   tern_request_t *req = auth_cb_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), &a, &h);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_EQ(a.calls, 1);
   ASSERT_EQ(a.is_proxy, 0);
   ASSERT(strcasecmp(a.scheme, "Digest") == 0);
@@ -1375,11 +1289,11 @@ TEST(auth_callback_supplies_credentials) {
   req = tern_request_new();
   ASSERT_NE(tern_request_supply_auth(req, "a", "b"), 0);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_callback_stops) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   auth_script a = {.answers = {NULL}};
   hop_log h = {0};
   tern_request_t *req = auth_cb_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), &a, &h);
@@ -1387,13 +1301,13 @@ TEST(auth_callback_stops) {
   ASSERT_EQ(a.calls, 1);
   ASSERT_EQ(h.n, 1);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_callback_asked_again_after_wrong_credentials) {
   /* tern.h: the callback runs on a challenge "for which no (more) credentials are known": the
    * ones it supplied were refused, so it is asked again. */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   auth_script a = {.answers = {"wrong", "wonderland"}};
   hop_log h = {0};
   tern_request_t *req = auth_cb_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), &a, &h);
@@ -1403,12 +1317,12 @@ TEST(auth_callback_asked_again_after_wrong_credentials) {
   ASSERT_EQ(a.calls, 2);
   ASSERT_EQ(h.n, 3);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_callback_gives_up) {
   /* Wrong every time, until the callback gives up on its 4th call. */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   auth_script b = {.answers = {"x1", "x2", "x3", NULL}};
   hop_log h = {0};
   tern_request_t *req = auth_cb_get(eng, url_at("LIGHTTPD_PORT", "/digest/1k.bin"), &b, &h);
@@ -1416,30 +1330,30 @@ TEST(auth_callback_gives_up) {
   if (b.calls != 4) TEST_FAIL_("callback called %d time(s), want 4", b.calls);
   ASSERT_EQ(h.n, 4);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_callback_after_request_credentials_fail) {
   /* Credentials set on the request are tried first; the callback runs when they fail. */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   auth_script c = {.answers = {"wonderland"}};
   hop_log h = {0};
   tern_request_t *req = request_owned(url_at("APACHE_PORT", "/digest/1k.bin"));
   ASSERT_EQ(tern_request_set_auth(req, user(), "wrong", TERN_AUTH_ANY), 0);
   ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, &c), 0);
   watch_hops(req, &h);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   if (tern_request_get_status(req) != 200)
     TEST_FAIL_("status %d, callback called %d time(s), %d hops", tern_request_get_status(req),
                c.calls, h.n);
   ASSERT_EQ(c.calls, 1);
   ASSERT_EQ(h.n, 3);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(auth_malformed_challenges) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   static const char *challenges[] = {
       "Digest",
       "Digest realm=",
@@ -1471,7 +1385,7 @@ TEST(auth_malformed_challenges) {
     free(e);
     ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
     watch_hops(req, &h);
-    int err = run(eng, req);
+    int err = test_run(eng, req);
     if (err != 0 || tern_request_get_status(req) != 401)
       TEST_FAIL_("challenge %s: error %s (%s), status %d", challenges[i], tern_err_name(err),
                  tern_request_get_error_message(req), tern_request_get_status(req));
@@ -1488,7 +1402,7 @@ TEST(auth_malformed_challenges) {
         "Digest%20realm%3Dr%2C%20nonce%3Dn%2C%20qop%3Dauth%2C%20stale%3DTRUE"));
     ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
     watch_hops(req, &hs);
-    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(test_run(eng, req), 0);
     ASSERT_EQ(tern_request_get_status(req), 401);
     ASSERT_GE(hs.n, 2);
     if (hs.n > 3) TEST_FAIL_("stale=TRUE with an unchanged nonce: %d hops, want at most 3", hs.n);
@@ -1500,12 +1414,12 @@ TEST(auth_malformed_challenges) {
       url_at("FAULT_PORT", "/challenge?www=Garbage&www=Basic%%20realm%%3D%%22ok%%22"));
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
   watch_hops(req, &h);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   ASSERT_EQ(h.n, 2);
   ASSERT_STR_EQ(echoed(req, "Authorization"), basic_alice);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 /* ==== proxies ============================================================================== */
@@ -1524,11 +1438,11 @@ static void set_proxy(tern_request_t *req, const char *portkey, const char *user
 static bool via_squid(tern_request_t *req) { return body_contains(req, "\"Via\", \"1.1 tern-squid-"); }
 
 TEST(proxy_http_absolute_form) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *url = url_at("FAULT_PORT", "/echo?p=1");
-  tern_request_t *req = request_url(url);
+  tern_request_t *req = test_request_url(url);
   set_proxy(req, "SQUID_PORT", NULL);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT(via_squid(req));
   char *line = fmt("GET %s HTTP/1.1\r\n", url);
@@ -1544,7 +1458,7 @@ TEST(proxy_http_absolute_form) {
   set_proxy(req, "SQUID_PORT", NULL);
   ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
   ASSERT_EQ(tern_request_set_body(req, body, 123456), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   assert_kept(req, "POST", 123456, sha);
   tern_request_free(req);
@@ -1552,55 +1466,55 @@ TEST(proxy_http_absolute_form) {
   /* nginx through squid. */
   req = request_owned(url_at("NGINX_PORT", "/1k.bin"));
   set_proxy(req, "SQUID_PORT", NULL);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT(strstr(tern_request_get_header(req, "Via"), "tern-squid-") != NULL);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_https_connect) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
-  tern_request_t *req = request_url(url);
+  tern_request_t *req = test_request_url(url);
   set_proxy(req, "SQUID_PORT", NULL);
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT(tern_request_get_tls_version(req) != NULL);
   /* The tunnel carries an origin-form request; squid never saw it (no Via). */
   ASSERT(strncmp(head_of(req), "GET /1k.bin HTTP/1.1\r\n", 22) == 0);
   ASSERT(tern_request_get_header(req, "Via") == NULL);
   tern_request_free(req);
   /* The certificate is still checked through the tunnel: without the CA, no. */
-  req = request_url(url);
+  req = test_request_url(url);
   set_proxy(req, "SQUID_PORT", NULL);
-  ASSERT_EQ(run(eng, req), TERN_ETLSUNKNOWNCA);
+  ASSERT_EQ(test_run(eng, req), TERN_ETLSUNKNOWNCA);
   tern_request_free(req);
   /* A second request reuses the tunnel. */
-  req = request_url(url);
+  req = test_request_url(url);
   set_proxy(req, "SQUID_PORT", NULL);
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   tern_request_free(req);
-  req = request_url(url);
+  req = test_request_url(url);
   set_proxy(req, "SQUID_PORT", NULL);
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT(tern_request_is_reused(req));
   tern_request_free(req);
   free(url);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_basic_auth) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* Credentials in the proxy URL. */
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
   set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT(via_squid(req));
   ASSERT(echoed(req, "Proxy-Authorization") == NULL); /* squid consumed it */
@@ -1612,7 +1526,7 @@ TEST(proxy_basic_auth) {
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
   ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_BASIC), 0);
   watch_hops(req, &h);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(h.n, 1);
   ASSERT(strstr(head_of(req), "\r\nProxy-Authorization: Basic YWxpY2U6d29uZGVybGFuZA==\r\n") !=
@@ -1622,20 +1536,20 @@ TEST(proxy_basic_auth) {
   req = request_owned(url_at("NGINX_PORT", "/1k.bin"));
   set_proxy(req, "SQUID_AUTH_PORT", "bob:p%40ss%3Aw0rd%25");
   ASSERT_EQ(tern_request_set_proxy_auth(req, "bob", "p@ss:w0rd%", TERN_AUTH_BASIC), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_digest_auth) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   hop_log h = {0};
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
   ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
   watch_hops(req, &h);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(h.n, 2);
   ASSERT_EQ(h.status[0], 407);
@@ -1646,9 +1560,9 @@ TEST(proxy_digest_auth) {
   /* Any scheme, credentials from the URL: squid offers Digest and Basic. */
   req = request_owned(url_at("NGINX_PORT", "/1k.bin"));
   set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   tern_request_free(req);
   /* A POST body, sent again whole after the 407. */
   char sha[65];
@@ -1658,20 +1572,20 @@ TEST(proxy_digest_auth) {
   ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
   ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
   ASSERT_EQ(tern_request_set_body(req, body, 50000), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   assert_kept(req, "POST", 50000, sha);
   tern_request_free(req);
   free(body);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_auth_failures) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* No credentials: the 407 is the answer. */
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 407);
   ASSERT(tern_request_get_header(req, "Proxy-Authenticate") != NULL);
   tern_request_free(req);
@@ -1683,7 +1597,7 @@ TEST(proxy_auth_failures) {
     set_proxy(req, "SQUID_AUTH_PORT", NULL);
     ASSERT_EQ(tern_request_set_proxy_auth(req, user(), "wrong", schemes[i]), 0);
     watch_hops(req, &h);
-    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(test_run(eng, req), 0);
     ASSERT_EQ(tern_request_get_status(req), 407);
     ASSERT_LE(h.n, 2);
     tern_request_free(req);
@@ -1692,79 +1606,79 @@ TEST(proxy_auth_failures) {
   req = request_owned(url_at("FAULT_PORT", "/echo"));
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 407);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_connect_with_auth) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
   static const unsigned schemes[] = {TERN_AUTH_BASIC, TERN_AUTH_DIGEST, TERN_AUTH_ANY};
   for (size_t i = 0; i < 3; i++) {
-    tern_request_t *req = request_url(url);
+    tern_request_t *req = test_request_url(url);
     set_proxy(req, "SQUID_AUTH_PORT", NULL);
     ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), schemes[i]), 0);
     ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
-    int err = run(eng, req);
+    int err = test_run(eng, req);
     if (err) TEST_FAIL_("scheme %u: %s (%s)", schemes[i], tern_err_name(err),
                         tern_request_get_error_message(req));
     ASSERT_EQ(tern_request_get_status(req), 200);
-    assert_sha_1k(req);
+    test_assert_req_body_sha(req, "SHA_1K");
     /* Proxy credentials go on the CONNECT only, never inside the tunnel. */
     ASSERT(ci_find(head_of(req), "Proxy-Authorization") == NULL);
     tern_request_free(req);
   }
   /* Credentials in the proxy URL. */
-  tern_request_t *req = request_url(url);
+  tern_request_t *req = test_request_url(url);
   set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
   free(url);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_connect_refused) {
   /* The CONNECT's 407 is what the request gets: status 407, and TERN_EPROXY or 0 (curl: exit
    * 56, "CONNECT tunnel failed, response 407"). */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
   static const char *userinfo[] = {"alice:wrong", NULL};
   for (int i = 0; i < 2; i++) {
-    tern_request_t *req = request_url(url);
+    tern_request_t *req = test_request_url(url);
     set_proxy(req, "SQUID_AUTH_PORT", userinfo[i]);
     ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
-    int err = run(eng, req);
+    int err = test_run(eng, req);
     ASSERT(err == 0 || err == TERN_EPROXY);
     ASSERT_EQ(tern_request_get_status(req), 407);
     ASSERT(tern_request_get_tls_version(req) == NULL);
     tern_request_free(req);
   }
   free(url);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_tunnel_not_shared_across_credentials) {
   /* A tunnel squid opened for alice must not carry a request with other (or no) proxy
    * credentials: that request gets its own CONNECT, and squid's 407. curl keys reuse on the
    * proxy credentials too. */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
-  tern_request_t *req = request_url(url);
+  tern_request_t *req = test_request_url(url);
   set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
   static const char *userinfo[] = {"alice:wrong", NULL};
   for (int i = 0; i < 2; i++) {
-    req = request_url(url);
+    req = test_request_url(url);
     set_proxy(req, "SQUID_AUTH_PORT", userinfo[i]);
     ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
-    int err = run(eng, req);
+    int err = test_run(eng, req);
     if (tern_request_get_status(req) != 407)
       TEST_FAIL_("proxy userinfo %s: status %d (%s), reused %d: rode alice's tunnel",
                  userinfo[i] ? userinfo[i] : "(none)", tern_request_get_status(req),
@@ -1772,24 +1686,24 @@ TEST(proxy_tunnel_not_shared_across_credentials) {
     tern_request_free(req);
   }
   /* The same credentials again: the tunnel is reused. */
-  req = request_url(url);
+  req = test_request_url(url);
   set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT(tern_request_is_reused(req));
   tern_request_free(req);
   free(url);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_auth_callback) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   auth_script a = {.answers = {"wonderland"}};
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
   ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, &a), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(a.calls, 1);
   ASSERT_EQ(a.is_proxy, 1);
@@ -1800,34 +1714,34 @@ TEST(proxy_auth_callback) {
   req = request_owned(url_at("APACHE_PORT", "/digest/1k.bin"));
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
   ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, &b), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_EQ(b.calls, 2);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_and_origin_auth) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = request_owned(url_at("APACHE_PORT", "/digest/1k.bin"));
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
   ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_sha_1k(req);
+  test_assert_req_body_sha(req, "SHA_1K");
   const char *head = head_of(req);
   ASSERT(strstr(head, "\r\nProxy-Authorization: Digest ") != NULL);
   ASSERT(strstr(head, "\r\nAuthorization: Digest ") != NULL);
   /* Through a proxy the Digest uri is still the origin-form path Apache sees. */
   ASSERT(strstr(head, "uri=\"/digest/1k.bin\"") != NULL || strstr(head, "uri=\"http://") != NULL);
   tern_request_free(req);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_redirects) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* Every hop through the proxy, across origins too. */
   char *to = url_at("FAULT2_PORT", "/echo");
   char *e = qenc(to);
@@ -1835,7 +1749,7 @@ TEST(proxy_redirects) {
   free(e);
   set_proxy(req, "SQUID_PORT", NULL);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(tern_request_get_redirect_count(req), 2);
   ASSERT(via_squid(req));
@@ -1843,52 +1757,52 @@ TEST(proxy_redirects) {
   req = request_owned(redirect_url(307, to));
   set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_STR_EQ(tern_request_get_effective_url(req), to);
   ASSERT(via_squid(req));
   tern_request_free(req);
   free(to);
-  finish(eng);
+  test_finish(eng);
 }
 
 TEST(proxy_connections_pooled_per_proxy) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char *url = url_at("NGINX_PORT", "/1k.bin");
   /* 1: through squid (opens a connection to squid). */
-  tern_request_t *req = request_url(url);
+  tern_request_t *req = test_request_url(url);
   set_proxy(req, "SQUID_PORT", NULL);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT(tern_request_get_header(req, "Via") != NULL);
   tern_request_free(req);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
   /* 2: direct to the same origin: squid's connection must not carry it. */
-  req = request_url(url);
-  ASSERT_EQ(run(eng, req), 0);
+  req = test_request_url(url);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT(!tern_request_is_reused(req));
   ASSERT(tern_request_get_header(req, "Via") == NULL);
   tern_request_free(req);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 2);
   /* 3: through squid again: its pooled connection. */
-  req = request_url(url);
+  req = test_request_url(url);
   set_proxy(req, "SQUID_PORT", NULL);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT(tern_request_is_reused(req));
   ASSERT(tern_request_get_header(req, "Via") != NULL);
   tern_request_free(req);
   /* 4: direct again: the direct one. */
-  req = request_url(url);
-  ASSERT_EQ(run(eng, req), 0);
+  req = test_request_url(url);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT(tern_request_is_reused(req));
   ASSERT(tern_request_get_header(req, "Via") == NULL);
   tern_request_free(req);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 2);
   /* 5: another proxy (squid's authenticated port): another connection. */
-  req = request_url(url);
+  req = test_request_url(url);
   set_proxy(req, "SQUID_AUTH_PORT", "alice:wonderland");
   ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_BASIC), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT(!tern_request_is_reused(req));
   tern_request_free(req);
@@ -1896,9 +1810,9 @@ TEST(proxy_connections_pooled_per_proxy) {
   /* 6: a different origin through the first proxy may share its connection (same proxy). */
   req = request_owned(url_at("FAULT_PORT", "/echo"));
   set_proxy(req, "SQUID_PORT", NULL);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
   free(url);
-  finish(eng);
+  test_finish(eng);
 }

@@ -3,108 +3,17 @@
 #define _DEFAULT_SOURCE
 #include "task.h"
 #include "testsrv.h"
+#include "testutil.h"
 
 #include <tern.h>
 #include <uv.h>
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- helpers ---- */
-
-typedef struct {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  int remaining;
-  int completions; /* complete callbacks seen, to catch a second one */
-} waiter;
-
-static void waiter_init(waiter *w, int n) {
-  pthread_mutex_init(&w->lock, NULL);
-  pthread_cond_init(&w->cond, NULL);
-  w->remaining = n;
-  w->completions = 0;
-}
-
-static void on_done(tern_request_t *req, int status, void *ud) {
-  (void)req;
-  (void)status;
-  waiter *w = ud;
-  pthread_mutex_lock(&w->lock);
-  w->remaining--;
-  w->completions++;
-  pthread_cond_broadcast(&w->cond);
-  pthread_mutex_unlock(&w->lock);
-}
-
-/* Waits for all completions, failing the test instead of hanging. */
-static void waiter_wait(waiter *w, uint64_t ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  uint64_t scaled = test_scaled_ms(ms);
-  ts.tv_sec += (time_t)(scaled / 1000);
-  ts.tv_nsec += (long)(scaled % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  pthread_mutex_lock(&w->lock);
-  while (w->remaining > 0) {
-    if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) != 0) {
-      pthread_mutex_unlock(&w->lock);
-      TEST_FAIL_("timed out waiting for %d completion(s)", w->remaining);
-    }
-  }
-  pthread_mutex_unlock(&w->lock);
-}
-
-static tern_engine_t *new_engine(void) {
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, NULL), 0);
-  return eng;
-}
-
-static tern_request_t *get_request(const char *portkey, const char *path) {
-  tern_request_t *req = tern_request_new();
-  ASSERT(req != NULL);
-  char *url = testsrv_url(portkey, path);
-  ASSERT_EQ(tern_request_set_url(req, url), 0);
-  free(url);
-  return req;
-}
-
-/* Submits and waits; returns the completion code. */
-static int run(tern_engine_t *eng, tern_request_t *req) {
-  waiter w;
-  waiter_init(&w, 1);
-  ASSERT_EQ(tern_request_set_complete_cb(req, on_done, &w), 0);
-  ASSERT_EQ(tern_engine_submit(eng, req), 0);
-  waiter_wait(&w, 60000);
-  ASSERT_EQ(w.completions, 1);
-  ASSERT(tern_request_is_done(req));
-  return tern_request_get_error(req);
-}
-
-static void assert_no_leaks(tern_engine_t *eng) {
-  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REQUESTS_ACTIVE), 0);
-  tern_engine_free(eng);
-  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
-}
-
-static char *tmp_path(const char *name) {
-  const char *dir = getenv("TERN_TEST_TMP");
-  if (dir == NULL) dir = "/tmp";
-  mkdir(dir, 0777);
-  size_t n = strlen(dir) + strlen(name) + 32;
-  char *p = malloc(n);
-  ASSERT(p != NULL);
-  snprintf(p, n, "%s/%d-%s", dir, (int)getpid(), name);
-  return p;
-}
 
 static uint64_t file_size(const char *path) {
   struct stat st;
@@ -112,38 +21,22 @@ static uint64_t file_size(const char *path) {
   return (uint64_t)st.st_size;
 }
 
-/* SHA-256 of bytes [off, off+n) of a docroot file. */
-static void sha_of_slice(const char *name, uint64_t off, uint64_t n, char hex[65]) {
-  char *path = testsrv_www_path(name);
-  int fd = open(path, O_RDONLY);
-  ASSERT(fd >= 0);
-  char *buf = malloc(n ? n : 1);
-  ASSERT(buf != NULL);
-  ASSERT_EQ(pread(fd, buf, n, (off_t)off), (int64_t)n);
-  close(fd);
-  testsrv_sha256_mem(buf, n, hex);
-  free(buf);
-  free(path);
-}
-
 static void download_and_check(const char *name, const char *sha_key, uint64_t size) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char path[64];
   snprintf(path, sizeof path, "/%s", name);
-  char *dest = tmp_path(name);
-  tern_request_t *req = get_request("NGINX_PORT", path);
+  char *dest = test_tmp_path(name);
+  tern_request_t *req = test_request("NGINX_PORT", path);
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_UEQ(tern_request_get_bytes_received(req), size);
   ASSERT_EQ(tern_request_get_content_length(req), (int64_t)size);
-  char hex[65];
-  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
-  ASSERT_STR_EQ(hex, testsrv_get(sha_key));
+  test_assert_file_sha(dest, sha_key);
   tern_request_free(req);
   unlink(dest);
   free(dest);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* ---- bodies ---- */
@@ -153,21 +46,20 @@ TEST(http_download_1k) { download_and_check("1k.bin", "SHA_1K", 1024); }
 TEST(http_download_100m) { download_and_check("100m.bin", "SHA_100M", 100u << 20); }
 
 TEST(http_memory_body_1k) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = get_request("NGINX_PORT", "/1k.bin");
-  ASSERT_EQ(run(eng, req), 0);
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(test_run(eng, req), 0);
   size_t len = 0;
   const void *body = tern_request_get_body(req, &len);
+  ASSERT(body != NULL);
   ASSERT_EQ(len, 1024);
-  char hex[65];
-  testsrv_sha256_mem(body, len, hex);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_1K"));
+  test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_STR_EQ(tern_request_get_header(req, "content-length"), "1024");
   ASSERT(tern_request_get_header(req, "X-Connection") != NULL);
   ASSERT(tern_request_get_time(req, TERN_TIME_HEADERS) >= 0);
   ASSERT(tern_request_get_time(req, TERN_TIME_END) >= tern_request_get_time(req, TERN_TIME_HEADERS));
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 typedef struct {
@@ -202,12 +94,12 @@ static int on_progress(tern_request_t *req, tern_progress_state state, int perce
 }
 
 TEST(http_stream_callback_and_progress) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = get_request("NGINX_PORT", "/100m.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/100m.bin");
   stream_state s = {0};
   ASSERT_EQ(tern_request_set_data_cb(req, on_data, &s), 0);
   ASSERT_EQ(tern_request_set_progress_cb(req, on_progress, &s), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_UEQ(s.bytes, 100u << 20);
   ASSERT_GT(s.calls, 1);
   size_t len = 1;
@@ -217,52 +109,52 @@ TEST(http_stream_callback_and_progress) {
   ASSERT_EQ(s.hundreds, 1);
   ASSERT_EQ(s.last_percent, 100);
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* ---- ranges and resume ---- */
 
 TEST(http_range_to_file) {
-  tern_engine_t *eng = new_engine();
-  char *dest = tmp_path("range.bin");
-  tern_request_t *req = get_request("NGINX_PORT", "/100m.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("range.bin");
+  tern_request_t *req = test_request("NGINX_PORT", "/100m.bin");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 1000, 5000, 0), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 206);
   ASSERT_UEQ(tern_request_get_offset(req), 1000);
   ASSERT_UEQ(file_size(dest), 4000);
   char want[65], got[65];
-  sha_of_slice("100m.bin", 1000, 4000, want);
+  test_www_sha256_slice("100m.bin", 1000, 4000, want);
   ASSERT_EQ(testsrv_sha256_file(dest, got), 0);
   ASSERT_STR_EQ(got, want);
   tern_request_free(req);
   unlink(dest);
   free(dest);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(http_open_ended_range) {
-  tern_engine_t *eng = new_engine();
-  char *dest = tmp_path("tail.bin");
-  tern_request_t *req = get_request("NGINX_PORT", "/1k.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("tail.bin");
+  tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 1000, 0, 0), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 206);
   ASSERT_UEQ(file_size(dest), 24);
   char want[65], got[65];
-  sha_of_slice("1k.bin", 1000, 24, want);
+  test_www_sha256_slice("1k.bin", 1000, 24, want);
   ASSERT_EQ(testsrv_sha256_file(dest, got), 0);
   ASSERT_STR_EQ(got, want);
   tern_request_free(req);
   unlink(dest);
   free(dest);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* A download cut short (a truncated copy of its first bytes) is continued byte-identical. */
 TEST(http_resume_truncated_file) {
-  tern_engine_t *eng = new_engine();
-  char *dest = tmp_path("resume.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("resume.bin");
   char *src = testsrv_www_path("100m.bin");
   /* The partial file: the first 37 MiB + 123 bytes of the real one. */
   uint64_t part = (37u << 20) + 123;
@@ -279,42 +171,39 @@ TEST(http_resume_truncated_file) {
   close(in);
   close(out);
 
-  tern_request_t *req = get_request("NGINX_PORT", "/100m.bin");
+  tern_request_t *req = test_request("NGINX_PORT", "/100m.bin");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 206);
   ASSERT_UEQ(tern_request_get_offset(req), part);
   ASSERT_UEQ(tern_request_get_bytes_received(req), (100u << 20) - part);
-  char hex[65];
-  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_100M"));
+  test_assert_file_sha(dest, "SHA_100M");
   tern_request_free(req);
 
   /* Resuming the complete file: nginx answers 416, which counts as done, file untouched. */
-  req = get_request("NGINX_PORT", "/100m.bin");
+  req = test_request("NGINX_PORT", "/100m.bin");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 1), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 416);
-  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_100M"));
+  test_assert_file_sha(dest, "SHA_100M");
   tern_request_free(req);
 
   unlink(dest);
   free(dest);
   free(src);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* A failed request never touches the destination: the file opens only on a 2xx head. */
 TEST(http_error_status_leaves_file_alone) {
-  tern_engine_t *eng = new_engine();
-  char *dest = tmp_path("keep.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("keep.bin");
   FILE *f = fopen(dest, "w");
   fputs("precious", f);
   fclose(f);
-  tern_request_t *req = get_request("NGINX_PORT", "/missing.bin");
+  tern_request_t *req = test_request("NGINX_PORT", "/missing.bin");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 404);
   ASSERT_UEQ(file_size(dest), 8);
   size_t len = 0;
@@ -323,219 +212,191 @@ TEST(http_error_status_leaves_file_alone) {
   tern_request_free(req);
   unlink(dest);
   free(dest);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* ---- keep-alive ---- */
 
 TEST(http_keepalive_reuse) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char first_conn[32] = "";
   for (int i = 0; i < 5; i++) {
-    tern_request_t *req = get_request("NGINX_PORT", "/1k.bin");
-    ASSERT_EQ(run(eng, req), 0);
-    const char *conn = tern_request_get_header(req, "X-Connection");
-    ASSERT(conn != NULL);
-    if (i == 0) {
-      snprintf(first_conn, sizeof first_conn, "%s", conn);
-      ASSERT_EQ(tern_request_is_reused(req), 0);
-    } else {
-      ASSERT_STR_EQ(conn, first_conn); /* nginx saw the same TCP connection */
-      ASSERT_EQ(tern_request_is_reused(req), 1);
-      char nreq[16];
-      snprintf(nreq, sizeof nreq, "%d", i + 1);
-      ASSERT_STR_EQ(tern_request_get_header(req, "X-Connection-Requests"), nreq);
-    }
+    tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
+    ASSERT_EQ(test_run(eng, req), 0);
+    test_assert_nginx_reuse(req, i, first_conn, sizeof first_conn);
     tern_request_free(req);
   }
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REUSED), 4);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_IDLE), 1);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(http_non_persistent) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   for (int i = 0; i < 3; i++) {
-    tern_request_t *req = get_request("NGINX_PORT", "/1k.bin");
+    tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
     ASSERT_EQ(tern_request_set_persistent(req, 0), 0);
-    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(test_run(eng, req), 0);
     ASSERT_EQ(tern_request_is_reused(req), 0);
     tern_request_free(req);
   }
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 3);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_IDLE), 0);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(http_idle_timeout_closes) {
   tern_config_t *cfg = tern_config_new();
   ASSERT_EQ(tern_config_set_idle_timeout(cfg, 100), 0);
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, cfg), 0);
+  tern_engine_t *eng = test_engine_new(cfg);
   tern_config_free(cfg);
-  tern_request_t *req = get_request("NGINX_PORT", "/1k.bin");
-  ASSERT_EQ(run(eng, req), 0);
+  tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(test_run(eng, req), 0);
   tern_request_free(req);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_IDLE), 1);
   usleep((useconds_t)test_scaled_ms(400) * 1000);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPEN), 0);
-  req = get_request("NGINX_PORT", "/1k.bin");
-  ASSERT_EQ(run(eng, req), 0);
+  req = test_request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_is_reused(req), 0);
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* nginx's short-keepalive server closes idle connections after 1 s; the engine notices the
  * close (or retries once) and the next request still succeeds. */
 TEST(http_server_closes_pooled_connection) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = get_request("NGINX_SHORT_PORT", "/1k.bin");
-  ASSERT_EQ(run(eng, req), 0);
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_SHORT_PORT", "/1k.bin");
+  ASSERT_EQ(test_run(eng, req), 0);
   tern_request_free(req);
   usleep(1500 * 1000);
-  req = get_request("NGINX_SHORT_PORT", "/1k.bin");
-  ASSERT_EQ(run(eng, req), 0);
+  req = test_request("NGINX_SHORT_PORT", "/1k.bin");
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(http_1000_sequential) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   for (int i = 0; i < 1000; i++) {
-    tern_request_t *req = get_request("NGINX_PORT", "/1k.bin");
-    ASSERT_EQ(run(eng, req), 0);
+    tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
+    ASSERT_EQ(test_run(eng, req), 0);
     ASSERT_EQ(tern_request_get_status(req), 200);
     ASSERT_UEQ(tern_request_get_bytes_received(req), 1024);
     tern_request_free(req);
   }
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REQUESTS_COMPLETED), 1000);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 static void run_concurrent(tern_engine_t *eng, int n, bool pipelined) {
-  waiter w;
-  waiter_init(&w, n);
+  test_waiter w;
+  test_waiter_init(&w, n);
   tern_request_t **reqs = calloc((size_t)n, sizeof *reqs);
   for (int i = 0; i < n; i++) {
-    reqs[i] = get_request("NGINX_PORT", "/1k.bin");
+    reqs[i] = test_request("NGINX_PORT", "/1k.bin");
     if (pipelined) ASSERT_EQ(tern_request_set_pipelining(reqs[i], 1), 0);
-    ASSERT_EQ(tern_request_set_complete_cb(reqs[i], on_done, &w), 0);
-    ASSERT_EQ(tern_engine_submit(eng, reqs[i]), 0);
+    test_waiter_submit(&w, eng, reqs[i]);
   }
-  waiter_wait(&w, 60000);
+  test_waiter_wait(&w, 60000);
   ASSERT_EQ(w.completions, n);
-  char want[65];
-  snprintf(want, sizeof want, "%s", testsrv_get("SHA_1K"));
   for (int i = 0; i < n; i++) {
     ASSERT_EQ(tern_request_get_error(reqs[i]), 0);
     ASSERT_EQ(tern_request_get_status(reqs[i]), 200);
-    size_t len;
-    const void *body = tern_request_get_body(reqs[i], &len);
-    char hex[65];
-    testsrv_sha256_mem(body, len, hex);
-    ASSERT_STR_EQ(hex, want);
+    test_assert_req_body_sha(reqs[i], "SHA_1K");
     tern_request_free(reqs[i]);
   }
   free(reqs);
 }
 
 TEST(http_100_concurrent) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   run_concurrent(eng, 100, false);
   ASSERT_LE(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 100);
   /* A second wave reuses the pooled connections instead of opening new ones. */
   uint64_t opened = tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED);
   run_concurrent(eng, 100, false);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), opened);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(http_connection_limit_queues) {
   tern_config_t *cfg = tern_config_new();
   ASSERT_EQ(tern_config_set_max_connections_per_origin(cfg, 4), 0);
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, cfg), 0);
+  tern_engine_t *eng = test_engine_new(cfg);
   tern_config_free(cfg);
   run_concurrent(eng, 100, false);
   ASSERT_LE(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 4);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(http_pipelining) {
   tern_config_t *cfg = tern_config_new();
   ASSERT_EQ(tern_config_set_max_connections_per_origin(cfg, 1), 0);
   ASSERT_EQ(tern_config_set_pipeline_depth(cfg, 8), 0);
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, cfg), 0);
+  tern_engine_t *eng = test_engine_new(cfg);
   tern_config_free(cfg);
   /* Warm the connection: pipelining starts once the server has shown it keeps HTTP/1.1 alive. */
-  tern_request_t *req = get_request("NGINX_PORT", "/1k.bin");
-  ASSERT_EQ(run(eng, req), 0);
+  tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(test_run(eng, req), 0);
   tern_request_free(req);
   run_concurrent(eng, 200, true);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REUSED), 200);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(http_head_and_http10) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = get_request("NGINX_PORT", "/100m.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/100m.bin");
   ASSERT_EQ(tern_request_set_method(req, "HEAD"), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(tern_request_get_content_length(req), 100 << 20);
   ASSERT_UEQ(tern_request_get_bytes_received(req), 0);
   tern_request_free(req);
 
-  req = get_request("NGINX_PORT", "/1k.bin");
+  req = test_request("NGINX_PORT", "/1k.bin");
   ASSERT_EQ(tern_request_set_http10(req, 1), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_UEQ(tern_request_get_bytes_received(req), 1024);
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(http_chunked_from_nginx) {
-  tern_engine_t *eng = new_engine();
-  tern_request_t *req = get_request("NGINX_PORT", "/chunked/64k.txt");
-  ASSERT_EQ(run(eng, req), 0);
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/chunked/64k.txt");
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   const char *te = tern_request_get_header(req, "Transfer-Encoding");
   ASSERT(te != NULL && strcmp(te, "chunked") == 0);
-  size_t len;
-  const void *body = tern_request_get_body(req, &len);
-  char hex[65];
-  testsrv_sha256_mem(body, len, hex);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_64K"));
+  test_assert_req_body_sha(req, "SHA_64K");
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(http_ipv6_and_localhost) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char url[128];
   snprintf(url, sizeof url, "http://localhost:%d/1k.bin", testsrv_port("NGINX_PORT"));
-  tern_request_t *req = tern_request_new();
-  ASSERT_EQ(tern_request_set_url(req, url), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  tern_request_t *req = test_request_url(url);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
-  const char *v6 = testsrv_get("NGINX_IPV6");
-  if (v6 && strcmp(v6, "1") == 0) {
+  if (testsrv_has_ipv6()) {
     snprintf(url, sizeof url, "http://[::1]:%d/1k.bin", testsrv_port("NGINX_PORT"));
-    req = tern_request_new();
-    ASSERT_EQ(tern_request_set_url(req, url), 0);
-    ASSERT_EQ(run(eng, req), 0);
+    req = test_request_url(url);
+    ASSERT_EQ(test_run(eng, req), 0);
     ASSERT_EQ(tern_request_get_status(req), 200);
     tern_request_free(req);
   }
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* ---- embedded in the caller's loop ---- */
@@ -555,7 +416,7 @@ TEST(http_embedded_loop) {
   ASSERT_EQ(tern_engine_new_on_loop(&eng, &loop, NULL), 0);
   tern_request_t *reqs[10];
   for (int i = 0; i < 10; i++) {
-    reqs[i] = get_request("NGINX_PORT", "/1k.bin");
+    reqs[i] = test_request("NGINX_PORT", "/1k.bin");
     ASSERT_EQ(tern_request_set_complete_cb(reqs[i], on_embedded_done, NULL), 0);
     ASSERT_EQ(tern_engine_submit(eng, reqs[i]), 0);
   }
@@ -564,21 +425,20 @@ TEST(http_embedded_loop) {
   tern_engine_free(eng);
   uv_run(&loop, UV_RUN_DEFAULT); /* lets the engine's handles close */
   ASSERT_EQ(uv_loop_close(&loop), 0);
-  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
+  test_assert_no_live_requests();
 }
 
 /* Requests still pending when the engine is freed complete with TERN_ESHUTDOWN. */
 TEST(http_shutdown_completes_pending) {
-  tern_engine_t *eng = new_engine();
-  waiter w;
-  waiter_init(&w, 20);
+  tern_engine_t *eng = test_engine_new(NULL);
+  test_waiter w;
+  test_waiter_init(&w, 20);
   tern_request_t *reqs[20];
   static stream_state sinks[20];
   for (int i = 0; i < 20; i++) {
-    reqs[i] = get_request("NGINX_PORT", "/100m.bin");
+    reqs[i] = test_request("NGINX_PORT", "/100m.bin");
     ASSERT_EQ(tern_request_set_data_cb(reqs[i], on_data, &sinks[i]), 0);
-    ASSERT_EQ(tern_request_set_complete_cb(reqs[i], on_done, &w), 0);
-    ASSERT_EQ(tern_engine_submit(eng, reqs[i]), 0);
+    test_waiter_submit(&w, eng, reqs[i]);
   }
   tern_engine_free(eng);
   ASSERT_EQ(w.remaining, 0);
@@ -588,7 +448,7 @@ TEST(http_shutdown_completes_pending) {
     ASSERT(err == TERN_ESHUTDOWN || err == 0);
     tern_request_free(reqs[i]);
   }
-  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
+  test_assert_no_live_requests();
 }
 
 /* ---- log callback, hop-response hook, sent head ---- */
@@ -622,14 +482,13 @@ TEST(http_log_hop_and_request_head) {
   tern_config_t *cfg = tern_config_new();
   ASSERT_EQ(tern_config_set_log_cb(cfg, on_log, TERN_LOG_DEBUG, &s), 0);
   ASSERT_EQ(tern_config_set_user_agent(cfg, "probe/1"), 0);
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, cfg), 0);
+  tern_engine_t *eng = test_engine_new(cfg);
   tern_config_free(cfg);
   for (int i = 0; i < 2; i++) {
-    tern_request_t *req = get_request("NGINX_PORT", "/1k.bin?x=1");
+    tern_request_t *req = test_request("NGINX_PORT", "/1k.bin?x=1");
     ASSERT_EQ(tern_request_add_header(req, "X-Probe", "yes"), 0);
     ASSERT_EQ(tern_request_set_hop_response_cb(req, on_hop, &s), 0);
-    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(test_run(eng, req), 0);
     size_t len = 0;
     const char *head = tern_request_get_request_head(req, &len);
     ASSERT(head != NULL);
@@ -646,7 +505,7 @@ TEST(http_log_hop_and_request_head) {
   ASSERT_EQ(s.reuse_lines, 1);
   ASSERT_GE(s.lines[TERN_LOG_INFO], 6); /* sent, status, done, twice */
   ASSERT_EQ(s.lines[TERN_LOG_ERROR], 0);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* ---- pinned addresses: the next address is tried when one fails ---- */
@@ -674,18 +533,15 @@ TEST(http_next_address_after_failure) {
   ASSERT_EQ(tern_config_add_resolve(cfg, "bad"), TERN_EINVAL);
   ASSERT_EQ(tern_config_add_resolve(cfg, "h:80:not-an-ip"), TERN_EINVAL);
   ASSERT_EQ(tern_config_set_log_cb(cfg, on_fallback_log, TERN_LOG_DEBUG, &s), 0);
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, cfg), 0);
+  tern_engine_t *eng = test_engine_new(cfg);
   tern_config_free(cfg);
   char url[128];
   snprintf(url, sizeof url, "http://multi.test:%d/1k.bin", port);
-  tern_request_t *req = tern_request_new();
-  ASSERT_EQ(tern_request_set_url(req, url), 0);
-  ASSERT_EQ(run(eng, req), 0);
+  tern_request_t *req = test_request_url(url);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
   /* 127.0.0.2 is refused; [::1] answers only when nginx listens on IPv6 too. */
-  const char *v6 = testsrv_get("NGINX_IPV6");
-  ASSERT_EQ(s.failed_connects, (v6 && strcmp(v6, "1") == 0) ? 1 : 2);
-  assert_no_leaks(eng);
+  ASSERT_EQ(s.failed_connects, testsrv_has_ipv6() ? 1 : 2);
+  test_finish(eng);
 }

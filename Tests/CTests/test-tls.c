@@ -8,82 +8,18 @@
 #define _XOPEN_SOURCE 700 /* posix_openpt, ptsname */
 #include "task.h"
 #include "testsrv.h"
+#include "testutil.h"
 
 #include <tern.h>
 
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-/* ---- helpers (the style of test-http.c) ---- */
-
-typedef struct {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  int remaining;
-  int completions;
-} waiter;
-
-static void waiter_init(waiter *w, int n) {
-  pthread_mutex_init(&w->lock, NULL);
-  pthread_cond_init(&w->cond, NULL);
-  w->remaining = n;
-  w->completions = 0;
-}
-
-static void on_done(tern_request_t *req, int status, void *ud) {
-  (void)req;
-  (void)status;
-  waiter *w = ud;
-  pthread_mutex_lock(&w->lock);
-  w->remaining--;
-  w->completions++;
-  pthread_cond_broadcast(&w->cond);
-  pthread_mutex_unlock(&w->lock);
-}
-
-static void waiter_wait(waiter *w, uint64_t ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  uint64_t scaled = test_scaled_ms(ms);
-  ts.tv_sec += (time_t)(scaled / 1000);
-  ts.tv_nsec += (long)(scaled % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  pthread_mutex_lock(&w->lock);
-  while (w->remaining > 0) {
-    if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) != 0) {
-      pthread_mutex_unlock(&w->lock);
-      TEST_FAIL_("timed out waiting for %d completion(s)", w->remaining);
-    }
-  }
-  pthread_mutex_unlock(&w->lock);
-}
-
-static tern_engine_t *new_engine(void) {
-  tern_engine_t *eng = NULL;
-  ASSERT_EQ(tern_engine_new(&eng, NULL), 0);
-  return eng;
-}
-
-static void assert_no_leaks(tern_engine_t *eng) {
-  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REQUESTS_ACTIVE), 0);
-  tern_engine_free(eng);
-  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
-}
-
-static bool have_ipv6(void) {
-  const char *v6 = testsrv_get("NGINX_IPV6");
-  return v6 != NULL && strcmp(v6, "1") == 0;
-}
+/* ---- helpers ---- */
 
 /* "https://HOST:PORT/path"; host "[::1]" for IPv6. */
 static void https_url(char *out, size_t n, const char *host, const char *portkey,
@@ -95,24 +31,11 @@ static void https_url(char *out, size_t n, const char *host, const char *portkey
 /* A GET of https://HOST:PORT/path; with_ca trusts the test CA (curl --cacert CA_PEM). */
 static tern_request_t *tls_request(const char *host, const char *portkey, const char *path,
                                    bool with_ca) {
-  tern_request_t *req = tern_request_new();
-  ASSERT(req != NULL);
   char url[256];
   https_url(url, sizeof url, host, portkey, path);
-  ASSERT_EQ(tern_request_set_url(req, url), 0);
+  tern_request_t *req = test_request_url(url);
   if (with_ca) ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
   return req;
-}
-
-static int run(tern_engine_t *eng, tern_request_t *req) {
-  waiter w;
-  waiter_init(&w, 1);
-  ASSERT_EQ(tern_request_set_complete_cb(req, on_done, &w), 0);
-  ASSERT_EQ(tern_engine_submit(eng, req), 0);
-  waiter_wait(&w, 60000);
-  ASSERT_EQ(w.completions, 1);
-  ASSERT(tern_request_is_done(req));
-  return tern_request_get_error(req);
 }
 
 /* The request completed with `want` (0: success); says what it got instead when not. */
@@ -128,25 +51,6 @@ static int run(tern_engine_t *eng, tern_request_t *req) {
                  tern_request_get_bytes_received(req));                                        \
   } while (0)
 
-static void assert_body_sha(tern_request_t *req, const char *sha_key) {
-  size_t len = 0;
-  const void *body = tern_request_get_body(req, &len);
-  char hex[65];
-  testsrv_sha256_mem(body, len, hex);
-  ASSERT_STR_EQ(hex, testsrv_get(sha_key));
-}
-
-static char *tmp_path(const char *name) {
-  const char *dir = getenv("TERN_TEST_TMP");
-  if (dir == NULL) dir = "/tmp";
-  mkdir(dir, 0777);
-  size_t n = strlen(dir) + strlen(name) + 32;
-  char *p = malloc(n);
-  ASSERT(p != NULL);
-  snprintf(p, n, "%s/%d-%s", dir, (int)getpid(), name);
-  return p;
-}
-
 static bool contains(const char *hay, size_t n, const char *needle) {
   size_t k = strlen(needle);
   for (size_t i = 0; i + k <= n; i++)
@@ -154,17 +58,11 @@ static bool contains(const char *hay, size_t n, const char *needle) {
   return false;
 }
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* One request expected to fail certificate verification with `want`. */
 static void expect_verify_error(const char *host, const char *portkey, bool with_ca, int want) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request(host, portkey, "/1k.bin", with_ca);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, want);
   ASSERT(tern_error_is_tls_verify(want));
   ASSERT_EQ(tern_request_get_status(req), 0);
@@ -174,18 +72,18 @@ static void expect_verify_error(const char *host, const char *portkey, bool with
   ASSERT_EQ(len, 0);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_IDLE), 0); /* never pooled */
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* ---- bodies over TLS ---- */
 
 TEST(tls_download_1k) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_UEQ(tern_request_get_bytes_received(req), 1024);
-  assert_body_sha(req, "SHA_1K");
+  test_assert_req_body_sha(req, "SHA_1K");
   const char *v = tern_request_get_tls_version(req);
   ASSERT(v != NULL);
   ASSERT(strcmp(v, "TLSv1.3") == 0 || strcmp(v, "TLSv1.2") == 0);
@@ -197,91 +95,86 @@ TEST(tls_download_1k) {
   tern_request_free(req);
 
   /* Plain HTTP on the same engine reports no TLS at all. */
-  req = tern_request_new();
-  char *url = testsrv_url("NGINX_PORT", "/1k.bin");
-  ASSERT_EQ(tern_request_set_url(req, url), 0);
-  free(url);
-  ASSERT_EQ(run(eng, req), 0);
+  req = test_request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT(tern_request_get_tls_version(req) == NULL);
   ASSERT_EQ(tern_request_is_tls_resumed(req), 0);
   ASSERT(tern_request_get_header(req, "X-SSL-Protocol") == NULL);
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(tls_tls13_negotiated) {
   /* OpenSSL 3 on both ends: TLS 1.3 is what must come out. */
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_PORT", "/empty.bin", true);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_STR_EQ(tern_request_get_tls_version(req), "TLSv1.3");
   ASSERT_UEQ(tern_request_get_bytes_received(req), 0);
-  assert_body_sha(req, "SHA_EMPTY");
+  test_assert_req_body_sha(req, "SHA_EMPTY");
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(tls_download_100m) {
-  tern_engine_t *eng = new_engine();
-  char *dest = tmp_path("tls-100m.bin");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("tls-100m.bin");
   tern_request_t *req = tls_request("localhost", "TLS_PORT", "/100m.bin", true);
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
   /* A stall shows up in 15 s (scaled), not at the 60 s default. */
   ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_BODY, test_scaled_ms(15000)), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_UEQ(tern_request_get_bytes_received(req), 100u << 20);
   ASSERT_EQ(tern_request_get_content_length(req), (int64_t)(100u << 20));
-  char hex[65];
-  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
-  ASSERT_STR_EQ(hex, testsrv_get("SHA_100M"));
+  test_assert_file_sha(dest, "SHA_100M");
   tern_request_free(req);
   unlink(dest);
   free(dest);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(tls_chunked_64k) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_PORT", "/chunked/64k.txt", true);
-  ASSERT_EQ(run(eng, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_STR_EQ(tern_request_get_header(req, "Transfer-Encoding"), "chunked");
-  assert_body_sha(req, "SHA_64K");
+  test_assert_req_body_sha(req, "SHA_64K");
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* The name (SNI + DNS SAN) and both address forms (IP SANs, no SNI) verify. */
 TEST(tls_localhost_ipv4_ipv6) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   const char *hosts[] = {"localhost", "127.0.0.1", "[::1]"};
   for (int i = 0; i < 3; i++) {
-    if (i == 2 && !have_ipv6()) break;
+    if (i == 2 && !testsrv_has_ipv6()) break;
     tern_request_t *req = tls_request(hosts[i], "TLS_PORT", "/1k.bin", true);
-    run(eng, req);
+    test_run(eng, req);
     ASSERT_TERN_ERR(req, 0);
     ASSERT_EQ(tern_request_get_status(req), 200);
-    assert_body_sha(req, "SHA_1K");
+    test_assert_req_body_sha(req, "SHA_1K");
     tern_request_free(req);
   }
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* A trusted CA directory (CApath) works like the CA file. */
 TEST(tls_ca_path) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_PORT", "/1k.bin", false);
   ASSERT_EQ(tern_request_set_tls_ca_path(req, testsrv_get("CA_DIR")), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  assert_body_sha(req, "SHA_1K");
+  test_assert_req_body_sha(req, "SHA_1K");
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* ---- verification failures ---- */
@@ -302,7 +195,7 @@ TEST(tls_wrong_host) {
 /* A certificate valid for localhost but not for the address the URL names: the IP SANs are
  * checked, not the DNS one. */
 TEST(tls_ip_not_in_san) {
-  if (!have_ipv6()) return;
+  if (!testsrv_has_ipv6()) return;
   /* server.pem has IP:::1, so [::1] passes; wronghost.pem has no IP SAN at all. */
   expect_verify_error("[::1]", "TLS_WRONGHOST_PORT", true, TERN_ETLSHOSTNAME);
 }
@@ -318,37 +211,37 @@ TEST(tls_system_store_unknown_ca) {
 
 /* curl -k: verification off accepts every bad certificate. */
 TEST(tls_verify_off) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   const char *ports[] = {"TLS_EXPIRED_PORT", "TLS_NOTYET_PORT", "TLS_WRONGHOST_PORT",
                          "TLS_SELFSIGNED_PORT", "TLS_PORT"};
   for (int i = 0; i < 5; i++) {
     tern_request_t *req = tls_request("localhost", ports[i], "/1k.bin", false);
     ASSERT_EQ(tern_request_set_tls_verify(req, 0), 0);
-    run(eng, req);
+    test_run(eng, req);
     ASSERT_TERN_ERR(req, 0);
     ASSERT_EQ(tern_request_get_status(req), 200);
-    assert_body_sha(req, "SHA_1K");
+    test_assert_req_body_sha(req, "SHA_1K");
     ASSERT(tern_request_get_tls_version(req) != NULL);
     tern_request_free(req);
   }
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* A connection (or session) made with verification off must never serve a verifying request:
  * different TLS settings never share a pooled connection, and resuming a session must not
  * skip the certificate check the new request asks for. */
 TEST(tls_settings_isolate_pool_and_sessions) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   /* Pooled connection with verification off ... */
   tern_request_t *req = tls_request("localhost", "TLS_SELFSIGNED_PORT", "/1k.bin", false);
   ASSERT_EQ(tern_request_set_tls_verify(req, 0), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   tern_request_free(req);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_IDLE), 1);
   /* ... is not reused by a verifying request to the same origin. */
   req = tls_request("localhost", "TLS_SELFSIGNED_PORT", "/1k.bin", true);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, TERN_ETLSUNKNOWNCA);
   ASSERT_EQ(tern_request_is_reused(req), 0);
   tern_request_free(req);
@@ -357,11 +250,11 @@ TEST(tls_settings_isolate_pool_and_sessions) {
   req = tls_request("localhost", "TLS_SELFSIGNED_PORT", "/1k.bin?s=1", false);
   ASSERT_EQ(tern_request_set_tls_verify(req, 0), 0);
   ASSERT_EQ(tern_request_set_persistent(req, 0), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   tern_request_free(req);
   req = tls_request("localhost", "TLS_SELFSIGNED_PORT", "/1k.bin?s=2", false);
-  run(eng, req); /* system store */
+  test_run(eng, req); /* system store */
   ASSERT_TERN_ERR(req, TERN_ETLSUNKNOWNCA);
   ASSERT_EQ(tern_request_is_tls_resumed(req), 0);
   tern_request_free(req);
@@ -369,15 +262,15 @@ TEST(tls_settings_isolate_pool_and_sessions) {
   /* A connection verified against the test CA is not reused by a request that trusts only
    * the system store. */
   req = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   tern_request_free(req);
   req = tls_request("localhost", "TLS_PORT", "/1k.bin", false);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, TERN_ETLSUNKNOWNCA);
   ASSERT_EQ(tern_request_is_reused(req), 0);
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* ---- client certificates ---- */
@@ -385,9 +278,9 @@ TEST(tls_settings_isolate_pool_and_sessions) {
 /* nginx with ssl_verify_client on asks for a certificate, completes the handshake without one
  * and answers 400; the engine says the certificate was asked for. */
 TEST(tls_client_cert_missing_nginx) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_get_status(req), 400);
   ASSERT_EQ(tern_request_was_client_cert_requested(req), 1);
@@ -397,33 +290,33 @@ TEST(tls_client_cert_missing_nginx) {
   ASSERT(body != NULL && len > 0);
   ASSERT(contains(body, len, "No required SSL certificate was sent"));
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(tls_client_cert_nginx) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
   ASSERT_EQ(tern_request_set_tls_client_cert(req, testsrv_get("CLIENT_CERT"),
                                              testsrv_get("CLIENT_KEY"), NULL),
             0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_STR_EQ(tern_request_get_header(req, "X-Client-Verify"), "SUCCESS");
   ASSERT_EQ(tern_request_was_client_cert_requested(req), 0); /* asked, and one was sent */
-  assert_body_sha(req, "SHA_1K");
+  test_assert_req_body_sha(req, "SHA_1K");
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(tls_client_cert_encrypted_key) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
   ASSERT_EQ(tern_request_set_tls_client_cert(req, testsrv_get("CLIENT_CERT"),
                                              testsrv_get("CLIENT_KEY_ENC"),
                                              testsrv_get("CLIENT_KEY_PASSWORD")),
             0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_STR_EQ(tern_request_get_header(req, "X-Client-Verify"), "SUCCESS");
@@ -433,22 +326,22 @@ TEST(tls_client_cert_encrypted_key) {
   ASSERT_EQ(tern_request_set_tls_client_cert(req, testsrv_get("CLIENT_CERT"),
                                              testsrv_get("CLIENT_KEY_ENC"), "wrong-password"),
             0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, TERN_ETLSCERTFILE);
   ASSERT_EQ(tern_request_get_status(req), 0);
   ASSERT(tern_request_get_error_message(req)[0] != '\0');
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(tls_cert_and_ca_file_errors) {
-  tern_engine_t *eng = new_engine();
-  char *missing = tmp_path("no-such-file.pem");
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *missing = test_tmp_path("no-such-file.pem");
 
   /* Client certificate file that does not exist. */
   tern_request_t *req = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
   ASSERT_EQ(tern_request_set_tls_client_cert(req, missing, testsrv_get("CLIENT_KEY"), NULL), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, TERN_ETLSCERTFILE);
   tern_request_free(req);
 
@@ -459,7 +352,7 @@ TEST(tls_cert_and_ca_file_errors) {
   req = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
   ASSERT_EQ(tern_request_set_tls_client_cert(req, testsrv_get("CLIENT_CERT"), wrong_key, NULL),
             0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, TERN_ETLSCERTFILE);
   tern_request_free(req);
   free(wrong_key);
@@ -467,7 +360,7 @@ TEST(tls_cert_and_ca_file_errors) {
   /* CA file that does not exist, and one that is not PEM at all. */
   req = tls_request("localhost", "TLS_PORT", "/1k.bin", false);
   ASSERT_EQ(tern_request_set_tls_ca_file(req, missing), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, TERN_ETLSCAFILE);
   ASSERT_EQ(tern_request_get_status(req), 0);
   tern_request_free(req);
@@ -475,37 +368,37 @@ TEST(tls_cert_and_ca_file_errors) {
   char *notpem = testsrv_www_path("1k.bin");
   req = tls_request("localhost", "TLS_PORT", "/1k.bin", false);
   ASSERT_EQ(tern_request_set_tls_ca_file(req, notpem), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, TERN_ETLSCAFILE);
   tern_request_free(req);
   free(notpem);
   free(missing);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_IDLE), 0);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* A TLS 1.3 server that fails the handshake without a client certificate (alert
  * certificate_required). In TLS 1.3 the client's side of the handshake is already complete
  * when the server rejects it, so the alert arrives on the first read after it. */
 TEST(tls_reqcert_without_cert) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_REQCERT_PORT", "/x", true);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, TERN_ETLSCLIENTCERT);
   ASSERT_EQ(tern_request_get_status(req), 0);
   ASSERT_EQ(tern_request_was_client_cert_requested(req), 1);
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(tls_reqcert_with_cert) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   for (int i = 0; i < 2; i++) { /* the second one on the pooled connection */
     tern_request_t *req = tls_request("localhost", "TLS_REQCERT_PORT", "/x", true);
     ASSERT_EQ(tern_request_set_tls_client_cert(req, testsrv_get("CLIENT_CERT"),
                                                testsrv_get("CLIENT_KEY"), NULL),
               0);
-    run(eng, req);
+    test_run(eng, req);
     ASSERT_TERN_ERR(req, 0);
     ASSERT_EQ(tern_request_get_status(req), 200);
     ASSERT_STR_EQ(tern_request_get_header(req, "X-Client-CN"), "tern-test-client");
@@ -518,85 +411,71 @@ TEST(tls_reqcert_with_cert) {
     ASSERT_MEM_EQ(body, "reqcert ok CN=tern-test-client\n", len);
     tern_request_free(req);
   }
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* ---- broken peers ---- */
 
 TEST(tls_garbage_peer) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_GARBAGE_PORT", "/1k.bin", true);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, TERN_ETLSHANDSHAKE);
   ASSERT_EQ(tern_request_get_status(req), 0);
   ASSERT(tern_request_get_error_message(req)[0] != '\0');
   tern_request_free(req);
   /* Plain HTTP to a TLS port: nginx answers 400 ("plain HTTP request was sent to HTTPS
    * port") and that is an ordinary response. */
-  req = tern_request_new();
-  char url[128];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d/1k.bin", testsrv_port("TLS_PORT"));
-  ASSERT_EQ(tern_request_set_url(req, url), 0);
-  run(eng, req);
+  req = test_request("TLS_PORT", "/1k.bin");
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_get_status(req), 400);
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 TEST(tls_stalled_handshake) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_STALL_PORT", "/1k.bin", true);
   ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_CONNECT, 300), 0);
-  uint64_t t0 = now_ms();
-  run(eng, req);
-  uint64_t took = now_ms() - t0;
+  uint64_t t0 = test_now_ms();
+  test_run(eng, req);
+  uint64_t took = test_now_ms() - t0;
   ASSERT_TERN_ERR(req, TERN_ECONNECTTIMEOUT);
   ASSERT_EQ(tern_request_get_status(req), 0);
   ASSERT_GE(took, 280);
   ASSERT_LT(took, test_scaled_ms(3000));
   tern_request_free(req);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_IDLE), 0); /* not pooled */
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* ---- connections and sessions ---- */
 
 TEST(tls_keepalive_reuse) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   char first_conn[32] = "";
   for (int i = 0; i < 5; i++) {
     tern_request_t *req = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
-    run(eng, req);
+    test_run(eng, req);
     ASSERT_TERN_ERR(req, 0);
-    assert_body_sha(req, "SHA_1K");
-    const char *conn = tern_request_get_header(req, "X-Connection");
-    ASSERT(conn != NULL);
-    if (i == 0) {
-      snprintf(first_conn, sizeof first_conn, "%s", conn);
-      ASSERT_EQ(tern_request_is_reused(req), 0);
-    } else {
-      ASSERT_STR_EQ(conn, first_conn);
-      ASSERT_EQ(tern_request_is_reused(req), 1);
-      char nreq[16];
-      snprintf(nreq, sizeof nreq, "%d", i + 1);
-      ASSERT_STR_EQ(tern_request_get_header(req, "X-Connection-Requests"), nreq);
-    }
+    test_assert_req_body_sha(req, "SHA_1K");
+    test_assert_nginx_reuse(req, i, first_conn, sizeof first_conn);
     ASSERT_STR_EQ(tern_request_get_tls_version(req), "TLSv1.3");
     tern_request_free(req);
   }
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REUSED), 4);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_IDLE), 1);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* A second connection to the same origin resumes the first one's session (TLS 1.3 ticket). */
 TEST(tls_session_resumption) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
   ASSERT_EQ(tern_request_set_persistent(req, 0), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_is_tls_resumed(req), 0);
   ASSERT_STR_EQ(tern_request_get_header(req, "X-SSL-Session-Reused"), ".");
@@ -606,63 +485,62 @@ TEST(tls_session_resumption) {
   for (int i = 0; i < 2; i++) {
     req = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
     ASSERT_EQ(tern_request_set_persistent(req, 0), 0);
-    run(eng, req);
+    test_run(eng, req);
     ASSERT_TERN_ERR(req, 0);
     ASSERT_EQ(tern_request_get_status(req), 200);
     ASSERT_EQ(tern_request_is_reused(req), 0); /* a new connection ... */
     ASSERT_EQ(tern_request_is_tls_resumed(req), 1); /* ... with a resumed session */
     ASSERT_STR_EQ(tern_request_get_header(req, "X-SSL-Session-Reused"), "r");
-    assert_body_sha(req, "SHA_1K");
+    test_assert_req_body_sha(req, "SHA_1K");
     tern_request_free(req);
   }
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 3);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* Sessions are per origin: another port (another server, other ticket keys) starts afresh. */
 TEST(tls_session_per_origin) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
   ASSERT_EQ(tern_request_set_persistent(req, 0), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   tern_request_free(req);
   req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
   ASSERT_EQ(tern_request_set_tls_client_cert(req, testsrv_get("CLIENT_CERT"),
                                              testsrv_get("CLIENT_KEY"), NULL),
             0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(tern_request_is_tls_resumed(req), 0);
   ASSERT_STR_EQ(tern_request_get_header(req, "X-SSL-Session-Reused"), ".");
   tern_request_free(req);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 static void run_concurrent(tern_engine_t *eng, int n) {
-  waiter w;
-  waiter_init(&w, n);
+  test_waiter w;
+  test_waiter_init(&w, n);
   tern_request_t **reqs = calloc((size_t)n, sizeof *reqs);
   ASSERT(reqs != NULL);
   for (int i = 0; i < n; i++) {
     reqs[i] = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
-    ASSERT_EQ(tern_request_set_complete_cb(reqs[i], on_done, &w), 0);
-    ASSERT_EQ(tern_engine_submit(eng, reqs[i]), 0);
+    test_waiter_submit(&w, eng, reqs[i]);
   }
-  waiter_wait(&w, 60000);
+  test_waiter_wait(&w, 60000);
   ASSERT_EQ(w.completions, n);
   for (int i = 0; i < n; i++) {
     ASSERT_TERN_ERR(reqs[i], 0);
     ASSERT_EQ(tern_request_get_status(reqs[i]), 200);
-    assert_body_sha(reqs[i], "SHA_1K");
+    test_assert_req_body_sha(reqs[i], "SHA_1K");
     tern_request_free(reqs[i]);
   }
   free(reqs);
 }
 
 TEST(tls_100_concurrent) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   run_concurrent(eng, 100);
   uint64_t opened = tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED);
   ASSERT_LE(opened, 100);
@@ -670,16 +548,16 @@ TEST(tls_100_concurrent) {
   /* A second wave reuses the pooled TLS connections. */
   run_concurrent(eng, 100);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), opened);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* Resumption while the first connection is still open (pooled): two requests at once, one
  * reuses the pooled connection and the other opens a second one that resumes. Separates
  * "sessions are not kept/offered" from "closing a connection spoils its session". */
 TEST(tls_session_resumption_while_open) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_is_tls_resumed(req), 0);
   tern_request_free(req);
@@ -687,20 +565,19 @@ TEST(tls_session_resumption_while_open) {
 
   /* Slow responses, so whichever request takes the pooled connection keeps it busy while the
    * other one is dispatched. */
-  waiter w;
-  waiter_init(&w, 2);
+  test_waiter w;
+  test_waiter_init(&w, 2);
   tern_request_t *reqs[2];
   for (int i = 0; i < 2; i++) {
     reqs[i] = tls_request("localhost", "TLS_PORT", "/slow/64k.txt", true);
-    ASSERT_EQ(tern_request_set_complete_cb(reqs[i], on_done, &w), 0);
-    ASSERT_EQ(tern_engine_submit(eng, reqs[i]), 0);
+    test_waiter_submit(&w, eng, reqs[i]);
   }
-  waiter_wait(&w, 60000);
+  test_waiter_wait(&w, 60000);
   int fresh = 0;
   for (int i = 0; i < 2; i++) {
     ASSERT_TERN_ERR(reqs[i], 0);
     ASSERT_EQ(tern_request_get_status(reqs[i]), 200);
-    assert_body_sha(reqs[i], "SHA_64K");
+    test_assert_req_body_sha(reqs[i], "SHA_64K");
     if (!tern_request_is_reused(reqs[i])) {
       fresh++;
       ASSERT_EQ(tern_request_is_tls_resumed(reqs[i]), 1);
@@ -710,7 +587,7 @@ TEST(tls_session_resumption_while_open) {
   }
   ASSERT_EQ(fresh, 1);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 2);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* Request bodies are encrypted too: PUT from memory and (100 MiB) from a file, chunked from a
@@ -759,7 +636,7 @@ static void put_then_get(tern_engine_t *eng, const char *name, int how, const ch
       ASSERT_EQ(tern_request_set_body_cb(req, -1, read_mem, &mr), 0);
     }
   }
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   int st = tern_request_get_status(req);
   ASSERT(st == 201 || st == 204);
@@ -767,22 +644,20 @@ static void put_then_get(tern_engine_t *eng, const char *name, int how, const ch
   free(mem);
 
   req = tls_request("localhost", "TLS_PORT", path, true);
-  char *dest = tmp_path("tls-put-back.bin");
+  char *dest = test_tmp_path("tls-put-back.bin");
   ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
   ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_BODY, test_scaled_ms(15000)), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
-  char hex[65];
-  ASSERT_EQ(testsrv_sha256_file(dest, hex), 0);
-  ASSERT_STR_EQ(hex, testsrv_get(sha_key));
+  test_assert_file_sha(dest, sha_key);
   tern_request_free(req);
   unlink(dest);
   free(dest);
 
   req = tls_request("localhost", "TLS_PORT", path, true);
   ASSERT_EQ(tern_request_set_method(req, "DELETE"), 0);
-  run(eng, req);
+  test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   ASSERT_EQ(tern_request_get_status(req), 204);
   tern_request_free(req);
@@ -790,32 +665,32 @@ static void put_then_get(tern_engine_t *eng, const char *name, int how, const ch
 }
 
 TEST(tls_upload) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   put_then_get(eng, "64k.txt", 1, "SHA_64K");
   put_then_get(eng, "64k.txt", 2, "SHA_64K");
   put_then_get(eng, "100m.bin", 0, "SHA_100M");
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* TLS 1.2 (nginx limited to it): the version is reported, bodies arrive intact, and a second
  * connection resumes the session (which TLS 1.2 delivers inside the handshake). */
 TEST(tls_tls12) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   for (int i = 0; i < 3; i++) {
     tern_request_t *req = tls_request("localhost", "TLS12_PORT", "/1k.bin", true);
     ASSERT_EQ(tern_request_set_persistent(req, 0), 0);
-    run(eng, req);
+    test_run(eng, req);
     ASSERT_TERN_ERR(req, 0);
     ASSERT_EQ(tern_request_get_status(req), 200);
-    assert_body_sha(req, "SHA_1K");
+    test_assert_req_body_sha(req, "SHA_1K");
     ASSERT_STR_EQ(tern_request_get_tls_version(req), "TLSv1.2");
     ASSERT_STR_EQ(tern_request_get_header(req, "X-SSL-Protocol"), "TLSv1.2");
     ASSERT_EQ(tern_request_is_tls_resumed(req), i > 0);
     ASSERT_STR_EQ(tern_request_get_header(req, "X-SSL-Session-Reused"), i > 0 ? "r" : ".");
     tern_request_free(req);
   }
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* Connection buffers smaller than a TLS record (and ones a record straddles): OpenSSL then
@@ -823,7 +698,7 @@ TEST(tls_tls12) {
  * buffer empties, not wait for more bytes from the socket (which, at the end of a response,
  * never come). Plain HTTP with the same buffers is the control. */
 TEST(tls_small_buffers) {
-  tern_engine_t *eng = new_engine();
+  tern_engine_t *eng = test_engine_new(NULL);
   const size_t sizes[] = {1024, 4096, 16384, 20000};
   for (int i = 0; i < 4; i++) {
     for (int tls = 0; tls < 2; tls++) {
@@ -831,51 +706,46 @@ TEST(tls_small_buffers) {
       if (tls) {
         req = tls_request("localhost", "TLS_PORT", "/64k.txt", true);
       } else {
-        req = tern_request_new();
-        char *url = testsrv_url("NGINX_PORT", "/64k.txt");
-        ASSERT_EQ(tern_request_set_url(req, url), 0);
-        free(url);
+        req = test_request("NGINX_PORT", "/64k.txt");
       }
       ASSERT_EQ(tern_request_set_buffer_size(req, sizes[i]), 0);
       ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_BODY, test_scaled_ms(5000)), 0);
-      run(eng, req);
+      test_run(eng, req);
       if (tern_request_get_error(req) != 0)
         fprintf(stderr, "%s with a %zu-byte buffer:\n", tls ? "https" : "http", sizes[i]);
       ASSERT_TERN_ERR(req, 0);
       ASSERT_EQ(tern_request_get_status(req), 200);
-      assert_body_sha(req, "SHA_64K");
+      test_assert_req_body_sha(req, "SHA_64K");
       tern_request_free(req);
     }
   }
-  assert_no_leaks(eng);
+  test_finish(eng);
 }
 
 /* Canceling a request whose handshake never completes, and freeing the engine under one:
  * both complete it once, and nothing leaks (SSL objects included, under ASan). */
 TEST(tls_cancel_and_shutdown_during_handshake) {
-  tern_engine_t *eng = new_engine();
-  waiter w;
-  waiter_init(&w, 1);
+  tern_engine_t *eng = test_engine_new(NULL);
+  test_waiter w;
+  test_waiter_init(&w, 1);
   tern_request_t *req = tls_request("localhost", "TLS_STALL_PORT", "/1k.bin", true);
-  ASSERT_EQ(tern_request_set_complete_cb(req, on_done, &w), 0);
-  ASSERT_EQ(tern_engine_submit(eng, req), 0);
+  test_waiter_submit(&w, eng, req);
   usleep(100 * 1000);
   tern_request_cancel(req);
-  waiter_wait(&w, 10000);
+  test_waiter_wait(&w, 10000);
   ASSERT_EQ(w.completions, 1);
   ASSERT_TERN_ERR(req, TERN_ECANCELED);
   tern_request_free(req);
 
-  waiter_init(&w, 1);
+  test_waiter_init(&w, 1);
   req = tls_request("localhost", "TLS_STALL_PORT", "/1k.bin", true);
-  ASSERT_EQ(tern_request_set_complete_cb(req, on_done, &w), 0);
-  ASSERT_EQ(tern_engine_submit(eng, req), 0);
+  test_waiter_submit(&w, eng, req);
   usleep(100 * 1000);
   tern_engine_free(eng);
   ASSERT_EQ(w.completions, 1);
   ASSERT_TERN_ERR(req, TERN_ESHUTDOWN);
   tern_request_free(req);
-  ASSERT_UEQ(tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE), 0);
+  test_assert_no_live_requests();
 }
 
 /* An encrypted key and no password: loading must fail (ETLSCERTFILE), never ask. OpenSSL's
@@ -903,13 +773,13 @@ TEST(tls_encrypted_key_without_password_never_prompts) {
     dup2(slave, 0);
     dup2(slave, 1);
     dup2(slave, 2);
-    tern_engine_t *eng = new_engine();
+    tern_engine_t *eng = test_engine_new(NULL);
     tern_request_t *req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
     ASSERT_EQ(tern_request_set_tls_client_cert(req, cert, key, NULL), 0);
-    run(eng, req);
+    test_run(eng, req);
     ASSERT_TERN_ERR(req, TERN_ETLSCERTFILE);
     tern_request_free(req);
-    assert_no_leaks(eng);
+    test_finish(eng);
     fflush(NULL);
     _exit(0);
   }
@@ -917,8 +787,8 @@ TEST(tls_encrypted_key_without_password_never_prompts) {
   size_t got = 0;
   int status = 0;
   bool exited = false, prompted = false;
-  uint64_t deadline = now_ms() + test_scaled_ms(10000);
-  while (!exited && now_ms() < deadline) {
+  uint64_t deadline = test_now_ms() + test_scaled_ms(10000);
+  while (!exited && test_now_ms() < deadline) {
     struct pollfd pfd = {master, POLLIN, 0};
     if (poll(&pfd, 1, 50) > 0 && (pfd.revents & POLLIN)) {
       ssize_t k = read(master, out + got, sizeof out - 1 - got);

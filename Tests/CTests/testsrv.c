@@ -108,6 +108,11 @@ char *testsrv_url(const char *portkey, const char *path) {
   return url;
 }
 
+int testsrv_has_ipv6(void) {
+  const char *v6 = testsrv_get("NGINX_IPV6");
+  return v6 != NULL && strcmp(v6, "1") == 0;
+}
+
 char *testsrv_www_path(const char *name) {
   const char *www = testsrv_get("WWW");
   if (www == NULL) testsrv_die("no WWW in $TERN_TEST_STATE/env");

@@ -29,6 +29,9 @@ int testsrv_port(const char *key);
  * Aborts like testsrv_port, or when out of memory. */
 char *testsrv_url(const char *portkey, const char *path);
 
+/* Whether nginx listens on [::1] too (NGINX_IPV6=1): IPv6 cases run only where the host has it. */
+int testsrv_has_ipv6(void);
+
 /* malloc'd "WWW/name": the path of a fixture file in nginx's docroot; free() it. */
 char *testsrv_www_path(const char *name);
 
