@@ -9,6 +9,7 @@ cd "$ROOT"
 cmake -S . -B build/release -DTERN_WERROR=ON >/dev/null
 cmake --build build/release -j"$JOBS" >/dev/null
 work=$(mktemp -d)
+chmod 755 "$work" # the test servers (Apache as www-data, squid as proxy) read below it
 state="$work/state"
 cleanup() { python3 Tests/TestServer/servers.py stop "$state" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
