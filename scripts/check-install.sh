@@ -35,16 +35,20 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 [ "$(sha "$work/a.bin")" = "$SHA_100M" ] || { echo "FAIL: 100 MiB download differs"; exit 1; }
 echo "100 MiB download: byte-identical"
 
-# Killed at some point mid-transfer, then resumed.
-for delay in 0.05 0.1 0.02; do
-  rm -f "$work/b.bin"
-  "$work/fetch" "$base/100m.bin" "$work/b.bin" 2>/dev/null & pid=$!
+# Killed mid-transfer (the body lands in b.bin.part until complete), then resumed.
+part=0
+for delay in 0.05 0.1 0.02 0.15 0.01 0.2; do
+  rm -f "$work/b.bin" "$work/b.bin.part"
+  "$work/fetch" "$base/100m.bin" "$work/b.bin" --resume 2>/dev/null & pid=$!
   sleep "$delay"; kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
-  part=$(stat -c %s "$work/b.bin" 2>/dev/null || echo 0)
-  [ "$part" -gt 0 ] && [ "$part" -lt $((100 << 20)) ] && break
+  part=$(stat -c %s "$work/b.bin.part" 2>/dev/null || echo 0)
+  [ "$part" -gt 0 ] && [ "$part" -lt $((100 << 20)) ] && [ ! -e "$work/b.bin" ] && break
+  part=0
 done
+[ "$part" -gt 0 ] || { echo "FAIL: could not interrupt a download mid-transfer"; exit 1; }
 "$work/fetch" "$base/100m.bin" "$work/b.bin" --resume
 [ "$(sha "$work/b.bin")" = "$SHA_100M" ] || { echo "FAIL: resumed download differs"; exit 1; }
+[ ! -e "$work/b.bin.part" ] || { echo "FAIL: b.bin.part left behind"; exit 1; }
 echo "killed at $part bytes, resumed: byte-identical"
 
 valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
