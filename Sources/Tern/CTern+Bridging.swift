@@ -11,6 +11,7 @@ internal import CTern
 import Foundation
 import HTTPTypes
 import Logging
+import Synchronization
 
 /// Engine-level C calls.
 enum CEngine {
@@ -143,6 +144,11 @@ final class Attempt: @unchecked Sendable {
     var handle: OpaquePointer { owner.pointer }
     let run: Run
     let number: Int
+    /// Unique across all attempts: names this attempt to the stream body it reads.
+    private let token = Attempt.nextToken.add(1, ordering: .relaxed).oldValue
+    private static let nextToken = Atomic<UInt64>(1)
+    /// What a stream body threw, for the error message.
+    private var bodyError: String?
     private var pending = Data()
     private let coalesceLimit: Int
 
@@ -191,6 +197,58 @@ final class Attempt: @unchecked Sendable {
                 "body")
         case .file(let path, let offset, let end):
             try check(tern_request_set_body_file(h, path, offset, end), "body file \(path)")
+        case .segments(let segments):
+            for segment in segments {
+                switch segment {
+                case .data(let data):
+                    try check(
+                        data.withUnsafeBytes {
+                            tern_request_add_body_segment(h, $0.baseAddress, $0.count)
+                        }, "body segment")
+                case .file(let path, let offset, let end):
+                    try check(
+                        tern_request_add_body_segment_file(h, path, offset, end),
+                        "body segment file \(path)")
+                }
+            }
+        case .stream(let length, _):
+            let announced = length.map { Int64(clamping: $0) } ?? -1
+            try check(tern_request_set_body_cb(h, announced, { _, buffer, capacity, context in
+                guard let context, let buffer else { return -1 }
+                let attempt = Unmanaged<Attempt>.fromOpaque(context).takeUnretainedValue()
+                attempt.run.plan.engine.noteLoopThread()
+                return attempt.readBody(into: UnsafeMutableRawBufferPointer(start: buffer, count: capacity))
+            }, Unmanaged.passUnretained(self).toOpaque()), "body stream")
+        }
+        if p.compressBody {
+            try check(tern_request_set_body_gzip(h, 1), "compressBody")
+        }
+        let expect = p.expectContinue
+        try check(
+            tern_request_set_expect_continue(
+                h, expect.threshold.map { Int64(clamping: $0) } ?? -1,
+                milliseconds(expect.wait)),
+            "expectContinue")
+        let limits = p.decodingLimits
+        let ratio = limits.maxRatio ?? 0
+        try check(
+            ratio < 0
+                ? TERN_EINVAL.rawValue
+                : tern_request_set_decoding_limits(h, limits.maxBytes ?? 0, UInt32(clamping: ratio)),
+            "decodingLimits (maxRatio \(ratio))")
+        // TLS options go on http URLs too: a redirect may lead to https.
+        let tls = p.tls
+        try check(tern_request_set_tls_verify(h, tls.verifiesPeer ? 1 : 0), "tls.verifiesPeer")
+        if let file = tls.caFile {
+            try check(tern_request_set_tls_ca_file(h, file), "tls.caFile \(file)")
+        }
+        if let dir = tls.caDirectory {
+            try check(tern_request_set_tls_ca_path(h, dir), "tls.caDirectory \(dir)")
+        }
+        if let cert = tls.clientCertificate {
+            try check(
+                tern_request_set_tls_client_cert(h, cert.certificateFile, cert.keyFile, cert.password),
+                "tls.clientCertificate \(cert.certificateFile)")
         }
         if let d = p.download {
             try check(
@@ -269,6 +327,17 @@ final class Attempt: @unchecked Sendable {
     }
 
     // MARK: - Callbacks (loop thread)
+
+    /// Fills the engine's buffer from the stream body; -1 (with the reason kept) on error.
+    fileprivate func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int64 {
+        guard case .stream(_, let stream) = run.plan.body else { return -1 }
+        do {
+            return Int64(try stream.read(into: buffer, for: token))
+        } catch {
+            bodyError = "\(error)"
+            return -1
+        }
+    }
 
     private func didReceiveHead() -> Bool {
         run.attemptDidReceiveHead(self, head: readHead(), sentHead: readSentHead())
@@ -357,9 +426,20 @@ final class Attempt: @unchecked Sendable {
         let status = status != 0 ? status : tern_request_get_error(h)
         let length64 = tern_request_get_content_length(h)
         let gotHead = tern_request_get_status(h) != 0
+        var message = status == 0 ? "" : String(cString: tern_request_get_error_message(h))
+        if status == TERN_EFILEREAD.rawValue, let bodyError {
+            message += message.isEmpty ? bodyError : ": \(bodyError)"
+        }
+        var tlsInfo: TLSInfo?
+        if let version = tern_request_get_tls_version(h) {
+            tlsInfo = TLSInfo(
+                version: String(cString: version),
+                isSessionResumed: tern_request_is_tls_resumed(h) != 0,
+                wasClientCertificateRequested: tern_request_was_client_cert_requested(h) != 0)
+        }
         return AttemptReport(
             errorCode: status,
-            errorMessage: status == 0 ? "" : String(cString: tern_request_get_error_message(h)),
+            errorMessage: message,
             head: gotHead ? readHead() : nil,
             data: data,
             bytesReceived: tern_request_get_bytes_received(h),
@@ -369,6 +449,10 @@ final class Attempt: @unchecked Sendable {
                 connected: time(TERN_TIME_CONNECTED), sent: time(TERN_TIME_SENT),
                 headers: time(TERN_TIME_HEADERS), total: time(TERN_TIME_END) ?? 0),
             isReused: tern_request_is_reused(h) != 0,
-            sentHead: readSentHead())
+            sentHead: readSentHead(),
+            tlsInfo: tlsInfo,
+            decodedEncoding: tern_request_get_decoded_encoding(h).map { String(cString: $0) },
+            bytesDelivered: tern_request_get_bytes_delivered(h),
+            bodySkipped: tern_request_is_body_skipped(h) != 0)
     }
 }

@@ -60,6 +60,9 @@ public final class Engine: Sendable {
         /// every engine step). The engine's own C log is wired only when this logger's level
         /// is `.debug` or lower, so it costs nothing otherwise.
         public var logger: Logger
+        /// TLS options for `https` requests that set no ``Request/tls`` of their own
+        /// (default: verify against the system trust store, no client certificate).
+        public var tls: TLSOptions
 
         /// Creates a configuration; every parameter has the engine's default.
         public init(
@@ -69,8 +72,10 @@ public final class Engine: Sendable {
             maxConnectionsPerOrigin: Int = 0,
             pipelineDepth: Int = 1,
             userAgent: String? = nil,
-            logger: Logger = Logger(label: "tern")
+            logger: Logger = Logger(label: "tern"),
+            tls: TLSOptions = .default
         ) {
+            self.tls = tls
             self.bufferSize = bufferSize
             self.idleTimeout = idleTimeout
             self.maxHeaderSize = maxHeaderSize

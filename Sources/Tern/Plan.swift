@@ -11,6 +11,8 @@ struct Plan: Sendable {
         case none
         case data(Data)
         case file(path: String, offset: UInt64, end: UInt64)
+        case segments([BodySegment])
+        case stream(length: UInt64?, BodyStream)
     }
 
     struct Credentials: Sendable {
@@ -41,6 +43,10 @@ struct Plan: Sendable {
     let streamsBody: Bool
     let timeouts: Request.Timeouts
     let decoding: Request.Decoding
+    let decodingLimits: Request.DecodingLimits
+    let compressBody: Bool
+    let expectContinue: Request.ExpectContinue
+    let tls: TLSOptions
     let persistent: Bool
     let http10: Bool
     let pipelining: Bool
@@ -64,6 +70,10 @@ struct Plan: Sendable {
         queue = s.callbackQueue
         timeouts = s.timeouts
         decoding = s.decoding
+        decodingLimits = s.decodingLimits
+        compressBody = s.compressBody
+        expectContinue = s.expectContinue
+        tls = s.tls ?? engine.configuration.tls
         persistent = s.persistent
         http10 = s.http10
         pipelining = s.allowsPipelining
@@ -72,7 +82,9 @@ struct Plan: Sendable {
         maxRetries = max(0, s.maxRetries)
         retryDelay = max(0, s.retryDelay)
         streamsBody = s.dataHandler != nil
-        let method = s.headOnly ? "HEAD" : s.method.rawValue
+        var method = s.headOnly ? "HEAD" : s.method.rawValue
+        // Post values make a GET a POST, as ASIHTTPRequest does.
+        if !s.postValues.isEmpty, method == "GET" { method = "POST" }
         self.method = method
         idempotent = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"].contains(method)
 
@@ -116,6 +128,44 @@ struct Plan: Sendable {
             if s.cacheControl == nil { put("Cache-Control", "no-cache") }
             put("Pragma", "no-cache")
         }
+        // The body: exactly one of body, bodyFile and requestBody; post values alone make a
+        // form, and join a multipart body as its first fields.
+        var resolved: RequestBody?
+        let given = [s.body != nil, s.bodyFile != nil, s.requestBody != nil].filter { $0 }.count
+        if given > 1 {
+            fail(.invalidArgument, "set only one of body, bodyFile and requestBody")
+        } else if let data = s.body {
+            resolved = .data(data)
+        } else if let path = s.bodyFile {
+            resolved = .file(path, offset: s.uploadOffset, end: s.uploadEnd == 0 ? nil : s.uploadEnd)
+        } else {
+            resolved = s.requestBody
+        }
+        if !s.postValues.isEmpty {
+            if resolved == nil {
+                resolved = .form(s.postValues)
+            } else if var form = resolved?.form {
+                form.prepend(s.postValues.fields.map { MultipartForm.Part.field($0.name, value: $0.value) })
+                resolved = .multipart(form)
+            } else if given <= 1 {
+                fail(.invalidArgument, "post values combine only with a multipart requestBody")
+            }
+        }
+        if let type = resolved?.contentType, fields[.contentType] == nil {
+            fields[.contentType] = type
+        }
+        switch resolved?.storage {
+        case nil: body = .none
+        case .data(let data)?: body = .data(data)
+        case .file(let path, let offset, let end)?:
+            body = .file(path: path, offset: offset, end: end)
+            if end != 0, end < offset {
+                fail(.invalidArgument, "upload range \(offset)..<\(end) of \(path) is empty")
+            }
+        case .segments(let segments)?: body = .segments(segments)
+        case .stream(let length, let stream)?: body = .stream(length: length, stream)
+        }
+
         // HTTPFields keeps Cookie split into one field per pair (as HTTP/2 compresses it);
         // HTTP/1.1 allows one Cookie line, so the pairs are joined back with "; ".
         var lines: [(name: String, value: String)] = []
@@ -129,18 +179,6 @@ struct Plan: Sendable {
             lines.append((name: field.name.rawName, value: field.value))
         }
         headers = lines
-
-        switch (s.body, s.bodyFile) {
-        case (let data?, nil):
-            body = .data(data)
-        case (nil, let path?):
-            body = .file(path: path, offset: s.uploadOffset, end: s.uploadEnd)
-        case (.some, .some):
-            body = .none
-            fail(.invalidArgument, "set either body or bodyFile, not both")
-        case (nil, nil):
-            body = .none
-        }
 
         if let path = s.downloadFile {
             download = Download(
@@ -156,6 +194,8 @@ struct Plan: Sendable {
 
     /// Whether a failed attempt may be retried (see ``Request/maxRetries``).
     func isRetryable(_ error: TernError) -> Bool {
+        // A stream that began to be read cannot be sent again.
+        if case .stream(_, let stream) = body, stream.hasStarted { return false }
         switch error.code {
         case .connectionRefused, .connectFailed, .connectTimedOut:
             return true  // nothing reached the server

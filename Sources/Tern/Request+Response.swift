@@ -19,6 +19,10 @@ struct Outcome: Sendable {
     var timings: Response.Timings?
     var attempts = 0
     var isCancelled = false
+    var tlsInfo: TLSInfo?
+    var decodedEncoding: String?
+    var bytesDelivered: UInt64 = 0
+    var bodySkipped = false
 }
 
 extension Request {

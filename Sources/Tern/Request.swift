@@ -163,6 +163,12 @@ public final class Request: Sendable {
         var ims: Date?
         var sendCacheHeader = false
         var decoding = Decoding.automatic
+        var decodingLimits = DecodingLimits()
+        var requestBody: RequestBody?
+        var postValues = URLEncodedForm()
+        var compressBody = false
+        var expectContinue = ExpectContinue()
+        var tls: TLSOptions?
         var concatData = false
         var http10 = false
         var callbackQueue: DispatchQueue = .main
@@ -260,14 +266,16 @@ public final class Request: Sendable {
 
     /// The request body, from memory (copied when the request starts).
     ///
-    /// Set either this or ``bodyFile``, not both. POST, PUT and PATCH without a body send
-    /// `Content-Length: 0`.
+    /// Set one of this, ``bodyFile`` and ``requestBody``, not several (``requestBody`` also
+    /// takes forms, JSON, multipart forms and streams). POST, PUT and PATCH without a body
+    /// send `Content-Length: 0`.
     public var body: Data? {
         get { setting(\.body) }
         set { set(\.body, newValue) }
     }
 
-    /// A file whose bytes ``uploadOffset``..<``uploadEnd`` are the request body.
+    /// A file whose bytes ``uploadOffset``..<``uploadEnd`` are the request body (the same as
+    /// ``requestBody`` set to ``RequestBody/file(_:offset:end:contentType:)``).
     ///
     /// The file is streamed through the connection buffer, never loaded whole.
     public var bodyFile: String? {
@@ -288,7 +296,7 @@ public final class Request: Sendable {
     }
 
     /// The `Content-Encoding` of the request body (such as `"gzip"`); the body is sent as
-    /// given.
+    /// given. To have Tern compress the body, use ``compressBody`` instead.
     public var encoding: String? {
         get { setting(\.encoding) }
         set { set(\.encoding, newValue) }
@@ -315,8 +323,11 @@ public final class Request: Sendable {
 
     /// Whether to ask for compressed responses and decode them (default ``Decoding/automatic``).
     ///
-    /// Decoded bodies stream through the connection buffer; ``Response/encoding`` still names
-    /// the encoding the server used.
+    /// Decoded bodies stream through the connection buffer, in fixed zlib buffers, whatever
+    /// their size; ``Response/encoding`` still names the encoding the server used and
+    /// ``Response/decodedEncoding`` the one Tern undid. ``decodingLimits`` stops
+    /// decompression bombs. With ``Decoding/raw`` the body is kept as sent
+    /// (``rawResponseData``).
     public var decoding: Decoding {
         get { setting(\.decoding) }
         set { set(\.decoding, newValue) }
@@ -387,10 +398,18 @@ public final class Request: Sendable {
 
     /// A file that receives a 2xx response body instead of memory.
     ///
-    /// The file is opened only once a 2xx head arrives, so a failed request never truncates
-    /// a good file; another status keeps up to 1 MiB of its body in ``data`` and leaves the
-    /// file alone. With ``downloadOffset`` or ``downloadEnd`` a `Range` is requested and the
-    /// file receives exactly the bytes returned.
+    /// The body is written to ``temporaryDownloadFile`` (this path plus `.part`), opened only
+    /// once a 2xx head arrives, and moved over this path only when the whole body arrived
+    /// (ASIHTTPRequest's `temporaryFileDownloadPath`). So a failed or cancelled request
+    /// never truncates or half-overwrites a good file: the file at this path is either the
+    /// old one or the complete new one. Without ``resume`` a failed transfer removes its
+    /// `.part` file. Another status keeps up to 1 MiB of its body in ``data`` and leaves the
+    /// files alone. Devices and pipes (such as `/dev/null`) are written in place. With
+    /// ``downloadOffset`` or ``downloadEnd`` a `Range` is requested and the file receives
+    /// exactly the bytes returned.
+    ///
+    /// A download file combines with any request body, such as a multipart upload whose
+    /// answer is saved to disk.
     public var downloadFile: String? {
         get { setting(\.downloadFile) }
         set { set(\.downloadFile, newValue) }
@@ -408,10 +427,18 @@ public final class Request: Sendable {
         set { set(\.downloadEnd, newValue) }
     }
 
-    /// Continues an existing ``downloadFile`` from its current size.
+    /// Continues an earlier, interrupted download of ``downloadFile``.
     ///
-    /// A `416` on a file that is already complete counts as success; a server that ignores
-    /// the range restarts the file from zero.
+    /// The partial file is ``temporaryDownloadFile`` when a previous attempt left one (a
+    /// failed or cancelled request with `resume` keeps it), else ``downloadFile`` itself
+    /// (curl's `-C -`); it continues from its current size with a `Range` request.
+    ///
+    /// The partial file remembers the resource's strong `ETag` (else its `Last-Modified`) in
+    /// `downloadFile.part.validator`, sent back as `If-Range`: if the resource changed in the
+    /// meantime, the server sends it whole and the download restarts from zero instead of
+    /// splicing two versions. A server that ignores the range (200 instead of 206) restarts
+    /// the file cleanly too, and a `416` on a file that is already complete counts as
+    /// success.
     public var resume: Bool {
         get { setting(\.resume) }
         set { set(\.resume, newValue) }
@@ -421,7 +448,9 @@ public final class Request: Sendable {
     ///
     /// The handler runs on the engine's thread, synchronously: the engine reads no further
     /// bytes of any of its connections until it returns, which bounds memory whatever the
-    /// body's size (the `tern` CLI streams to stdout this way). Keep it short, never wait for
+    /// body's size (the `tern` CLI streams to stdout this way). Nothing is accumulated:
+    /// ``data`` stays empty, and each piece (decoded when ``decoding`` decodes) is yours
+    /// alone. Keep it short, never wait for
     /// another request of the same engine, and return `false` to stop the request, which then
     /// fails with ``TernError/Code/callbackAborted``. With ``concatData`` the pieces are
     /// coalesced up to ``bufferSize`` bytes first.

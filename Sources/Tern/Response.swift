@@ -66,6 +66,18 @@ public struct Response: Sendable {
     public let timings: Timings
     /// The request head as sent (request line and header fields), for logs.
     public let sentRequestHead: String?
+    /// The TLS facts of the connection (version, resumption, client certificate asked),
+    /// or `nil` for plain HTTP.
+    public let tlsInfo: TLSInfo?
+    /// The encoding Tern decoded the body from (`"gzip"` or `"deflate"`), or `nil` when
+    /// ``data`` is the body as sent.
+    public let decodedEncoding: String?
+    /// Body bytes delivered to memory, the download file or the data handler: the decoded
+    /// size when the body was decoded (``bytesReceived`` counts the wire bytes).
+    public let bytesDelivered: UInt64
+    /// True when the server answered before the request body was sent, so the body was
+    /// skipped (see ``Request/expectContinue``).
+    public let isRequestBodySkipped: Bool
 
     /// The status code, such as 200.
     public var statusCode: Int { status.code }
@@ -82,4 +94,14 @@ public struct Response: Sendable {
     /// JSON types, which are UTF-8 by definition. An unknown charset falls back to
     /// ISO-8859-1. `nil` when the bytes are invalid in the named charset.
     public var string: String? { decodeText(data, contentType: contentType) }
+
+    /// The body as it came over the wire (ASIHTTPRequest's `rawResponseData`): ``data`` when
+    /// Tern decoded nothing (``Request/Decoding/raw`` or ``Request/Decoding/none``, or an
+    /// uncompressed response); `nil` when it decoded the body, whose encoded bytes are not
+    /// kept.
+    public var rawData: Data? { decodedEncoding == nil ? data : nil }
+
+    /// True when the response was compressed (`Content-Encoding` gzip or deflate), whether
+    /// or not Tern decoded it (ASIHTTPRequest's `isResponseCompressed`).
+    public var isCompressed: Bool { isCompressedEncoding(encoding) }
 }

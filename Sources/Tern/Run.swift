@@ -37,6 +37,10 @@ struct AttemptReport: Sendable {
     var timings: Response.Timings
     var isReused: Bool
     var sentHead: String?
+    var tlsInfo: TLSInfo?
+    var decodedEncoding: String?
+    var bytesDelivered: UInt64
+    var bodySkipped: Bool
 }
 
 /// A response head as seen when it arrived.
@@ -312,6 +316,10 @@ final class Run: @unchecked Sendable {
             s.outcome.bytesReceived = report.bytesReceived
             s.outcome.offset = report.offset
             s.outcome.timings = report.timings
+            s.outcome.tlsInfo = report.tlsInfo
+            s.outcome.decodedEncoding = report.decodedEncoding
+            s.outcome.bytesDelivered = report.bytesDelivered
+            s.outcome.bodySkipped = report.bodySkipped
             if let length = report.contentLength { s.outcome.contentLength = length }
         }
         enum Next { case retry(TimeInterval, Int), finish, nothing }
@@ -484,7 +492,11 @@ final class Run: @unchecked Sendable {
             isFromCache: false,
             attempts: state.withLock { $0.attemptCount },
             timings: report.timings,
-            sentRequestHead: report.sentHead)
+            sentRequestHead: report.sentHead,
+            tlsInfo: report.tlsInfo,
+            decodedEncoding: report.decodedEncoding,
+            bytesDelivered: report.bytesDelivered,
+            isRequestBodySkipped: report.bodySkipped)
     }
 
     private func logSummary(_ result: Result<Response, TernError>, attempts: Int) {

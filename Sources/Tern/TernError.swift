@@ -268,6 +268,28 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let callbackAborted = TernError(code: .callbackAborted)
     /// Matches errors with code ``Code/unsupported``: the feature is not supported by this build.
     public static let unsupported = TernError(code: .unsupported)
+    /// Matches errors with code ``Code/tlsHandshakeFailed``: the TLS handshake failed.
+    public static let tlsHandshakeFailed = TernError(code: .tlsHandshakeFailed)
+    /// Matches errors with code ``Code/tlsCertificateExpired``: the server certificate has expired.
+    public static let tlsCertificateExpired = TernError(code: .tlsCertificateExpired)
+    /// Matches errors with code ``Code/tlsCertificateNotYetValid``: the server certificate is not yet valid.
+    public static let tlsCertificateNotYetValid = TernError(code: .tlsCertificateNotYetValid)
+    /// Matches errors with code ``Code/tlsHostnameMismatch``: the certificate does not name the host.
+    public static let tlsHostnameMismatch = TernError(code: .tlsHostnameMismatch)
+    /// Matches errors with code ``Code/tlsUnknownAuthority``: the certificate's issuer is not trusted.
+    public static let tlsUnknownAuthority = TernError(code: .tlsUnknownAuthority)
+    /// Matches errors with code ``Code/tlsVerifyFailed``: verification failed for another reason.
+    public static let tlsVerifyFailed = TernError(code: .tlsVerifyFailed)
+    /// Matches errors with code ``Code/tlsClientCertificateRequired``: the server requires a client certificate.
+    public static let tlsClientCertificateRequired = TernError(code: .tlsClientCertificateRequired)
+    /// Matches errors with code ``Code/tlsCertificateFileError``: the client certificate or key could not be loaded.
+    public static let tlsCertificateFileError = TernError(code: .tlsCertificateFileError)
+    /// Matches errors with code ``Code/tlsCAFileError``: the CA certificates could not be loaded.
+    public static let tlsCAFileError = TernError(code: .tlsCAFileError)
+    /// Matches errors with code ``Code/badContentEncoding``: a compressed body was malformed.
+    public static let badContentEncoding = TernError(code: .badContentEncoding)
+    /// Matches errors with code ``Code/decodeLimitExceeded``: a decoded body exceeded its limits.
+    public static let decodeLimitExceeded = TernError(code: .decodeLimitExceeded)
 
     /// The phase a code implies when nothing more precise is known.
     static func defaultPhase(for code: Code) -> Phase? {

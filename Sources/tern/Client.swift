@@ -44,12 +44,16 @@ final class TransferState: Sendable {
     }
 }
 
-final class Client {
+final class CommandRunner {
     let options: TernCommand
     let engine: Engine
+    let dataItems: [DataItem]
+    let formItems: [(value: String, literal: Bool)]
 
-    init(options: TernCommand) {
+    init(options: TernCommand, dataItems: [DataItem], formItems: [(value: String, literal: Bool)]) {
         self.options = options
+        self.dataItems = dataItems
+        self.formItems = formItems
         let verbose = options.verbose
         let logger = Logger(label: "tern") { _ in
             verbose ? StarLogHandler() as any LogHandler : SwiftLogNoOpLogHandler()
@@ -63,12 +67,19 @@ final class Client {
     }
 
     /// Fetches every URL in turn; returns the first failure's exit code, or 0.
+    ///
+    /// SIGINT and SIGTERM cancel the transfer in progress, so the engine cleans up (a
+    /// download's `.part` file goes unless -C keeps it for a later resume; the file at the -o
+    /// path is never touched), and then end the process by that signal, as curl does.
     func run() -> Int32 {
+        let interrupts = Interrupts.install()
         var exitCode: Int32 = 0
         for (index, url) in options.urls.enumerated() {
             let code = transferWithRetries(url, index: index)
             if exitCode == 0 { exitCode = code }
+            if interrupts.caught != 0 { break }
         }
+        interrupts.exitIfCaught()
         return exitCode
     }
 
@@ -77,7 +88,8 @@ final class Client {
         var delay: TimeInterval = 1
         while true {
             let outcome = transfer(url, index: index)
-            guard outcome.code != 0, outcome.transient, left > 0 else { return outcome.code }
+            guard outcome.code != 0, outcome.transient, left > 0, Interrupts.shared.caught == 0
+            else { return outcome.code }
             if !options.silent || options.showError {
                 Output.stderr(
                     "Warning: Problem : \(outcome.reason). Will retry in \(Int(delay)) second"
@@ -95,6 +107,7 @@ final class Client {
     }
 
     private func report(_ code: Int32, _ message: String) {
+        if Interrupts.shared.caught != 0 { return }  // cancelled by Ctrl-C: say nothing, as curl
         if options.verbose { Output.stderr("* \(message)\n") }
         if !options.silent || options.showError {
             Output.stderr("tern: (\(code)) \(message)\n")
@@ -106,6 +119,15 @@ final class Client {
     private func transfer(_ rawURL: String, index: Int) -> TransferOutcome {
         var text = rawURL
         if !text.contains("://") { text = "http://" + text }
+        // -T to a URL without a file name (ending in /) uploads under the file's own name.
+        if let upload = options.uploadFile, upload != "-", var parts = URLComponents(string: text),
+            parts.percentEncodedPath.isEmpty || parts.percentEncodedPath.hasSuffix("/")
+        {
+            let name = URL(fileURLWithPath: upload).lastPathComponent
+            let encoded = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? name
+            parts.percentEncodedPath = (parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath) + encoded
+            text = parts.string ?? text
+        }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
             let host = url.host, !host.isEmpty
         else {
@@ -125,7 +147,10 @@ final class Client {
         if let seconds = options.maxTime { timeouts.total = seconds }
         request.timeouts = timeouts
         request.http10 = options.http10
-        request.decoding = .none  // curl sends no Accept-Encoding without --compressed
+        // curl sends no Accept-Encoding without --compressed; with it, bodies are decoded as
+        // they stream (a decompression bomb ends with exit 61).
+        request.decoding = options.compressed ? .automatic : .none
+        request.tls = tlsOptions()
         if let agent = options.userAgent { request.userAgent = agent }
         if let referer = options.referer {
             request.referrer = referer.hasSuffix(";auto") ? String(referer.dropLast(5)) : referer
@@ -153,33 +178,25 @@ final class Client {
             fields.append(HTTPField(name: name, value: value))
         }
 
-        // The request body.
-        let hasData = !options.data.isEmpty || !options.dataBinary.isEmpty
-        if hasData {
-            if options.data.isEmpty, options.dataBinary.count == 1,
-                let only = options.dataBinary.first, only.hasPrefix("@"), only != "@-"
-            {
-                request.bodyFile = String(only.dropFirst())  // streamed, never loaded whole
-            } else {
-                var parts: [Data] = []
-                for item in options.data {
-                    guard var part = readData(item) else {
-                        return failure(26, "Failed to open/read local data from file \(item.dropFirst())")
-                    }
-                    if item.hasPrefix("@") { part.removeAll { $0 == 0x0A || $0 == 0x0D } }
-                    parts.append(part)
+        // The request body: -d and friends (a form), -F (multipart, files streamed from
+        // disk), or -T (a file streamed as it is, stdin chunked).
+        var defaultMethod: HTTPRequest.Method?
+        do throws(BodyFailure) {
+            if !dataItems.isEmpty {
+                request.requestBody = try Bodies.data(dataItems)
+                if fields[.contentType] == nil {
+                    fields[.contentType] = "application/x-www-form-urlencoded"
                 }
-                for item in options.dataBinary {
-                    guard let part = readData(item) else {
-                        return failure(26, "Failed to open/read local data from file \(item.dropFirst())")
-                    }
-                    parts.append(part)
-                }
-                request.body = Data(parts.joined(separator: Data("&".utf8)))
+                defaultMethod = .post
+            } else if !formItems.isEmpty {
+                request.requestBody = .multipart(try Bodies.multipart(formItems))
+                defaultMethod = .post
+            } else if let upload = options.uploadFile {
+                request.requestBody = try uploadBody(upload)
+                defaultMethod = .put
             }
-            if fields[.contentType] == nil {
-                fields[.contentType] = "application/x-www-form-urlencoded"
-            }
+        } catch {
+            return failure(error.code, error.message)
         }
 
         // The method.
@@ -188,8 +205,8 @@ final class Client {
                 return failure(43, "invalid request method \"\(name)\"")
             }
             request.method = method
-        } else if hasData {
-            request.method = .post
+        } else if let defaultMethod {
+            request.method = defaultMethod
         }
         request.headOnly = options.head
 
@@ -269,11 +286,13 @@ final class Client {
             ? ProgressMeter(request: request) : nil
         meter?.start()
         let result: Result<Response, TernError>
+        Interrupts.shared.current = request
         do {
             result = .success(try request.executeAndWait())
         } catch {
             result = .failure(error)
         }
+        Interrupts.shared.current = nil
         meter?.finish()
         if verbose, !state.headShown { Self.printSentHead(request) }
 
@@ -305,6 +324,13 @@ final class Client {
                 message = error.message
             }
         }
+        // nginx answers 400 after a handshake in which it asked for a certificate it did not
+        // get; say what to do about it.
+        if status == 400, options.cert == nil, request.tlsInfo?.wasClientCertificateRequested == true,
+            !options.silent
+        {
+            Output.stderr("tern: the server asked for a client certificate; use -E/--cert\n")
+        }
         if let format = options.writeOut {
             WriteOut.print(
                 format, request: request, url: text, outputPath: outputPath,
@@ -318,12 +344,37 @@ final class Client {
         return outcome
     }
 
-    /// Reads `-d`/`--data-binary` content: `@FILE`, `@-` (stdin), or the text itself.
-    private func readData(_ item: String) -> Data? {
-        guard item.hasPrefix("@") else { return Data(item.utf8) }
-        let path = String(item.dropFirst())
-        if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
-        return FileManager.default.contents(atPath: path)
+    /// The TLS options from --cacert, --capath, -k, -E, --key and --pass.
+    private func tlsOptions() -> TLSOptions {
+        var tls = TLSOptions(
+            verifiesPeer: !options.insecure, caFile: options.caCert, caDirectory: options.caPath)
+        if let cert = options.cert {
+            let (path, password) = Bodies.certificate(cert)
+            tls.clientCertificate = .init(
+                certificateFile: path, keyFile: options.key, password: password ?? options.pass)
+        }
+        return tls
+    }
+
+    /// The -T body: a file streamed with its length, or stdin (a regular file the same way,
+    /// a pipe or terminal chunked as it comes).
+    private func uploadBody(_ upload: String) throws(BodyFailure) -> RequestBody {
+        if upload == "-" {
+            var info = stat()
+            if fstat(0, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
+                return .file("/dev/stdin")
+            }
+            // Reads block the engine's thread while stdin has nothing; this process runs one
+            // transfer at a time, so nothing else waits.
+            guard let stream = InputStream(fileAtPath: "/dev/stdin") else {
+                throw Bodies.unreadable("stdin")
+            }
+            return .stream(stream)
+        }
+        guard FileManager.default.isReadableFile(atPath: upload) else {
+            throw Bodies.unreadable(upload)
+        }
+        return .file(upload)
     }
 
     /// The response head as curl prints it for -i and -D: status line, fields, blank line.

@@ -47,12 +47,15 @@ final class ProgressMeter: @unchecked Sendable {
 
     private func draw() {
         let progress = request.progress
-        let done = progress.bytesReceived
-        if startBytes == nil { startBytes = request.offset }
+        // While the body is being sent (a -T, -d or -F upload), the upload is the progress.
+        let uploading = progress.state == .upload && progress.bytesReceived == 0
+        let done = uploading ? progress.bytesSent : progress.bytesReceived
+        if !uploading, startBytes == nil { startBytes = request.offset }
+        let base = uploading ? 0 : startBytes ?? 0
         let elapsed = max(Date().timeIntervalSince(started), 0.001)
-        let rate = Double(done &- (startBytes ?? 0)) / elapsed
-        var line = "\r\u{1B}[K"
-        if let total = progress.bytesExpected, total > 0 {
+        let rate = Double(done &- min(done, base)) / elapsed
+        var line = "\r\u{1B}[K" + (uploading ? "up " : "")
+        if let total = uploading ? progress.bytesToSend : progress.bytesExpected, total > 0 {
             let percent = min(100, Double(done) * 100 / Double(total))
             let eta = rate > 0 ? Double(total &- min(done, total)) / rate : -1
             line += String(format: "%5.1f%%  ", percent)

@@ -20,7 +20,9 @@ struct TernCommand: ParsableCommand {
         discussion: """
             Several URLs are fetched one after another. Exit codes follow curl's: 3 bad URL, \
             6 could not resolve, 7 could not connect, 18 partial body, 22 HTTP error with -f, \
-            23 write error, 26 read error, 28 timeout.
+            23 write error, 26 read error, 28 timeout, 35 TLS handshake failed, 58 client \
+            certificate problem, 60 server certificate not trusted, 61 bad or oversized \
+            compressed body, 77 CA certificates unreadable.
             """,
         version: "tern \(Engine.version)")
 
@@ -40,8 +42,56 @@ struct TernCommand: ParsableCommand {
             help: ArgumentHelp("POST data as is; @FILE streams a file (repeatable).", valueName: "data"))
     var dataBinary: [String] = []
 
+    @Option(name: .customLong("data-raw"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("POST data like -d, but @ has no special meaning (repeatable).", valueName: "data"))
+    var dataRaw: [String] = []
+
+    @Option(name: .customLong("data-urlencode"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("POST data, URL-encoded: CONTENT, =CONTENT, NAME=CONTENT, @FILE or NAME@FILE (repeatable).", valueName: "data"))
+    var dataURLEncode: [String] = []
+
+    @Option(name: [.customShort("F"), .customLong("form")], parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("multipart/form-data part: NAME=VALUE, NAME=@FILE[;type=TYPE][;filename=NAME], NAME=<FILE (repeatable).", valueName: "name=content"))
+    var form: [String] = []
+
+    @Option(name: .customLong("form-string"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("multipart/form-data field taken literally: NAME=VALUE (repeatable).", valueName: "name=string"))
+    var formString: [String] = []
+
+    @Option(name: [.customShort("T"), .customLong("upload-file")], parsing: .unconditional,
+            help: ArgumentHelp("Upload FILE with PUT (\"-\": stdin, chunked); a URL ending in / gets the file name appended.", valueName: "file"))
+    var uploadFile: String?
+
+    @Flag(name: .customLong("compressed"),
+          help: "Ask for a compressed response (Accept-Encoding: gzip, deflate) and decode it.")
+    var compressed = false
+
+    @Option(name: .customLong("cacert"), parsing: .unconditional,
+            help: ArgumentHelp("Trust the CA certificates in this PEM file instead of the system store.", valueName: "file"))
+    var caCert: String?
+
+    @Option(name: .customLong("capath"), parsing: .unconditional,
+            help: ArgumentHelp("Trust the CA certificates in this hashed directory instead of the system store.", valueName: "dir"))
+    var caPath: String?
+
+    @Flag(name: [.customShort("k"), .customLong("insecure")],
+          help: "Do not verify the server's certificate or host name.")
+    var insecure = false
+
+    @Option(name: [.customShort("E"), .customLong("cert")], parsing: .unconditional,
+            help: ArgumentHelp("Client certificate (PEM) and optional key password: CERT[:PASSWORD] (\\: for a colon in the name).", valueName: "certificate[:password]"))
+    var cert: String?
+
+    @Option(name: .customLong("key"), parsing: .unconditional,
+            help: ArgumentHelp("Private key (PEM) of the client certificate, when not in the certificate file.", valueName: "key"))
+    var key: String?
+
+    @Option(name: .customLong("pass"), parsing: .unconditional,
+            help: ArgumentHelp("Password of the private key.", valueName: "phrase"))
+    var pass: String?
+
     @Option(name: [.customShort("o"), .customLong("output")], parsing: .unconditionalSingleValue,
-            help: ArgumentHelp("Write the body to FILE instead of stdout (one per URL).", valueName: "file"))
+            help: ArgumentHelp("Write the body to FILE instead of stdout (one per URL); it goes to FILE.part and replaces FILE only when complete.", valueName: "file"))
     var outputs: [String] = []
 
     @Flag(name: [.customShort("O"), .customLong("remote-name")],
@@ -49,7 +99,7 @@ struct TernCommand: ParsableCommand {
     var remoteName: Int
 
     @Option(name: [.customShort("C"), .customLong("continue-at")], parsing: .unconditional,
-            help: ArgumentHelp("Resume at OFFSET; \"-\" continues the output file from its size.", valueName: "offset"))
+            help: ArgumentHelp("Resume at OFFSET; \"-\" continues FILE.part (or FILE) from its size, restarting if the resource changed (If-Range).", valueName: "offset"))
     var continueAt: String?
 
     @Option(name: [.customShort("r"), .customLong("range")], parsing: .unconditional,
@@ -115,6 +165,11 @@ struct TernCommand: ParsableCommand {
         if let c = continueAt, c != "-", UInt64(c) == nil {
             throw ValidationError("-C needs an offset or \"-\"")
         }
+        let hasData = !(data.isEmpty && dataBinary.isEmpty && dataRaw.isEmpty && dataURLEncode.isEmpty)
+        let hasForm = !(form.isEmpty && formString.isEmpty)
+        if [hasData, hasForm, uploadFile != nil].filter({ $0 }).count > 1 {
+            throw ValidationError("use only one of -d/--data*, -F/--form and -T/--upload-file")
+        }
     }
 }
 
@@ -134,7 +189,9 @@ enum Main {
                 + "tern: try 'tern --help' for more information\n")
             exit(2)
         }
-        exit(Client(options: command).run())
+        exit(CommandRunner(
+            options: command, dataItems: CurlArguments.dataItems(in: arguments),
+            formItems: CurlArguments.formItems(in: arguments)).run())
     }
 }
 
@@ -142,12 +199,58 @@ enum Main {
 /// grouped short flags (`-sSf`), a short option with its value attached (`-XPOST`, `-o-`),
 /// and a value that looks like an option (`-C -`, `-d -x`) after its option.
 enum CurlArguments {
-    static let shortWithValue: Set<Character> = ["X", "H", "d", "o", "C", "r", "D", "w", "A", "e", "m"]
+    static let shortWithValue: Set<Character> = [
+        "X", "H", "d", "o", "C", "r", "D", "w", "A", "e", "m", "F", "T", "E",
+    ]
     static let longWithValue: Set<String> = [
         "--request", "--header", "--data", "--data-binary", "--output", "--continue-at",
         "--range", "--dump-header", "--write-out", "--user-agent", "--referer",
-        "--connect-timeout", "--max-time", "--retry",
+        "--connect-timeout", "--max-time", "--retry", "--data-raw", "--data-urlencode",
+        "--form", "--form-string", "--upload-file", "--cacert", "--capath", "--cert", "--key",
+        "--pass",
     ]
+
+    /// The request body options in command-line order (curl joins them with `&` in the order
+    /// given, whichever flag each came from), read from normalized arguments.
+    static func dataItems(in arguments: [String]) -> [DataItem] {
+        values(of: [
+            "-d": DataItem.Kind.data, "--data": .data, "--data-binary": .binary,
+            "--data-raw": .raw, "--data-urlencode": .urlencode,
+        ], in: arguments).map { DataItem(kind: $0.tag, value: $0.value) }
+    }
+
+    /// The -F and --form-string values in command-line order; `literal` marks --form-string.
+    static func formItems(in arguments: [String]) -> [(value: String, literal: Bool)] {
+        values(of: ["-F": false, "--form": false, "--form-string": true], in: arguments)
+            .map { (value: $0.value, literal: $0.tag) }
+    }
+
+    /// The values of the given options (each with its tag), in order, from normalized
+    /// arguments, where every option with a value is followed by it (or written --name=value).
+    private static func values<Tag>(of options: [String: Tag], in arguments: [String])
+        -> [(tag: Tag, value: String)]
+    {
+        var found: [(tag: Tag, value: String)] = []
+        var index = 0
+        while index < arguments.count {
+            let word = arguments[index]
+            index += 1
+            if word == "--" { break }
+            if let tag = options[word], index < arguments.count {
+                found.append((tag, arguments[index]))
+                index += 1
+            } else if word.hasPrefix("--"), let eq = word.firstIndex(of: "=") {
+                if let tag = options[String(word[..<eq])] {
+                    found.append((tag, String(word[word.index(after: eq)...])))
+                }
+            } else if longWithValue.contains(word)
+                || (word.count == 2 && word.hasPrefix("-") && shortWithValue.contains(word.last!))
+            {
+                index += 1  // that option's value
+            }
+        }
+        return found
+    }
 
     /// Stands for "-O" in the output list: -o and -O pair with URLs in the order given.
     static let remoteNameMarker = "\u{1}remote-name"

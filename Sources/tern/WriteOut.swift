@@ -28,7 +28,7 @@ enum WriteOut {
             "response_code": String(format: "%03d", request.statusCode),
             "size_download": "\(received)",
             "size_upload": "\(request.progress.bytesSent)",
-            "size_header": "\(request.statusCode == 0 ? 0 : Client.headText(request).utf8.count)",
+            "size_header": "\(request.statusCode == 0 ? 0 : CommandRunner.headText(request).utf8.count)",
             "time_total": seconds(total),
             "time_connect": seconds(timings?.connected),
             "time_pretransfer": seconds(timings?.connected),

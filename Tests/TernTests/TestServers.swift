@@ -31,6 +31,20 @@ struct Servers: Sendable {
     /// A faultserver URL, such as `fault("/stall?stall_ms=3000")`.
     func fault(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(faultPort)\(path)")! }
 
+    /// An https URL on one of the TLS servers by env key, such as
+    /// `https("TLS_PORT", "/1k.bin")`.
+    func https(_ portKey: String, _ path: String) -> URL {
+        URL(string: "https://127.0.0.1:\(env[portKey] ?? "0")\(path)")!
+    }
+
+    /// A fact from the env file that must be there, such as `must("CA_PEM")`.
+    func must(_ key: String) throws -> String {
+        guard let value = env[key], !value.isEmpty else {
+            throw TestServerError(description: "the test servers' env lacks \(key)")
+        }
+        return value
+    }
+
     /// SHA-256 of a fixture by env key, such as `sha("SHA_1K")`.
     func sha(_ key: String) -> String { env[key] ?? "missing \(key)" }
 
