@@ -1,49 +1,90 @@
 #!/usr/bin/env bash
 # The whole test suite: warnings-as-errors build + ctest, the same under ASan+UBSan (with
-# LeakSanitizer) and under TSan, valgrind on the example, a bounded fuzz run, the installed library used
-# through pkg-config, and the Swift package build.
-# Usage: scripts/test.sh [--quick]   (--quick: the plain ctest run only)
+# LeakSanitizer) and under TSan, a bounded fuzz run, the installed library used through
+# pkg-config (valgrind, resume, flat memory), the Swift build and tests, the CLI's memory, the
+# README's examples, the demo, and a smoke pass of the benchmark drivers.
+# Usage: scripts/test.sh [--quick]   (--quick: the plain build and ctest only)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$ROOT"
 QUICK=0
 [ "${1:-}" = "--quick" ] && QUICK=1
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+mkdir -p build
+passed=0
+failed=0
 step() { printf '\n== %s\n' "$*"; }
+# Runs ctest in a build dir and adds its counts to the totals.
+run_ctest() {
+  local dir=$1; shift
+  local log="build/ctest-$(basename "$dir").log"
+  local rc=0
+  (cd "$dir" && "$@" ctest -j"$JOBS" --output-on-failure) 2>&1 | tee "$log" | grep -vE '^ *(Start|[0-9]+/[0-9]+ Test)' || true
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -n1) || rc=1
+  local total fails
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+  fails=$(sed -E 's/.*passed, ([0-9]+) tests failed.*/\1/' <<<"$line")
+  passed=$((passed + total - fails))
+  failed=$((failed + fails))
+  [ "$rc" = 0 ] && [ "$fails" = 0 ] || { echo "ctest in $dir failed"; echo "$passed passed, $((failed > 0 ? failed : 1)) failed"; exit 1; }
+}
 
 step "build (gcc, -Wall -Wextra -Werror) and ctest"
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR=ON >/dev/null
 cmake --build build/release -j"$JOBS"
-(cd build/release && ctest -j"$JOBS" --output-on-failure)
-[ "$QUICK" = 1 ] && exit 0
+run_ctest build/release env
+if [ "$QUICK" = 1 ]; then echo "$passed passed, $failed failed"; exit 0; fi
 
 step "ASan + UBSan + LeakSanitizer (clang) and ctest"
 cmake -S . -B build/asan -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_BUILD_TYPE=Debug \
   -DTERN_ASAN=ON -DTERN_WERROR=ON >/dev/null
-cmake --build build/asan -j"$JOBS"
-(cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -j"$JOBS" --output-on-failure)
+cmake --build build/asan -j"$JOBS" 2>&1 | grep -v "Cannot export local symbol '__asan" || true
+run_ctest build/asan env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 step "ThreadSanitizer (gcc; Swift's clang runtime wants libdispatch) and ctest"
 cmake -S . -B build/tsan -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DTERN_TSAN=ON >/dev/null
 cmake --build build/tsan -j"$JOBS"
-(cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j"$JOBS" --output-on-failure -E '^parse\.')
+run_ctest build/tsan env TSAN_OPTIONS=halt_on_error=1
 
 step "fuzz the response parser for ${FUZZ_SECONDS}s"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER="$CLANG" -DTERN_FUZZ=ON -DTERN_BUILD_TESTS=OFF \
   -DTERN_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build/fuzz -j"$JOBS" --target fuzz_http1_parse
+cmake --build build/fuzz -j"$JOBS" --target fuzz_http1_parse 2>&1 | grep -v "Cannot export local symbol '__asan" || true
 corpus=$(mktemp -d)
 cp Tests/Fuzz/corpus/http1_parse/* "$corpus"/
 build/fuzz/fuzz_http1_parse -max_total_time="$FUZZ_SECONDS" -dict=Tests/Fuzz/http.dict \
-  -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
+  -print_final_stats=1 "$corpus" 2>&1 | tail -n 5
 rm -rf "$corpus"
 
 step "install, build examples/fetch.c through pkg-config, valgrind, resume, flat memory"
 scripts/check-install.sh
 
-step "Swift package builds"
-swift build 2>&1 | tail -n 3
+step "Swift: build with warnings as errors, then swift test (Swift Testing, same servers)"
+swift build -Xswiftc -warnings-as-errors --build-tests 2>&1 | tail -n 1
+swift test 2>&1 | tee build/swift-test.log | grep -E "^(✘|✔ Test run)|error:" || true
+line=$(grep -E "Test run with [0-9]+ tests? .*(passed|failed)" build/swift-test.log | tail -n1) || true
+if ! grep -q "✔ Test run with" <<<"$line"; then
+  echo "swift test failed: ${line:-no summary}"
+  echo "$passed passed, 1 failed"
+  exit 1
+fi
+passed=$((passed + $(sed -E 's/.*with ([0-9]+) tests?.*/\1/' <<<"$line")))
+
+step "the tern CLI's memory is flat (release build, static Swift runtime)"
+scripts/check-cli-memory.sh
+
+step "the README's examples are the code that runs"
+scripts/check-readme.sh
+
+if [ -x bench/run ]; then
+  # The Swift drivers (async-http-client, URLSession) take minutes to build in release mode, so
+  # CI smoke-tests the C drivers, wrk and the parser benchmarks; `bench/run` runs them all.
+  step "benchmark drivers still follow the contract: bench/run --smoke --c-only"
+  bench/run --smoke --c-only
+fi
 
 echo
 echo "scripts/test.sh: all steps passed"
+echo "$passed passed, $failed failed"
