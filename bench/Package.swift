@@ -1,0 +1,46 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Tern's benchmark drivers for the Swift clients, kept out of the root package so that Tern
+// itself never depends on async-http-client. The C drivers (tern-c, curl-multi) and the parser
+// micro-benchmarks build with CMake (bench/CMakeLists.txt); bench/run builds and runs both.
+//
+// Every executable here follows the driver contract in bench/README.md:
+//   DRIVER get URL N C | DRIVER download URL PATH; exit 0/1/2/3; $BENCH_CAFILE; one result line.
+let package = Package(
+    name: "TernBench",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "ahc", targets: ["ahc"]),
+        .executable(name: "urlsession", targets: ["urlsession"]),
+        .executable(name: "tern-swift", targets: ["tern-swift"]),
+    ],
+    dependencies: [
+        .package(name: "Tern", path: ".."),
+        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.0"),
+    ],
+    targets: [
+        // Argument parsing, clock and result line shared by the Swift drivers.
+        .target(name: "BenchSupport"),
+        .executableTarget(
+            name: "ahc",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        .executableTarget(name: "urlsession", dependencies: ["BenchSupport"]),
+        .executableTarget(
+            name: "tern-swift",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "Tern", package: "Tern"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

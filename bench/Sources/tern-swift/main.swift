@@ -1,0 +1,165 @@
+// tern-swift — the benchmark driver for Tern's Swift API, used as an app would use it: one
+// `Request` object per exchange, async/await `response()`, listener events on a private serial
+// queue (no one runs the main queue here).
+//
+//   tern-swift get URL N C        an Engine allowing C connections per origin; C tasks share N
+//                                 requests; each body is kept in memory (`Response.data`, 1 KiB)
+//                                 and counted, as URLSession's `data(for:)` does
+//   tern-swift download URL PATH  `Request.downloadFile = PATH`; for /dev/null a `dataHandler`
+//                                 counts the body in-process instead
+//   tern-swift upload URL FILE    (extension) a `MultipartForm` with FILE as its one file part,
+//                                 `requestBody = .multipart(form)`, method PUT
+//
+// https trusts $BENCH_CAFILE through the engine's `TLSOptions(caFile:)`. A response counts only
+// when it is a 200 (any 2xx for uploads) whose body length matches its Content-Length.
+
+import BenchSupport
+import Dispatch
+import Synchronization
+import Tern
+
+// URL and Data only: FoundationEssentials, as async-http-client uses, so that the driver itself
+// does not load full Foundation (and ICU) when Tern does not.
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+let driver = Driver.parse(name: "tern-swift", supportsUpload: true)
+let listenerQueue = DispatchQueue(label: "tern-swift.listener")
+
+func parseURL(_ text: String) -> URL {
+    guard let url = URL(string: text) else { exitWith(.usage, "tern-swift: bad URL '\(text)'") }
+    return url
+}
+
+func makeEngine(connections: Int) -> Engine {
+    do {
+        let tls = driver.caFile.map { TLSOptions(caFile: $0) } ?? .default
+        return try Engine(configuration: .init(maxConnectionsPerOrigin: connections, tls: tls))
+    } catch {
+        exitWith(.failed, "tern-swift: engine: \(error)")
+    }
+}
+
+/// Nil for a complete 200 (any 2xx with `anySuccess`), else what was wrong.
+func check(_ response: Response, bytes: Int, anySuccess: Bool = false) -> String? {
+    let code = response.status.code
+    if anySuccess ? !(200...299).contains(code) : code != 200 { return "status \(code)" }
+    if let length = response.contentLength, length != Int64(bytes) {
+        return "body of \(bytes) bytes, Content-Length \(length)"
+    }
+    return nil
+}
+
+func runGet(url: URL, count: Int, connections: Int) async -> ExitCode {
+    let engine = makeEngine(connections: connections)
+    let counter = RequestCounter(total: count)
+    let start = monotonicNow()
+    await withTaskGroup(of: Void.self) { group in
+        for _ in 0..<connections {
+            group.addTask {
+                while counter.claim() {
+                    let request = Request(url: url)
+                    request.engine = engine
+                    request.callbackQueue = listenerQueue
+                    do {
+                        let response = try await request.response()
+                        counter.finish(bytes: response.data.count, error: check(response, bytes: response.data.count))
+                    } catch {
+                        counter.finish(bytes: 0, error: "\(error)")
+                    }
+                }
+            }
+        }
+    }
+    let elapsed = monotonicNow() - start
+    let result = counter.snapshot
+    driver.report(elapsed: elapsed, requests: result.completed, bytes: result.bytes)
+    if result.failures > 0 {
+        driver.warn("\(url): \(result.failures) of \(result.completed) requests failed; first: \(result.firstError ?? "?")")
+        return .failed
+    }
+    return .ok
+}
+
+/// Body bytes counted by a data handler on the engine's thread.
+final class ByteCount: Sendable {
+    let value = Atomic<Int>(0)
+}
+
+func runDownload(url: URL, path: String) async -> ExitCode {
+    let engine = makeEngine(connections: 1)
+    let counted = ByteCount()
+    let request = Request(url: url)
+    request.engine = engine
+    request.callbackQueue = listenerQueue
+    if path == "/dev/null" {
+        request.dataHandler = { data in
+            counted.value.add(data.count, ordering: .relaxed)
+            return true
+        }
+    } else {
+        request.downloadFile = path
+    }
+    var failure: String?
+    var bytes = 0
+    let start = monotonicNow()
+    do {
+        let response = try await request.response()
+        bytes = path == "/dev/null" ? counted.value.load(ordering: .relaxed) : Int(response.bytesReceived)
+        failure = check(response, bytes: bytes)
+    } catch {
+        failure = "\(error)"
+    }
+    let elapsed = monotonicNow() - start
+    driver.report(elapsed: elapsed, requests: 1, bytes: bytes)
+    if let failure {
+        driver.warn("\(url): \(failure)")
+        return .failed
+    }
+    return .ok
+}
+
+func runUpload(url: URL, path: String) async -> ExitCode {
+    let engine = makeEngine(connections: 1)
+    let size: Int
+    do {
+        size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? -1
+    } catch {
+        driver.warn("\(path): \(error)")
+        return .failed
+    }
+    var form = MultipartForm()
+    form.addFile(at: path, name: "file", fileName: "upload.bin", contentType: "application/octet-stream")
+    let request = Request(url: url, method: .put)
+    request.engine = engine
+    request.callbackQueue = listenerQueue
+    request.requestBody = .multipart(form)
+    var failure: String?
+    let start = monotonicNow()
+    do {
+        let response = try await request.response()
+        failure = check(response, bytes: response.data.count, anySuccess: true)
+    } catch {
+        failure = "\(error)"
+    }
+    let elapsed = monotonicNow() - start
+    // bytes: the file's size (the engine sends all of it or fails the request).
+    driver.report(elapsed: elapsed, requests: 1, bytes: size)
+    if let failure {
+        driver.warn("\(url): \(failure)")
+        return .failed
+    }
+    return .ok
+}
+
+switch driver.workload {
+case let .get(url, count, connections):
+    exitProcess(await runGet(url: parseURL(url), count: count, connections: connections))
+case let .download(url, path):
+    exitProcess(await runDownload(url: parseURL(url), path: path))
+case let .upload(url, path):
+    exitProcess(await runUpload(url: parseURL(url), path: path))
+}
