@@ -714,7 +714,10 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
   bool have_cl = false;
   uint64_t cl = 0;
   for (size_t i = 0; i < n; i++) {
-    if (tern__name_is(h[i].name, h[i].name_len, "content-length")) {
+    /* The length picks the one name worth comparing: most fields match none. */
+    const char *nm = h[i].name;
+    size_t nl = h[i].name_len;
+    if (nl == 14 && tern__name_is(nm, nl, "content-length")) {
       uint64_t v;
       if (tern__parse_content_length(h[i].value, h[i].value_len, &v) || (have_cl && v != cl)) {
         tern__request_set_error(req, TERN_EPROTO, "%s: invalid Content-Length", req->url.hostport);
@@ -722,13 +725,13 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
       }
       have_cl = true;
       cl = v;
-    } else if (tern__name_is(h[i].name, h[i].name_len, "transfer-encoding")) {
+    } else if (nl == 17 && tern__name_is(nm, nl, "transfer-encoding")) {
       te = &h[i];
-    } else if (tern__name_is(h[i].name, h[i].name_len, "connection")) {
+    } else if (nl == 10 && tern__name_is(nm, nl, "connection")) {
       conn_hdr = &h[i];
-    } else if (tern__name_is(h[i].name, h[i].name_len, "keep-alive")) {
+    } else if (nl == 10 && tern__name_is(nm, nl, "keep-alive")) {
       ka = &h[i];
-    } else if (tern__name_is(h[i].name, h[i].name_len, "content-size")) {
+    } else if (nl == 12 && tern__name_is(nm, nl, "content-size")) {
       csize = &h[i];
     }
   }

@@ -774,6 +774,37 @@ static int64_t read_segments(tern_request_t *req, char *buf, size_t cap) {
   return (int64_t)done;
 }
 
+/* Appends NUL-terminated pieces, up to a NULL, keeping the string NUL-terminated. The request
+ * head is built for every request: printf-style formatting was a third of the engine's
+ * per-request instructions (callgrind, bench/RESULTS.md). */
+static int cat(tern__str *s, ...) __attribute__((sentinel));
+static int cat(tern__str *s, ...) {
+  va_list ap;
+  va_start(ap, s);
+  int r = 0;
+  for (const char *p; !r && (p = va_arg(ap, const char *)) != NULL;) {
+    size_t n = strlen(p);
+    r = tern__str_reserve(s, n + 1);
+    if (!r) {
+      memcpy(s->data + s->len, p, n + 1);
+      s->len += n;
+    }
+  }
+  va_end(ap);
+  return r;
+}
+
+/* The decimal digits of v, in buf. */
+static const char *u64_text(uint64_t v, char buf[21]) {
+  char *p = buf + 20;
+  *p = '\0';
+  do {
+    *--p = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  return p;
+}
+
 int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   req->idempotent = method_is(req, "GET") || method_is(req, "HEAD") || method_is(req, "PUT") ||
                     method_is(req, "DELETE") || method_is(req, "OPTIONS") ||
@@ -874,71 +905,76 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
 
   /* Through a proxy, plain http goes in absolute form; https goes through a tunnel. */
   bool absolute = req->proxy_host && !req->url.tls;
-  tern__str target = {0};
-  r = absolute ? tern__str_appendf(&target, "http://%s%s", req->url.hostport, req->url.target)
-               : tern__str_appendf(&target, "%s", req->url.target);
-  if (r) return r;
+  const char *target = req->url.target;
+  tern__str abs_target = {0};
+  if (absolute) {
+    r = cat(&abs_target, "http://", req->url.hostport, req->url.target, NULL);
+    if (r) return r;
+    target = abs_target.data;
+  }
   tern__str h = {0};
-  r = tern__str_appendf(&h, "%s %s HTTP/1.%d\r\n", req->method, target.data, req->http10 ? 0 : 1);
+  char n1[21], n2[21];
+  r = tern__str_reserve(&h, 256 + strlen(target) + req->headers.len + req->hop_headers.len);
+  if (!r) r = cat(&h, req->method, " ", target, req->http10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n", NULL);
   if (req->www.scheme == TERN_AUTH_BASIC && req->www.tries == 0) req->www.tries = 1;
   if (req->proxy_auth.scheme == TERN_AUTH_BASIC && req->proxy_auth.tries == 0)
     req->proxy_auth.tries = 1; /* a preemptive send is an answer: a 401 to it is final */
   if (!r && req->www.scheme && req->www.user && !req->user_authorization) {
-    r = tern__str_appendf(&h, "Authorization: ");
+    r = cat(&h, "Authorization: ", NULL);
     if (!r && req->www.scheme == TERN_AUTH_BASIC)
       r = tern__auth_basic(req->www.user, req->www.password, &h);
     else if (!r)
-      r = tern__auth_digest(&req->www.ch, req->www.user, req->www.password, req->method,
-                            target.data, ++req->www.nc, &h);
-    if (!r) r = tern__str_append(&h, "\r\n", 2);
+      r = tern__auth_digest(&req->www.ch, req->www.user, req->www.password, req->method, target,
+                            ++req->www.nc, &h);
+    if (!r) r = cat(&h, "\r\n", NULL);
   }
   if (!r && absolute && !req->user_proxy_authorization) {
     tern__str pa = {0};
-    r = tern__request_proxy_authorization(req, req->method, target.data, &pa);
-    if (!r && pa.len) r = tern__str_appendf(&h, "Proxy-Authorization: %.*s\r\n", (int)pa.len, pa.data);
+    r = tern__request_proxy_authorization(req, req->method, target, &pa);
+    if (!r && pa.len) {
+      r = cat(&h, "Proxy-Authorization: ", NULL);
+      if (!r) r = tern__str_append(&h, pa.data, pa.len);
+      if (!r) r = cat(&h, "\r\n", NULL);
+    }
     tern__str_free(&pa);
   }
-  tern__str_free(&target);
-  if (!r && !req->user_host) r = tern__str_appendf(&h, "Host: %s\r\n", req->url.hostport);
+  tern__str_free(&abs_target);
+  if (!r && !req->user_host) r = cat(&h, "Host: ", req->url.hostport, "\r\n", NULL);
   if (!r && !req->user_agent) {
     if (!cfg->user_agent_set)
-      r = tern__str_appendf(&h, "User-Agent: tern/%s\r\n", tern_version_string());
+      r = cat(&h, "User-Agent: tern/", tern_version_string(), "\r\n", NULL);
     else if (cfg->user_agent[0])
-      r = tern__str_appendf(&h, "User-Agent: %s\r\n", cfg->user_agent);
+      r = cat(&h, "User-Agent: ", cfg->user_agent, "\r\n", NULL);
   }
-  if (!r && !req->user_accept) r = tern__str_appendf(&h, "Accept: */*\r\n");
+  if (!r && !req->user_accept) r = cat(&h, "Accept: */*\r\n", NULL);
   if (!r && req->range_sent) {
-    if (req->dl_end)
-      r = tern__str_appendf(&h, "Range: bytes=%llu-%llu\r\n",
-                            (unsigned long long)req->range_start,
-                            (unsigned long long)(req->dl_end - 1));
-    else
-      r = tern__str_appendf(&h, "Range: bytes=%llu-\r\n", (unsigned long long)req->range_start);
+    r = cat(&h, "Range: bytes=", u64_text(req->range_start, n1), "-",
+            req->dl_end ? u64_text(req->dl_end - 1, n2) : "", "\r\n", NULL);
     /* If-Range: the partial file continues only if the resource is still the one it began
      * with; otherwise the server sends it whole (200) and the download restarts. */
     if (!r && req->resume_from > 0 && validator[0])
-      r = tern__str_appendf(&h, "If-Range: %s\r\n", validator);
+      r = cat(&h, "If-Range: ", validator, "\r\n", NULL);
   }
   if (!r && req->gzip_body && req->body_kind != TERN__BODY_NONE)
-    r = tern__str_appendf(&h, "Content-Encoding: gzip\r\n");
+    r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
   if (!r && req->decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding)
-    r = tern__str_appendf(&h, "Accept-Encoding: gzip, deflate\r\n");
+    r = cat(&h, "Accept-Encoding: gzip, deflate\r\n", NULL);
   if (!r) {
     if (req->body_len == UINT64_MAX)
-      r = tern__str_appendf(&h, "Transfer-Encoding: chunked\r\n");
+      r = cat(&h, "Transfer-Encoding: chunked\r\n", NULL);
     else if (req->body_kind != TERN__BODY_NONE || method_is(req, "POST") ||
              method_is(req, "PUT") || method_is(req, "PATCH"))
-      r = tern__str_appendf(&h, "Content-Length: %llu\r\n", (unsigned long long)req->body_len);
+      r = cat(&h, "Content-Length: ", u64_text(req->body_len, n1), "\r\n", NULL);
   }
   req->expect_continue = req->body_kind != TERN__BODY_NONE && req->expect_min >= 0 &&
                          !req->http10 && req->body_len > 0 &&
                          (req->body_len == UINT64_MAX || req->body_len >= (uint64_t)req->expect_min);
-  if (!r && req->expect_continue) r = tern__str_appendf(&h, "Expect: 100-continue\r\n");
+  if (!r && req->expect_continue) r = cat(&h, "Expect: 100-continue\r\n", NULL);
   if (!r && !req->user_connection_close) {
     if (!req->persistent && !req->http10)
-      r = tern__str_appendf(&h, "Connection: close\r\n");
+      r = cat(&h, "Connection: close\r\n", NULL);
     else if (req->persistent && req->http10)
-      r = tern__str_appendf(&h, "Connection: keep-alive\r\n");
+      r = cat(&h, "Connection: keep-alive\r\n", NULL);
   }
   if (!r && req->headers.len) r = tern__str_append(&h, req->headers.data, req->headers.len);
   if (!r && req->hop_headers.len)
