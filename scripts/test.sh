@@ -75,8 +75,9 @@ passed=$((passed + $(sed -E 's/.*with ([0-9]+) tests?.*/\1/' <<<"$line")))
 step "the tern CLI's memory is flat (release build, static Swift runtime)"
 scripts/check-cli-memory.sh
 
-step "the README's examples are the code that runs"
+step "the README's examples are the code that runs, and the demo (the main job) works"
 scripts/check-readme.sh
+scripts/demo.sh
 
 if [ -x bench/run ]; then
   # The Swift drivers (async-http-client, URLSession) take minutes to build in release mode, so
