@@ -151,6 +151,13 @@ final class Attempt: @unchecked Sendable {
     private var bodyError: String?
     private var pending = Data()
     private let coalesceLimit: Int
+    /// The URL of the hop being sent or answered (the hop-response callback gets none).
+    private var hopURL: URL
+    /// Set once a hop went to another origin than the request's: the caller's own cookies
+    /// stay behind for the rest of the chain, as the engine drops its Authorization.
+    private var leftOrigin = false
+    /// The authentication handler cancelled: the completion becomes an authentication error.
+    private var authCancelled = false
 
     /// Builds the C request for one attempt of `run`; nothing is submitted yet.
     init(run: Run, number: Int, totalMs: UInt64) throws(TernError) {
@@ -159,6 +166,7 @@ final class Attempt: @unchecked Sendable {
         self.run = run
         self.number = number
         self.coalesceLimit = run.plan.concatData ? run.plan.effectiveBufferSize : 0
+        self.hopURL = run.plan.url
         try configure(totalMs: totalMs)
     }
 
@@ -182,12 +190,7 @@ final class Attempt: @unchecked Sendable {
                     + (["content-length", "transfer-encoding"].contains(field.name.lowercased())
                         ? " (set by the engine)" : ""))
         }
-        if let credentials = p.credentials {
-            try check(
-                tern_request_set_auth(
-                    h, credentials.user, credentials.password, TERN_AUTH_BASIC.rawValue),
-                "credentials from the URL")
-        }
+        try configureHops()
         switch p.body {
         case .none:
             break
@@ -294,12 +297,29 @@ final class Attempt: @unchecked Sendable {
                 percent: Int(percent), done: done, total: total)
             return 0
         }, context), "progress callback")
-        try check(tern_request_set_hop_response_cb(h, { _, _, context in
+        try check(tern_request_set_hop_response_cb(h, { _, status, context in
             guard let context else { return 0 }
             let attempt = Unmanaged<Attempt>.fromOpaque(context).takeUnretainedValue()
             attempt.run.plan.engine.noteLoopThread()
-            return attempt.didReceiveHead() ? 0 : 1
+            return attempt.didReceiveHead(status: Int(status)) ? 0 : 1
         }, context), "response callback")
+        try check(tern_request_set_hop_request_cb(h, { _, url, context in
+            guard let context else { return 0 }
+            let attempt = Unmanaged<Attempt>.fromOpaque(context).takeUnretainedValue()
+            attempt.run.plan.engine.noteLoopThread()
+            attempt.willSendHop(to: url.map { String(cString: $0) })
+            return 0
+        }, context), "hop request callback")
+        if run.authentication != nil {
+            try check(tern_request_set_auth_cb(h, { _, isProxy, scheme, realm, context in
+                guard let context else { return 0 }
+                let attempt = Unmanaged<Attempt>.fromOpaque(context).takeUnretainedValue()
+                attempt.run.plan.engine.noteLoopThread()
+                return attempt.answerChallenge(
+                    isProxy: isProxy != 0, scheme: scheme.map { String(cString: $0) } ?? "",
+                    realm: realm.map { String(cString: $0) } ?? "")
+            }, context), "auth callback")
+        }
         if p.streamsBody {
             try check(tern_request_set_data_cb(h, { _, bytes, count, context in
                 guard let context else { return 0 }
@@ -309,6 +329,62 @@ final class Attempt: @unchecked Sendable {
                 return attempt.didReceive(UnsafeRawBufferPointer(start: bytes, count: count)) ? 0 : 1
             }, context), "data callback")
         }
+    }
+
+    /// Redirects, credentials (the request's, else a store's to send at once), the proxy and
+    /// the receive rate.
+    private func configureHops() throws(TernError) {
+        let p = run.plan
+        let h = handle
+        let auth = run.authentication
+        try check(tern_request_set_follow_redirects(h, p.maxRedirects), "maxRedirects")
+        try check(tern_request_set_redirect_flags(h, p.redirectPolicy.rawValue), "redirectPolicy")
+        if let credential = p.credential {
+            try check(
+                tern_request_set_auth(h, credential.user, credential.password, p.authSchemes.rawValue),
+                "credential")
+            auth?.noteRequestCredential(
+                credential, for: p.url, isProxy: false, sentPreemptively: p.authSchemes.isPreemptive)
+        } else if !p.hasExplicitAuthorization,
+            let (credential, scheme) = auth?.preemptiveCredential(for: p.url, isProxy: false)
+        {
+            try check(
+                tern_request_set_auth(
+                    h, credential.user, credential.password,
+                    Self.schemeBits(stored: scheme, allowed: p.authSchemes)),
+                "stored credential")
+        }
+        if let proxy = p.proxy {
+            try check(tern_request_set_proxy(h, proxy.url.absoluteString), "proxy \(proxy)")
+            if let credential = proxy.credential {
+                try check(
+                    tern_request_set_proxy_auth(
+                        h, credential.user, credential.password, p.proxySchemes.rawValue),
+                    "proxy credential")
+                auth?.noteRequestCredential(
+                    credential, for: proxy.url, isProxy: true,
+                    sentPreemptively: p.proxySchemes.isPreemptive)
+            } else if let (credential, scheme) = auth?.preemptiveCredential(
+                for: proxy.url, isProxy: true)
+            {
+                try check(
+                    tern_request_set_proxy_auth(
+                        h, credential.user, credential.password,
+                        Self.schemeBits(stored: scheme, allowed: p.proxySchemes)),
+                    "stored proxy credential")
+            }
+        }
+        if p.maxReceiveSpeed > 0 {
+            try check(tern_request_set_max_recv_speed(h, p.maxReceiveSpeed), "maxReceiveSpeed")
+        }
+    }
+
+    /// Basic alone (sent at once) when a store knows the space takes Basic and the request
+    /// allows it; otherwise the request's schemes, and the challenge picks.
+    private static func schemeBits(
+        stored: AuthenticationScheme?, allowed: Request.AuthenticationSchemes
+    ) -> UInt32 {
+        stored == .basic && allowed.contains(.basic) ? TERN_AUTH_BASIC.rawValue : allowed.rawValue
     }
 
     /// Hands the request to the engine; the engine keeps this attempt alive until it completes.
@@ -339,8 +415,74 @@ final class Attempt: @unchecked Sendable {
         }
     }
 
-    private func didReceiveHead() -> Bool {
-        run.attemptDidReceiveHead(self, head: readHead(), sentHead: readSentHead())
+    /// Before each hop: remembers its URL and adds its `Cookie` field, the jar's cookies for
+    /// that URL then the caller's own (while the chain stays on the request's origin).
+    fileprivate func willSendHop(to urlString: String?) {
+        let p = run.plan
+        let url = urlString.flatMap { URL(string: $0) } ?? p.url
+        hopURL = url
+        if !Self.sameOrigin(url, p.url), !p.redirectPolicy.contains(.trustsCrossOrigin) {
+            leftOrigin = true
+        }
+        run.attemptWillSendHop(self, url: url)
+        var cookies: [String] = []
+        if let jar = p.cookieJar, let header = jar.cookieHeader(for: url) {
+            cookies.append(header)
+        }
+        if let own = p.manualCookie, !leftOrigin { cookies.append(own) }
+        if !cookies.isEmpty {
+            // The values were checked when planned (the caller's) or stored (the jar's).
+            _ = tern_request_add_hop_header(handle, "Cookie", cookies.joined(separator: "; "))
+        }
+    }
+
+    /// A hop's response head: its cookies go to the jar (a proxy's 407 sets none for the
+    /// origin), the credential coordinator learns whether credentials worked, then the head
+    /// handler runs.
+    private func didReceiveHead(status: Int) -> Bool {
+        let head = readHead()
+        if let jar = run.plan.cookieJar, status != 407 {
+            let values = head.fields[values: .setCookie]
+            if !values.isEmpty { _ = jar.store(setCookieHeaders: values, from: hopURL) }
+        }
+        if let auth = run.authentication {
+            let challenges =
+                status == 401
+                ? head.fields[values: .wwwAuthenticate]
+                : status == 407 ? head.fields[values: .proxyAuthenticate] : []
+            auth.hopResponded(status: status, url: hopURL, challenges: challenges)
+        }
+        return run.attemptDidReceiveHead(self, head: head, sentHead: readSentHead())
+    }
+
+    /// The engine's auth callback: credentials from the stores or the handler, or none.
+    fileprivate func answerChallenge(isProxy: Bool, scheme: String, realm: String) -> Int32 {
+        let p = run.plan
+        guard let auth = run.authentication, isProxy || !p.hasExplicitAuthorization else {
+            return 0
+        }
+        let action = run.whileHandlersLive(AuthenticationCoordinator.Action.stop) {
+            auth.respond(
+                isProxy: isProxy, scheme: scheme, realm: realm, url: hopURL,
+                proxyURL: p.proxy?.url)
+        }
+        switch action {
+        case .supply(let credential):
+            return tern_request_supply_auth(handle, credential.user, credential.password) == 0
+                ? 1 : 0
+        case .stop:
+            return 0
+        case .cancel:
+            authCancelled = true
+            return 0
+        }
+    }
+
+    /// Same scheme, host and port (default ports filled in).
+    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        HostName.scheme(of: a) == HostName.scheme(of: b)
+            && HostName.canonical(of: a) == HostName.canonical(of: b)
+            && HostName.port(of: a) == HostName.port(of: b)
     }
 
     /// Coalesces to exactly `coalesceLimit` bytes with concatData, else passes pieces on.
@@ -423,10 +565,15 @@ final class Attempt: @unchecked Sendable {
             let t = tern_request_get_time(h, which)
             return t >= 0 ? t : nil
         }
-        let status = status != 0 ? status : tern_request_get_error(h)
+        var status = status != 0 ? status : tern_request_get_error(h)
         let length64 = tern_request_get_content_length(h)
         let gotHead = tern_request_get_status(h) != 0
         var message = status == 0 ? "" : String(cString: tern_request_get_error_message(h))
+        if status == 0, authCancelled {
+            status = TERN_EAUTH.rawValue
+            let space = hopURL.host.map { "\($0)" } ?? run.plan.host
+            message = "\(space): authentication cancelled by the authentication handler"
+        }
         if status == TERN_EFILEREAD.rawValue, let bodyError {
             message += message.isEmpty ? bodyError : ": \(bodyError)"
         }
@@ -453,6 +600,8 @@ final class Attempt: @unchecked Sendable {
             tlsInfo: tlsInfo,
             decodedEncoding: tern_request_get_decoded_encoding(h).map { String(cString: $0) },
             bytesDelivered: tern_request_get_bytes_delivered(h),
-            bodySkipped: tern_request_is_body_skipped(h) != 0)
+            bodySkipped: tern_request_is_body_skipped(h) != 0,
+            effectiveURL: tern_request_get_effective_url(h).map { String(cString: $0) },
+            redirectCount: Int(tern_request_get_redirect_count(h)))
     }
 }

@@ -548,6 +548,12 @@ public final class CookieJar: Sendable {
     /// Maximum cookies in a jar.
     static let maximumCookies = 3000
 
+    /// The jar requests use unless given another (``Request/cookieJar``), like
+    /// `HTTPCookieStorage.shared`: in memory for the life of the process, loopback hosts
+    /// treated as secure. Save it (``save(to:includingSessionCookies:)``) to keep its cookies,
+    /// or opt a request out with ``Request/usesCookies``.
+    public static let shared = CookieJar()
+
     /// Whether `localhost`, `127.0.0.1` and `::1` count as secure even over plain HTTP, so
     /// that `Secure` cookies are accepted from and sent to them, as curl and browsers do.
     /// `true` by default.

@@ -63,6 +63,19 @@ public final class Engine: Sendable {
         /// TLS options for `https` requests that set no ``Request/tls`` of their own
         /// (default: verify against the system trust store, no client certificate).
         public var tls: TLSOptions
+        /// The proxies for requests that set neither ``Request/proxy`` nor
+        /// ``Request/proxyEnvironment`` (default ``ProxyEnvironment/direct``: none).
+        ///
+        /// The library never reads the environment by itself. Opt in to `http_proxy`,
+        /// `https_proxy`, `all_proxy` and `no_proxy` with `ProxyEnvironment()`, or send every
+        /// request through one proxy:
+        ///
+        /// ```swift
+        /// var proxies = ProxyEnvironment.direct
+        /// proxies.explicitProxy = try ProxyConfiguration("http://proxy.example:3128")
+        /// let engine = try Engine(configuration: .init(proxyEnvironment: proxies))
+        /// ```
+        public var proxyEnvironment: ProxyEnvironment
 
         /// Creates a configuration; every parameter has the engine's default.
         public init(
@@ -73,9 +86,11 @@ public final class Engine: Sendable {
             pipelineDepth: Int = 1,
             userAgent: String? = nil,
             logger: Logger = Logger(label: "tern"),
-            tls: TLSOptions = .default
+            tls: TLSOptions = .default,
+            proxyEnvironment: ProxyEnvironment = .direct
         ) {
             self.tls = tls
+            self.proxyEnvironment = proxyEnvironment
             self.bufferSize = bufferSize
             self.idleTimeout = idleTimeout
             self.maxHeaderSize = maxHeaderSize

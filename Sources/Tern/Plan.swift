@@ -15,11 +15,6 @@ struct Plan: Sendable {
         case stream(length: UInt64?, BodyStream)
     }
 
-    struct Credentials: Sendable {
-        var user: String
-        var password: String
-    }
-
     struct Download: Sendable {
         var path: String
         var offset: UInt64
@@ -36,8 +31,27 @@ struct Plan: Sendable {
     let host: String
     let method: String
     let headers: [(name: String, value: String)]
-    /// `user:password` from the URL, sent as preemptive Basic authorization.
-    let credentials: Credentials?
+    /// The origin's credential: the request's own, else `user:password` from the URL; `nil`
+    /// when neither, or when the caller set an `Authorization` field (which wins).
+    let credential: Credential?
+    /// The `TERN_AUTH_*` bits for ``credential`` (and for credentials from the stores).
+    let authSchemes: Request.AuthenticationSchemes
+    /// The caller set `Authorization` itself: the engine answers no server challenge.
+    let hasExplicitAuthorization: Bool
+    let sessionStore: (any CredentialStore)?
+    let persistentStore: (any CredentialStore)?
+    let authHandler: AuthenticationChallenge.Handler?
+    let maxRedirects: UInt32
+    let redirectPolicy: Request.RedirectPolicy
+    /// The jar, unless the request opted out of cookies.
+    let cookieJar: CookieJar?
+    /// The caller's own cookies (``Request/cookie`` and `Cookie` fields, joined), sent per hop
+    /// to the request's origin only; kept out of ``headers``.
+    let manualCookie: String?
+    /// The proxy chosen for the URL: the request's, else its (or the engine's) environment's.
+    let proxy: ProxyConfiguration?
+    let proxySchemes: Request.AuthenticationSchemes
+    let maxReceiveSpeed: UInt64
     let body: Body
     let download: Download?
     let streamsBody: Bool
@@ -93,15 +107,36 @@ struct Plan: Sendable {
             if problem == nil { problem = TernError(code: code, message: message, phase: .setup) }
         }
 
-        // Credentials and fragments never reach the request line. URL credentials go to the
-        // engine, which sends them as Basic Authorization to this origin only (never across a
-        // redirect to another one); an explicit Authorization field wins.
+        // Credentials and fragments never reach the request line. The request's credential,
+        // else the URL's, goes to the engine, which answers this origin's challenges with it
+        // (never another origin's after a redirect); an explicit Authorization field wins.
         var fields = s.headerFields
         var components = URLComponents(url: s.url, resolvingAgainstBaseURL: true)
-        if let user = components?.user, fields[.authorization] == nil {
-            credentials = Credentials(user: user, password: components?.password ?? "")
+        hasExplicitAuthorization = fields[.authorization] != nil
+        if hasExplicitAuthorization {
+            credential = nil
+        } else if let own = s.credential {
+            credential = own
+        } else if let user = components?.user {
+            credential = Credential(
+                user: user, password: components?.password ?? "", persistence: .none)
         } else {
-            credentials = nil
+            credential = nil
+        }
+        authSchemes = s.authenticationSchemes
+        sessionStore = s.sessionCredentialStore
+        persistentStore = s.persistentCredentialStore
+        authHandler = s.authenticationHandler
+        maxRedirects = UInt32(clamping: max(0, s.maxRedirects))
+        redirectPolicy = s.redirectPolicy
+        cookieJar = s.usesCookies ? s.cookieJar : nil
+        proxySchemes = s.proxyAuthenticationSchemes
+        maxReceiveSpeed = s.maxReceiveSpeed
+        if s.authenticationSchemes.intersection(.any).isEmpty {
+            fail(.invalidArgument, "authenticationSchemes names no scheme")
+        }
+        if s.proxyAuthenticationSchemes.intersection(.any).isEmpty {
+            fail(.invalidArgument, "proxyAuthenticationSchemes names no scheme")
         }
         components?.user = nil
         components?.password = nil
@@ -111,6 +146,23 @@ struct Plan: Sendable {
         urlString = clean.absoluteString
         host = components?.host ?? ""
         if components == nil { fail(.badURL, "malformed URL \(s.url)") }
+
+        // The proxy: the request's, else the rules of its (or the engine's) environment.
+        if let own = s.proxy {
+            proxy = own
+        } else {
+            do throws(TernError) {
+                proxy = try (s.proxyEnvironment ?? engine.configuration.proxyEnvironment)
+                    .proxy(for: clean)
+            } catch {
+                proxy = nil
+                if problem == nil {
+                    problem = TernError(
+                        code: error.code, message: "proxy for \(clean.absoluteString): "
+                            + error.message, host: host, phase: .setup)
+                }
+            }
+        }
 
         // The dedicated properties replace fields of the same name.
         func put(_ name: String, _ value: String?) {
@@ -167,18 +219,22 @@ struct Plan: Sendable {
         }
 
         // HTTPFields keeps Cookie split into one field per pair (as HTTP/2 compresses it);
-        // HTTP/1.1 allows one Cookie line, so the pairs are joined back with "; ".
+        // HTTP/1.1 allows one Cookie line, so the pairs are joined back with "; ". That line
+        // is sent per hop (merged with the jar's cookies), to this origin only.
         var lines: [(name: String, value: String)] = []
-        var cookieLine: Int?
+        var cookies: [String] = []
         for field in fields {
-            if field.name == .cookie, let index = cookieLine {
-                lines[index].value += "; " + field.value
+            if field.name == .cookie {
+                if !field.value.isEmpty { cookies.append(field.value) }
                 continue
             }
-            if field.name == .cookie { cookieLine = lines.count }
             lines.append((name: field.name.rawName, value: field.value))
         }
         headers = lines
+        manualCookie = cookies.isEmpty ? nil : cookies.joined(separator: "; ")
+        if let line = manualCookie, line.utf8.contains(where: { $0 == 0 || $0 == 10 || $0 == 13 }) {
+            fail(.badHeader, "the Cookie field holds CR, LF or NUL")
+        }
 
         if let path = s.downloadFile {
             download = Download(

@@ -91,8 +91,8 @@ extension Request {
     /// Cancels the request and drops every closure it holds (ASIHTTPRequest's
     /// `clearDelegatesAndCancel`).
     ///
-    /// After this returns, no listener, completion, head or data handler of this request
-    /// starts again, including events already queued, and the closures (with whatever they
+    /// After this returns, no listener, completion, head, data or authentication handler of
+    /// this request starts again, including events already queued, and the closures (with whatever they
     /// captured) are released. A handler running on the engine thread at that moment is
     /// waited for. ``executeAndWait()`` and ``response()`` still return (with
     /// ``TernError/cancelled``).
@@ -102,6 +102,7 @@ extension Request {
             s.settings.completions = []
             s.settings.headHandler = nil
             s.settings.dataHandler = nil
+            s.settings.authenticationHandler = nil
             return s.run
         }
         run?.silence()
@@ -119,7 +120,8 @@ extension Request {
                 headHandler: settings.headHandler, dataHandler: settings.dataHandler)
             let run = Run(request: self, plan: plan, handlers: handlers)
             s.run = run
-            s.outcome = Outcome(startDate: Date())
+            s.outcome = Outcome(
+                startDate: Date(), originalURL: plan.url, effectiveURL: plan.url)
             return (run, true)
         }
         if isNew { run.start() }

@@ -23,6 +23,9 @@ struct Outcome: Sendable {
     var decodedEncoding: String?
     var bytesDelivered: UInt64 = 0
     var bodySkipped = false
+    var originalURL: URL?
+    var effectiveURL: URL?
+    var redirectCount = 0
 }
 
 extension Request {
@@ -47,6 +50,19 @@ extension Request {
 
     /// True when the latest execution ended by being cancelled.
     public var isCancelled: Bool { outcome(\.isCancelled) }
+
+    /// The URL the latest execution started from, without any `user:password@` part
+    /// (ASIHTTPRequest's `originalURL`); `nil` before the first execution.
+    public var originalURL: URL? { outcome(\.originalURL) }
+
+    /// The URL of the hop being sent or answered, then of the final response: where the
+    /// redirects led (curl's `url_effective`); `nil` before the first execution.
+    ///
+    /// Inside ``headHandler`` it names the URL that the head answers.
+    public var effectiveURL: URL? { outcome(\.effectiveURL) }
+
+    /// How many redirects the latest execution followed, once finished.
+    public var redirectCount: Int { outcome(\.redirectCount) }
 
     /// The HTTP status code, or 0 before a response head arrived.
     ///

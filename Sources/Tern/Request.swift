@@ -171,6 +171,19 @@ public final class Request: Sendable {
         var tls: TLSOptions?
         var concatData = false
         var http10 = false
+        var maxReceiveSpeed: UInt64 = 0
+        var maxRedirects = 20
+        var redirectPolicy = RedirectPolicy()
+        var credential: Credential?
+        var authenticationSchemes = AuthenticationSchemes.any
+        var sessionCredentialStore: (any CredentialStore)? = SessionCredentialStore.shared
+        var persistentCredentialStore: (any CredentialStore)?
+        var authenticationHandler: AuthenticationChallenge.Handler?
+        var usesCookies = true
+        var cookieJar: CookieJar = .shared
+        var proxy: ProxyConfiguration?
+        var proxyAuthenticationSchemes = AuthenticationSchemes.any
+        var proxyEnvironment: ProxyEnvironment?
         var callbackQueue: DispatchQueue = .main
         var engine: Engine?
         var listener: Listener?
@@ -196,8 +209,9 @@ public final class Request: Sendable {
     /// Creates a request.
     ///
     /// - Parameters:
-    ///   - url: An `http` or `https` URL. A `user:password@` part is sent as Basic
-    ///     `Authorization` (unless ``headerFields`` has one) and never in the request line.
+    ///   - url: An `http` or `https` URL. A `user:password@` part is the request's
+    ///     credential when ``credential`` is `nil` (see ``credential``), and never goes into
+    ///     the request line.
     ///   - method: The request method (default GET).
     public init(url: URL, method: HTTPRequest.Method = .get) {
         self.id = Self.nextID.add(1, ordering: .relaxed).oldValue
@@ -216,7 +230,12 @@ public final class Request: Sendable {
 
     // MARK: - What to send
 
-    /// The URL to request. `user:password@` in it becomes Basic `Authorization`.
+    /// The URL to request.
+    ///
+    /// A `user:password@` part (percent-encoded) answers the origin's authentication
+    /// challenges when ``credential`` is `nil`, with the schemes of
+    /// ``authenticationSchemes``; it never goes into the request line. Redirects do not
+    /// change this property: see ``effectiveURL`` and ``originalURL``.
     public var url: URL {
         get { setting(\.url) }
         set { set(\.url, newValue) }
@@ -258,7 +277,13 @@ public final class Request: Sendable {
         set { set(\.origin, newValue) }
     }
 
-    /// The `Cookie` field, such as `"a=1; b=2"`.
+    /// The `Cookie` field, such as `"a=1; b=2"` (mesibo's `cookie`).
+    ///
+    /// These cookies are sent as they are, in one `Cookie` field together with those of
+    /// ``cookieJar`` for the URL (the jar's first), and only to the request's own origin: a
+    /// redirect to another scheme, host or port drops them for the rest of the chain (unless
+    /// ``redirectPolicy`` has ``RedirectPolicy/trustsCrossOrigin``). A `Cookie` field in
+    /// ``headerFields`` is treated the same way.
     public var cookie: String? {
         get { setting(\.cookie) }
         set { set(\.cookie, newValue) }
@@ -461,9 +486,14 @@ public final class Request: Sendable {
         set { set(\.dataHandler, newValue) }
     }
 
-    /// Runs on the engine's thread when the response head arrives, before any body byte;
-    /// ``statusCode``, ``responseHeaders`` and ``sentRequestHead`` are readable inside it.
-    /// Return `false` to stop the request (it fails with ``TernError/Code/cancelled``).
+    /// Runs on the engine's thread when a response head arrives, before any body byte;
+    /// ``statusCode``, ``responseHeaders``, ``sentRequestHead`` and ``effectiveURL`` are
+    /// readable inside it. Return `false` to stop the request (it fails with
+    /// ``TernError/Code/cancelled``).
+    ///
+    /// It runs once per hop: for each redirect and each `401`/`407` challenge on the way, then
+    /// for the final response (the head of a redirect the engine is about to follow looks like
+    /// any other head; ``effectiveURL`` names the URL it answers).
     ///
     /// The same rules as for ``dataHandler`` apply: keep it short.
     public var headHandler: HeadHandler? {

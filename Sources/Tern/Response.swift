@@ -32,8 +32,14 @@ public struct Response: Sendable {
         }
     }
 
-    /// The URL requested, without any `user:password@` part.
+    /// The URL of the final response: the URL requested, or where the redirects led
+    /// (curl's `url_effective`), without any `user:password@` part.
     public let url: URL
+    /// The URL as requested, before any redirect, without any `user:password@` part
+    /// (ASIHTTPRequest's `originalURL`).
+    public let originalURL: URL
+    /// How many redirects were followed to reach ``url`` (0 when none).
+    public let redirectCount: Int
     /// The final status, with its reason phrase.
     ///
     /// A download resumed from a file that was already complete needs no exchange and

@@ -41,6 +41,9 @@ struct AttemptReport: Sendable {
     var decodedEncoding: String?
     var bytesDelivered: UInt64
     var bodySkipped: Bool
+    /// The URL of the last hop, as the engine has it.
+    var effectiveURL: String?
+    var redirectCount: Int
 }
 
 /// A response head as seen when it arrived.
@@ -75,6 +78,9 @@ final class Run: @unchecked Sendable {
     let request: Request
     let plan: Plan
     let logger: Logger
+    /// Picks credentials for challenges and records those that worked; `nil` when the request
+    /// has no credential store and no handler.
+    let authentication: AuthenticationCoordinator?
     private let started = ContinuousClock.now
     private let state: Locked<State>
     // Held while a handler runs on the engine thread, so that clearDelegatesAndCancel() can
@@ -97,6 +103,13 @@ final class Run: @unchecked Sendable {
         logger[metadataKey: "tern.request"] = "\(plan.requestID)"
         self.logger = logger
         self.state = Locked(State(handlers: handlers))
+        if plan.sessionStore != nil || plan.persistentStore != nil || plan.authHandler != nil {
+            authentication = AuthenticationCoordinator(
+                sessionStore: plan.sessionStore, persistentStore: plan.persistentStore,
+                handler: plan.authHandler)
+        } else {
+            authentication = nil
+        }
     }
 
     // MARK: - Lifecycle
@@ -257,6 +270,22 @@ final class Run: @unchecked Sendable {
         return callOnEngineThread({ $0.headHandler }) { $0(request) }
     }
 
+    /// A hop is about to be sent to `url`: it becomes the request's effective URL.
+    func attemptWillSendHop(_ attempt: Attempt, url: URL) {
+        let isCurrent = state.withLock { $0.attempt === attempt }
+        guard isCurrent else { return }
+        request.storage.withLock { $0.outcome.effectiveURL = url }
+    }
+
+    /// Runs `body` (a caller's closure, on the engine thread) unless the run was silenced by
+    /// clearDelegatesAndCancel(), which waits for one in progress; `fallback` otherwise.
+    func whileHandlersLive<T>(_ fallback: T, _ body: () -> T) -> T {
+        handlerLock.lock()
+        defer { handlerLock.unlock() }
+        guard state.withLock({ $0.handlers != nil }) else { return fallback }
+        return body()
+    }
+
     func attemptDidProgress(
         _ attempt: Attempt, state st: Request.State, percent: Int, done: UInt64, total: UInt64
     ) {
@@ -320,6 +349,10 @@ final class Run: @unchecked Sendable {
             s.outcome.decodedEncoding = report.decodedEncoding
             s.outcome.bytesDelivered = report.bytesDelivered
             s.outcome.bodySkipped = report.bodySkipped
+            s.outcome.redirectCount = report.redirectCount
+            if let effective = report.effectiveURL.flatMap(Self.cleanURL) {
+                s.outcome.effectiveURL = effective
+            }
             if let length = report.contentLength { s.outcome.contentLength = length }
         }
         enum Next { case retry(TimeInterval, Int), finish, nothing }
@@ -476,10 +509,24 @@ final class Run: @unchecked Sendable {
         }
     }
 
+    /// A URL from the engine without user info or fragment, as ``Response/url`` promises.
+    static func cleanURL(_ string: String) -> URL? {
+        guard var components = URLComponents(string: string) else { return URL(string: string) }
+        if components.user == nil && components.password == nil && components.fragment == nil {
+            return components.url
+        }
+        components.user = nil
+        components.password = nil
+        components.fragment = nil
+        return components.url
+    }
+
     private func makeResponse(_ report: AttemptReport) -> Response {
         let head = report.head
         return Response(
-            url: plan.url,
+            url: report.effectiveURL.flatMap(Self.cleanURL) ?? plan.url,
+            originalURL: plan.url,
+            redirectCount: report.redirectCount,
             status: HTTPResponse.Status(code: head?.status ?? 0, reasonPhrase: head?.reason ?? ""),
             httpMinorVersion: head?.httpMinorVersion ?? 1,
             headerFields: head?.fields ?? [:],

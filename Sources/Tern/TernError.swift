@@ -153,6 +153,12 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let download = Phase(rawValue: "download")
         /// A caller's handler or a cancellation.
         public static let caller = Phase(rawValue: "caller")
+        /// Following a redirect.
+        public static let redirect = Phase(rawValue: "redirect")
+        /// Authenticating with the server or the proxy.
+        public static let authentication = Phase(rawValue: "authentication")
+        /// Talking to the proxy (such as its answer to `CONNECT`).
+        public static let proxy = Phase(rawValue: "proxy")
     }
 
     /// What went wrong, as a code to match on.
@@ -290,6 +296,16 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let badContentEncoding = TernError(code: .badContentEncoding)
     /// Matches errors with code ``Code/decodeLimitExceeded``: a decoded body exceeded its limits.
     public static let decodeLimitExceeded = TernError(code: .decodeLimitExceeded)
+    /// Matches errors with code ``Code/tooManyRedirects``: more redirects than allowed.
+    public static let tooManyRedirects = TernError(code: .tooManyRedirects)
+    /// Matches errors with code ``Code/redirectRefused``: a redirect could not or may not be
+    /// followed (a bad `Location`, https to http).
+    public static let redirectRefused = TernError(code: .redirectRefused)
+    /// Matches errors with code ``Code/authenticationFailed``: authentication was cancelled or
+    /// could not be computed.
+    public static let authenticationFailed = TernError(code: .authenticationFailed)
+    /// Matches errors with code ``Code/proxyError``: the proxy refused or failed the tunnel.
+    public static let proxyError = TernError(code: .proxyError)
 
     /// The phase a code implies when nothing more precise is known.
     static func defaultPhase(for code: Code) -> Phase? {
@@ -313,6 +329,12 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
             return .download
         case .cancelled, .callbackAborted:
             return .caller
+        case .tooManyRedirects, .redirectRefused:
+            return .redirect
+        case .authenticationFailed:
+            return .authentication
+        case .proxyError:
+            return .proxy
         default:
             return code.rawValue <= -27 && code.rawValue >= -35 ? .tls : nil
         }

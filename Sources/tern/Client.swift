@@ -49,11 +49,45 @@ final class CommandRunner {
     let engine: Engine
     let dataItems: [DataItem]
     let formItems: [(value: String, literal: Bool)]
+    /// The schemes -u (and URL) credentials may answer: the last of --basic, --digest and
+    /// --anyauth, Basic when none (curl's default).
+    let authSchemes: Request.AuthenticationSchemes
+    /// The same for proxy credentials (--proxy-basic, --proxy-digest, --proxy-anyauth).
+    let proxyAuthSchemes: Request.AuthenticationSchemes
+    /// curl's cookie engine: on with -b FILE or -c, shared by every URL of the run.
+    let cookieJar: CookieJar?
+    /// The -b "N=V" strings, sent as they are (never saved by -c), joined.
+    let cookieLine: String?
 
-    init(options: TernCommand, dataItems: [DataItem], formItems: [(value: String, literal: Bool)]) {
+    init(
+        options: TernCommand, dataItems: [DataItem], formItems: [(value: String, literal: Bool)],
+        authFlag: String? = nil, proxyAuthFlag: String? = nil
+    ) {
         self.options = options
         self.dataItems = dataItems
         self.formItems = formItems
+        authSchemes = Self.schemes(for: authFlag, prefix: "--")
+        proxyAuthSchemes = Self.schemes(for: proxyAuthFlag, prefix: "--proxy-")
+        // -b: a value with '=' is cookies to send; anything else names a file to read, as
+        // curl decides. Reading a file, or -c, turns the cookie engine on.
+        var lines: [String] = []
+        var files: [String] = []
+        for value in options.cookies {
+            if value.contains("=") { lines.append(value) } else { files.append(value) }
+        }
+        cookieLine = lines.isEmpty ? nil : lines.joined(separator: "; ")
+        if !files.isEmpty || options.cookieJar != nil {
+            let jar = CookieJar()
+            for file in files where !file.isEmpty && file != "-" {
+                // curl reads what it can and silently ignores a file it cannot open.
+                _ = try? jar.loadNetscapeCookieFile(
+                    at: URL(fileURLWithPath: file),
+                    includingSessionCookies: !options.junkSessionCookies)
+            }
+            cookieJar = jar
+        } else {
+            cookieJar = nil
+        }
         let verbose = options.verbose
         let logger = Logger(label: "tern") { _ in
             verbose ? StarLogHandler() as any LogHandler : SwiftLogNoOpLogHandler()
@@ -64,6 +98,13 @@ final class CommandRunner {
             Output.stderr("tern: cannot start the engine: \(error.message)\n")
             exit(2)
         }
+    }
+
+    /// `--basic`/`--digest`/`--anyauth` (or the proxy forms) as schemes; Basic by default.
+    private static func schemes(for flag: String?, prefix: String) -> Request.AuthenticationSchemes {
+        if flag == prefix + "digest" { return .digest }
+        if flag == prefix + "anyauth" { return .any }
+        return .basic
     }
 
     /// Fetches every URL in turn; returns the first failure's exit code, or 0.
@@ -80,7 +121,25 @@ final class CommandRunner {
             if interrupts.caught != 0 { break }
         }
         interrupts.exitIfCaught()
+        saveCookies()
         return exitCode
+    }
+
+    /// -c: every cookie of the run (not the -b "N=V" ones) to the file, or stdout for "-".
+    /// A file that cannot be written is a warning, as in curl.
+    private func saveCookies() {
+        guard let path = options.cookieJar, let jar = cookieJar else { return }
+        if path == "-" {
+            Output.stdout(jar.netscapeCookieFileText())
+            return
+        }
+        do {
+            try jar.saveNetscapeCookieFile(to: URL(fileURLWithPath: path))
+        } catch {
+            if !options.silent || options.showError {
+                Output.stderr("tern: WARNING: failed to save cookies in \(path): \(error.message)\n")
+            }
+        }
     }
 
     private func transferWithRetries(_ url: String, index: Int) -> Int32 {
@@ -152,6 +211,46 @@ final class CommandRunner {
         request.decoding = options.compressed ? .automatic : .none
         request.tls = tlsOptions()
         if let agent = options.userAgent { request.userAgent = agent }
+        if let rate = options.limitRate.flatMap(CurlArguments.rate) {
+            request.maxReceiveSpeed = rate
+        }
+
+        // Redirects: only with -L, at most --max-redirs (curl's default 50). Like curl, an
+        // https page may send us to http.
+        let follows = options.location || options.locationTrusted
+        request.maxRedirects = follows ? (options.maxRedirs < 0 ? Int(UInt32.max) : options.maxRedirs) : 0
+        var policy: Request.RedirectPolicy = [.allowsDowngrade]
+        if options.post301 { policy.insert(.keepsPOSTOn301) }
+        if options.post302 { policy.insert(.keepsPOSTOn302) }
+        if options.post303 { policy.insert(.keepsPOSTOn303) }
+        if options.locationTrusted { policy.insert(.trustsCrossOrigin) }
+        request.redirectPolicy = policy
+
+        // Credentials: -u, else the URL's; curl keeps nothing between runs.
+        request.authenticationSchemes = authSchemes
+        request.sessionCredentialStore = nil
+        if let user = options.user {
+            let (name, password) = Self.userAndPassword(user)
+            request.credential = Credential(user: name, password: password, persistence: .none)
+        }
+
+        // Cookies: the jar (-b FILE, -c) on every hop, -b "N=V" to this origin.
+        request.usesCookies = cookieJar != nil
+        if let jar = cookieJar { request.cookieJar = jar }
+        request.cookie = cookieLine
+
+        // The proxy: -x, else the environment's (curl's rules); --noproxy and no_proxy exempt
+        // hosts; -U gives credentials to whichever proxy applies.
+        let proxy: ProxyConfiguration?
+        do throws(TernError) {
+            proxy = try proxyConfiguration(for: url)
+        } catch {
+            return error.code == .unsupported
+                ? failure(4, error.message)
+                : failure(5, "Unsupported proxy syntax: \(error.message)")
+        }
+        request.proxy = proxy
+        request.proxyAuthenticationSchemes = proxyAuthSchemes
         if let referer = options.referer {
             request.referrer = referer.hasSuffix(";auto") ? String(referer.dropLast(5)) : referer
         }
@@ -236,7 +335,10 @@ final class CommandRunner {
             if let offset = options.continueAt.flatMap(UInt64.init), offset > 0 {
                 fields[.range] = "bytes=\(offset)-"
             }
-            request.dataHandler = { data in
+            let failOnError = options.fail
+            request.dataHandler = { [unowned request] data in
+                // Only the final hop's body arrives here: with -f, an error status stops it.
+                if failOnError && request.statusCode >= 400 { return false }
                 if Output.writeAll(1, data) { return true }
                 state.writeFailed = true
                 return false
@@ -271,7 +373,13 @@ final class CommandRunner {
             }
             state.headShown = true
             if dump >= 0 { _ = Output.writeAll(dump, Data(head.utf8)) }
-            if failOnError && request.statusCode >= 400 { return false }
+            // A 401 or 407 may be a challenge the engine answers with another hop; the body
+            // handler stops a final one.
+            if failOnError && request.statusCode >= 400 && request.statusCode != 401
+                && request.statusCode != 407
+            {
+                return false
+            }
             if showHead, !Output.writeAll(1, Data(head.utf8)) {
                 state.writeFailed = true
                 return false
@@ -316,13 +424,24 @@ final class CommandRunner {
             } else if failOnError && status >= 400 {
                 outcome = TransferOutcome(code: 22, transient: retryableStatus, reason: "HTTP error")
                 message = "The requested URL returned error: \(status)"
+            } else if proxy != nil, error.code == .resolveFailed {
+                // Through a proxy only the proxy's name is resolved here.
+                outcome = TransferOutcome(code: 5, transient: true, reason: "resolve proxy")
+                message = "Could not resolve proxy: \(proxy?.host ?? ""): \(error.message)"
             } else {
                 outcome = TransferOutcome(
                     code: ExitCodes.curl(for: error),
                     transient: error.isTimeout || error.code == .resolveFailed,
                     reason: error.isTimeout ? "timeout" : error.code.description)
-                message = error.message
+                message = error.code == .tooManyRedirects
+                    ? "Maximum (\(request.maxRedirects)) redirects followed (\(error.message))"
+                    : error.message
             }
+        }
+        // curl -L --max-redirs 0 fails on the first redirect instead of returning it.
+        if outcome.code == 0, follows, options.maxRedirs == 0, Self.isRedirect(request) {
+            outcome = TransferOutcome(code: 47)
+            message = "Maximum (0) redirects followed"
         }
         // nginx answers 400 after a handshake in which it asked for a certificate it did not
         // get; say what to do about it.
@@ -342,6 +461,40 @@ final class CommandRunner {
             Output.stderr("* done\n")
         }
         return outcome
+    }
+
+    /// A 3xx response that -L would follow: a redirect status with a Location.
+    static func isRedirect(_ request: Request) -> Bool {
+        [301, 302, 303, 307, 308].contains(request.statusCode)
+            && request.responseHeaders[.location] != nil
+    }
+
+    /// USER[:PASSWORD] split at the first colon; no colon means an empty password (curl
+    /// would prompt).
+    static func userAndPassword(_ text: String) -> (String, String) {
+        guard let colon = text.firstIndex(of: ":") else { return (text, "") }
+        return (String(text[..<colon]), String(text[text.index(after: colon)...]))
+    }
+
+    /// The proxy for `url` by curl's rules: -x ("" for none), else http_proxy, https_proxy,
+    /// all_proxy; --noproxy (else no_proxy) exempts hosts; -U supplies the credential.
+    private func proxyConfiguration(for url: URL) throws(TernError) -> ProxyConfiguration? {
+        var environment = ProxyEnvironment()
+        let credential = options.proxyUser.map { text -> Credential in
+            let (name, password) = Self.userAndPassword(text)
+            return Credential(user: name, password: password, persistence: .none)
+        }
+        if let explicit = options.proxy {
+            if explicit.isEmpty {
+                environment = .direct
+            } else {
+                environment.explicitProxy = try ProxyConfiguration(explicit, credential: credential)
+            }
+        }
+        if let list = options.noProxy { environment.noProxy = NoProxyList(list) }
+        guard var proxy = try environment.proxy(for: url) else { return nil }
+        if let credential { proxy.credential = credential }
+        return proxy
     }
 
     /// The TLS options from --cacert, --capath, -k, -E, --key and --pass.

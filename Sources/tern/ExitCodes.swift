@@ -25,9 +25,10 @@ enum ExitCodes {
         case .tlsClientCertificateRequired, .tlsCertificateFileError: return 58  // local cert
         case .tlsCAFileError: return 77  // CA cert
         case .badContentEncoding, .decodeLimitExceeded: return 61  // bad content encoding
-        case .tooManyRedirects, .redirectRefused: return 47  // too many redirects
+        case .tooManyRedirects: return 47  // too many redirects
+        case .redirectRefused: return 3  // a Location curl cannot parse: URL malformed
         case .authenticationFailed: return 67  // login denied
-        case .proxyError: return 97  // proxy handshake
+        case .proxyError: return 56  // curl: "CONNECT tunnel failed" is a receive failure
         default:
             return error.isTLSVerificationFailure ? 60 : 2
         }

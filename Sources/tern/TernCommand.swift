@@ -18,11 +18,15 @@ struct TernCommand: ParsableCommand {
         commandName: "tern",
         abstract: "Transfer URLs over HTTP/1.1, with curl's flags.",
         discussion: """
-            Several URLs are fetched one after another. Exit codes follow curl's: 3 bad URL, \
+            Several URLs are fetched one after another. Exit codes follow curl's: 3 bad URL \
+            (also a redirect Location that cannot be followed), 5 could not resolve the proxy, \
             6 could not resolve, 7 could not connect, 18 partial body, 22 HTTP error with -f, \
-            23 write error, 26 read error, 28 timeout, 35 TLS handshake failed, 58 client \
-            certificate problem, 60 server certificate not trusted, 61 bad or oversized \
-            compressed body, 77 CA certificates unreadable.
+            23 write error, 26 read error, 28 timeout, 35 TLS handshake failed, 47 too many \
+            redirects, 56 receive failure or the proxy refused CONNECT, 58 client certificate \
+            problem, 60 server certificate not trusted, 61 bad or oversized compressed body, \
+            67 authentication failed, 77 CA certificates unreadable. A final 401 is a response \
+            (exit 0, or 22 with -f). http_proxy, https_proxy, all_proxy and no_proxy are \
+            honoured as curl honours them.
             """,
         version: "tern \(Engine.version)")
 
@@ -155,6 +159,77 @@ struct TernCommand: ParsableCommand {
     @Flag(name: [.customShort("0"), .customLong("http1.0")], help: "Speak HTTP/1.0.")
     var http10 = false
 
+    @Flag(name: [.customShort("L"), .customLong("location")],
+          help: "Follow redirects (301, 302, 303, 307, 308).")
+    var location = false
+
+    @Flag(name: .customLong("location-trusted"),
+          help: "Like -L, and send credentials and -H cookies to other hosts too.")
+    var locationTrusted = false
+
+    @Option(name: .customLong("max-redirs"), parsing: .unconditional,
+            help: ArgumentHelp("Follow at most NUM redirects with -L (default 50; -1: no limit).", valueName: "num"))
+    var maxRedirs: Int = 50
+
+    @Flag(name: .customLong("post301"), help: "Keep POST on a 301 with -L (instead of GET).")
+    var post301 = false
+
+    @Flag(name: .customLong("post302"), help: "Keep POST on a 302 with -L (instead of GET).")
+    var post302 = false
+
+    @Flag(name: .customLong("post303"), help: "Keep POST on a 303 with -L (instead of GET).")
+    var post303 = false
+
+    @Option(name: [.customShort("u"), .customLong("user")], parsing: .unconditional,
+            help: ArgumentHelp("Server user and password USER[:PASSWORD] (no password: empty).", valueName: "user:password"))
+    var user: String?
+
+    @Flag(name: .customLong("basic"), help: "Send -u credentials with Basic, at once (the default).")
+    var basic = false
+
+    @Flag(name: .customLong("digest"), help: "Answer the server's challenge with Digest.")
+    var digest = false
+
+    @Flag(name: .customLong("anyauth"), help: "Answer the server's challenge with its strongest scheme.")
+    var anyAuth = false
+
+    @Option(name: [.customShort("b"), .customLong("cookie")], parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("Cookies \"N=V; N2=V2\" to send, or a Netscape cookie FILE to read (enables the cookie engine) (repeatable).", valueName: "data|filename"))
+    var cookies: [String] = []
+
+    @Option(name: [.customShort("c"), .customLong("cookie-jar")], parsing: .unconditional,
+            help: ArgumentHelp("Write all cookies to FILE (Netscape format) at the end; \"-\": stdout.", valueName: "filename"))
+    var cookieJar: String?
+
+    @Flag(name: [.customShort("j"), .customLong("junk-session-cookies")],
+          help: "Ignore session cookies read from -b FILE.")
+    var junkSessionCookies = false
+
+    @Option(name: [.customShort("x"), .customLong("proxy")], parsing: .unconditional,
+            help: ArgumentHelp("HTTP proxy [http://][user:password@]host[:port] (\"\": none, not even from the environment).", valueName: "proxy"))
+    var proxy: String?
+
+    @Option(name: [.customShort("U"), .customLong("proxy-user")], parsing: .unconditional,
+            help: ArgumentHelp("Proxy user and password USER[:PASSWORD].", valueName: "user:password"))
+    var proxyUser: String?
+
+    @Option(name: .customLong("noproxy"), parsing: .unconditional,
+            help: ArgumentHelp("Hosts to reach without a proxy, comma-separated (\"*\": all); replaces no_proxy.", valueName: "no-proxy-list"))
+    var noProxy: String?
+
+    @Flag(name: .customLong("proxy-basic"), help: "Send proxy credentials with Basic, at once (the default).")
+    var proxyBasic = false
+
+    @Flag(name: .customLong("proxy-digest"), help: "Answer the proxy's challenge with Digest.")
+    var proxyDigest = false
+
+    @Flag(name: .customLong("proxy-anyauth"), help: "Answer the proxy's challenge with its strongest scheme.")
+    var proxyAnyAuth = false
+
+    @Option(name: .customLong("limit-rate"), parsing: .unconditional,
+            help: ArgumentHelp("Receive at most RATE bytes per second; suffixes k, m, g (1024-based).", valueName: "speed"))
+    var limitRate: String?
+
     @Argument(help: "URLs to fetch, one after another.")
     var urls: [String] = []
 
@@ -164,6 +239,10 @@ struct TernCommand: ParsableCommand {
         if let range, range.isEmpty { throw ValidationError("-r needs a range") }
         if let c = continueAt, c != "-", UInt64(c) == nil {
             throw ValidationError("-C needs an offset or \"-\"")
+        }
+        if maxRedirs < -1 { throw ValidationError("--max-redirs needs a number >= -1") }
+        if let rate = limitRate, CurlArguments.rate(rate) == nil {
+            throw ValidationError("--limit-rate: unsupported rate \"\(rate)\" (use a number with G, M, K or B)")
         }
         let hasData = !(data.isEmpty && dataBinary.isEmpty && dataRaw.isEmpty && dataURLEncode.isEmpty)
         let hasForm = !(form.isEmpty && formString.isEmpty)
@@ -191,7 +270,11 @@ enum Main {
         }
         exit(CommandRunner(
             options: command, dataItems: CurlArguments.dataItems(in: arguments),
-            formItems: CurlArguments.formItems(in: arguments)).run())
+            formItems: CurlArguments.formItems(in: arguments),
+            authFlag: CurlArguments.last(of: ["--basic", "--digest", "--anyauth"], in: arguments),
+            proxyAuthFlag: CurlArguments.last(
+                of: ["--proxy-basic", "--proxy-digest", "--proxy-anyauth"], in: arguments)
+        ).run())
     }
 }
 
@@ -200,15 +283,59 @@ enum Main {
 /// and a value that looks like an option (`-C -`, `-d -x`) after its option.
 enum CurlArguments {
     static let shortWithValue: Set<Character> = [
-        "X", "H", "d", "o", "C", "r", "D", "w", "A", "e", "m", "F", "T", "E",
+        "X", "H", "d", "o", "C", "r", "D", "w", "A", "e", "m", "F", "T", "E", "u", "b", "c",
+        "x", "U",
     ]
     static let longWithValue: Set<String> = [
         "--request", "--header", "--data", "--data-binary", "--output", "--continue-at",
         "--range", "--dump-header", "--write-out", "--user-agent", "--referer",
         "--connect-timeout", "--max-time", "--retry", "--data-raw", "--data-urlencode",
         "--form", "--form-string", "--upload-file", "--cacert", "--capath", "--cert", "--key",
-        "--pass",
+        "--pass", "--max-redirs", "--user", "--cookie", "--cookie-jar", "--proxy",
+        "--proxy-user", "--noproxy", "--limit-rate",
     ]
+
+    /// Which of `flags` comes last in normalized arguments (curl: the last of --basic,
+    /// --digest and --anyauth wins); `nil` when none is there.
+    static func last(of flags: Set<String>, in arguments: [String]) -> String? {
+        var found: String?
+        var index = 0
+        while index < arguments.count {
+            let word = arguments[index]
+            index += 1
+            if word == "--" { break }
+            if flags.contains(word) {
+                found = word
+            } else if longWithValue.contains(word)
+                || (word.count == 2 && word.hasPrefix("-") && shortWithValue.contains(word.last!))
+            {
+                index += 1  // that option's value
+            }
+        }
+        return found
+    }
+
+    /// A --limit-rate value in bytes per second: an integer with an optional unit G, M, K or
+    /// B (1024-based; either case), as curl reads it; `nil` when malformed.
+    static func rate(_ text: String) -> UInt64? {
+        var digits = Substring(text)
+        var multiplier: UInt64 = 1
+        if let unit = digits.last, !unit.isNumber {
+            switch unit {
+            case "g", "G": multiplier = 1 << 30
+            case "m", "M": multiplier = 1 << 20
+            case "k", "K": multiplier = 1 << 10
+            case "b", "B": multiplier = 1
+            default: return nil
+            }
+            digits = digits.dropLast()
+        }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let value = UInt64(digits) else {
+            return nil
+        }
+        let (product, overflow) = value.multipliedReportingOverflow(by: multiplier)
+        return overflow ? nil : product
+    }
 
     /// The request body options in command-line order (curl joins them with `&` in the order
     /// given, whichever flag each came from), read from normalized arguments.

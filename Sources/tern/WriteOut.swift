@@ -23,9 +23,14 @@ enum WriteOut {
         func seconds(_ value: TimeInterval?) -> String { String(format: "%.6f", value ?? 0) }
         let total = timings?.total ?? 0
         let received = request.bytesReceived
+        // A CONNECT the proxy refused: its status is curl's http_connect, and no response
+        // came from the server.
+        let refusedTunnel = request.error?.code == .proxyError
+        let code = refusedTunnel ? 0 : request.statusCode
         let variables: [String: String] = [
-            "http_code": String(format: "%03d", request.statusCode),
-            "response_code": String(format: "%03d", request.statusCode),
+            "http_code": String(format: "%03d", code),
+            "response_code": String(format: "%03d", code),
+            "http_connect": String(format: "%03d", refusedTunnel ? request.statusCode : 0),
             "size_download": "\(received)",
             "size_upload": "\(request.progress.bytesSent)",
             "size_header": "\(request.statusCode == 0 ? 0 : CommandRunner.headText(request).utf8.count)",
@@ -35,7 +40,9 @@ enum WriteOut {
             "time_starttransfer": seconds(timings?.headers),
             "time_namelookup": seconds(0),
             "speed_download": String(format: "%.0f", total > 0 ? Double(received) / total : 0),
-            "url_effective": url,
+            "url_effective": request.effectiveURL?.absoluteString ?? url,
+            "num_redirects": "\(request.redirectCount)",
+            "redirect_url": redirectURL(request),
             "url": url,
             "content_type": request.responseHeaders[.contentType] ?? "",
             "http_version": request.responseHTTPMinorVersion.map { "1.\($0)" } ?? "0",
@@ -91,5 +98,15 @@ enum WriteOut {
             }
         }
         flush()
+    }
+
+    /// Where a 3xx that was not followed points, resolved against the URL it came from (curl's
+    /// `%{redirect_url}`); empty otherwise.
+    static func redirectURL(_ request: Request) -> String {
+        guard (300..<400).contains(request.statusCode),
+            let location = request.responseHeaders[.location], !location.isEmpty
+        else { return "" }
+        let base = request.effectiveURL ?? request.url
+        return URL(string: location, relativeTo: base)?.absoluteString ?? location
     }
 }

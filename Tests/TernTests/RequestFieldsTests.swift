@@ -28,6 +28,9 @@ extension TernTests {
             request.cacheControl = "max-age=0"
             request.ims = Date(timeIntervalSince1970: 784_111_777)
             request.body = Data("hello".utf8)
+            // URL credentials answer challenges; Basic alone sends them at once (no challenge
+            // comes from /echo).
+            request.authenticationSchemes = .basic
             let echo = try echo(request)
             #expect(echo.method == "POST")
             #expect(echo.target == "/echo?x=1")
