@@ -1286,20 +1286,28 @@ int tern__request_decide_hop(tern_request_t *req) {
   return 0;
 }
 
-/* Drops caller headers that carry credentials (Authorization, Cookie) before another origin
- * sees them. */
-static void strip_credential_headers(tern_request_t *req) {
+/* Drops the caller's header lines whose names are in `names` (lower case, NULL-terminated). */
+static void strip_headers(tern_request_t *req, const char *const *names) {
   tern__str kept = {0};
   const char *p = req->headers.data, *end = p ? p + req->headers.len : NULL;
   while (p && p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
-    if (strncasecmp(p, "authorization:", 14) != 0 && strncasecmp(p, "cookie:", 7) != 0)
-      tern__str_append(&kept, p, n);
+    const char *colon = memchr(p, ':', n);
+    bool drop = false;
+    for (const char *const *nm = names; colon && *nm && !drop; nm++)
+      drop = tern__name_is(p, (size_t)(colon - p), *nm);
+    if (!drop) tern__str_append(&kept, p, n);
     p += n;
   }
   tern__str_free(&req->headers);
   req->headers = kept;
+}
+
+/* Credentials (Authorization, Cookie) never reach another origin. */
+static void strip_credential_headers(tern_request_t *req) {
+  static const char *const names[] = {"authorization", "cookie", NULL};
+  strip_headers(req, names);
   req->user_authorization = false;
 }
 
@@ -1354,6 +1362,10 @@ int tern__request_next_hop(tern_request_t *req) {
       req->method = get;
       clear_body(req);
       replay_body = false;
+      /* The headers that described the body go with it (Fetch 4.4, and curl). */
+      static const char *const body_headers[] = {"content-type", "content-encoding",
+                                                 "content-language", "content-location", NULL};
+      strip_headers(req, body_headers);
     }
     if (!same_origin(&req->url, &next) && !(req->redirect_flags & TERN_REDIRECT_TRUST_CROSS_ORIGIN)) {
       clear_auth(&req->www);

@@ -223,6 +223,7 @@ static tern_request_t *post_through(tern_engine_t *eng, const char *method, int 
   tern_request_t *req = request_owned(redirect_url(code, "/echo"));
   ASSERT_EQ(tern_request_set_method(req, method), 0);
   ASSERT_EQ(tern_request_set_body(req, body, n), 0);
+  ASSERT_EQ(tern_request_add_header(req, "Content-Type", "application/x-www-form-urlencoded"), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
   ASSERT_EQ(tern_request_set_redirect_flags(req, flags), 0);
   watch_hops(req, h);
@@ -241,6 +242,7 @@ static void assert_became_get(tern_request_t *req) {
   ASSERT(strncmp(head, "GET /echo HTTP/1.1\r\n", 20) == 0);
   ASSERT(ci_find(head, "\r\nContent-Length:") == NULL);
   ASSERT(ci_find(head, "\r\nTransfer-Encoding:") == NULL);
+  ASSERT(ci_find(head, "\r\nContent-Type:") == NULL); /* it went with the body, as in curl */
 }
 
 static void assert_kept(tern_request_t *req, const char *method, size_t n, const char *sha) {
@@ -278,6 +280,7 @@ TEST(redirect_307_308_keep_method_and_body) {
       hop_log h = {0};
       tern_request_t *req = post_through(eng, methods[m], codes[i], 0, body, n, &h);
       assert_kept(req, methods[m], n, sha);
+      ASSERT(ci_find(head_of(req), "\r\nContent-Type: application/x-www-form-urlencoded") != NULL);
       tern_request_free(req);
     }
   }
