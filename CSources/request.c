@@ -1273,8 +1273,10 @@ static bool answer_challenge(tern_request_t *req, tern__auth *a, const char *hea
 int tern__request_decide_hop(tern_request_t *req) {
   req->next_hop = TERN__HOP_NONE;
   int status = req->status;
-  if (is_redirect(status) && req->follow_max > 0 &&
-      tern__request_header_value(req, "location") != NULL) {
+  const char *location = tern__request_header_value(req, "location");
+  while (location && (*location == ' ' || *location == '\t')) location++;
+  /* An empty Location names no target: the 3xx is the response (curl does the same). */
+  if (is_redirect(status) && req->follow_max > 0 && location && *location) {
     req->next_hop = TERN__HOP_REDIRECT;
   } else if (status == 401 && answer_challenge(req, &req->www, "www-authenticate", 1)) {
     req->next_hop = TERN__HOP_AUTH;

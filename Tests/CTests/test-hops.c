@@ -550,7 +550,6 @@ TEST(redirect_loop) {
 TEST(redirect_bad_locations) {
   tern_engine_t *eng = test_engine_new(NULL);
   static const char *bad[] = {
-      "",                          /* empty */
       "http://",                   /* no host */
       "ftp://x/file",              /* unsupported scheme */
       "gopher://127.0.0.1:70/",    /* unsupported scheme */
@@ -572,6 +571,21 @@ TEST(redirect_bad_locations) {
     ASSERT_STR_EQ(tern_request_get_effective_url(req), h.url[0]);
     tern_request_free(req);
   }
+  test_finish(eng);
+}
+
+/* An empty Location names no target: the 3xx is the final response, as curl has it. */
+TEST(redirect_empty_location_is_final) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  hop_log h = {0};
+  tern_request_t *req = request_owned(redirect_url(302, ""));
+  watch_hops(req, &h);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 302);
+  ASSERT_EQ(tern_request_get_redirect_count(req), 0);
+  ASSERT_EQ(h.nreq, 1);
+  tern_request_free(req);
   test_finish(eng);
 }
 
