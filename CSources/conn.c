@@ -1113,7 +1113,7 @@ void tern__conn_fail(tern__conn *c, tern_request_t *victim, int err) {
   bool stale = victim && victim == first_request(c) && c->served > 0 && victim->status == 0 &&
                c->len == 0 && c->rstate == TERN__RESP_HEAD &&
                (err == TERN_EEMPTYREPLY || err == TERN_ECONNRESET) && victim->idempotent &&
-               victim->body_kind != TERN__BODY_CB;
+               tern__request_can_replay(victim);
   if (victim) {
     tern__list_remove(&victim->node);
     c->nrequests--;

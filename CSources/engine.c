@@ -442,11 +442,9 @@ void tern__hop_continue(tern_request_t *req) {
   }
   tern__log(eng, TERN_LOG_INFO, req, "next hop: %s %s", req->method,
             tern_request_get_effective_url(req));
-  tern__request_reset_response(req);
-  req->head_sent = req->body_done = req->sent = false;
-  req->reused = req->retried = req->force_new_conn = false;
-  req->conn = NULL;
-  req->origin = NULL; /* a redirect may lead elsewhere */
+  tern__request_rewind(req);
+  req->retried = req->force_new_conn = false; /* a new hop may retry a stale connection again */
+  req->origin = NULL;                         /* a redirect may lead elsewhere */
   r = tern__request_prepare(req, &eng->config);
   if (r) {
     tern__complete(req, r);
@@ -471,13 +469,11 @@ void tern__redispatch(tern_request_t *req, int err, bool counts_as_retry) {
     req->force_new_conn = true;
     TERN__STAT_ADD(eng, TERN_STAT_RETRIES, 1);
   }
-  if (req->body_kind == TERN__BODY_CB && req->head_sent) {
-    tern__complete(req, err); /* a callback body cannot be replayed */
+  if (!tern__request_can_replay(req)) {
+    tern__complete(req, err);
     return;
   }
-  tern__request_reset_response(req);
-  req->head_sent = req->body_done = req->sent = false;
-  req->reused = false;
+  tern__request_rewind(req);
   tern__dispatch(req);
 }
 

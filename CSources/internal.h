@@ -280,8 +280,8 @@ struct tern_request {
 
   /* response */
   int status, minor;
-  char *reason;
-  char *resp_block; /* one block: header pointers then NUL-terminated strings */
+  char *reason;     /* in resp_block */
+  char *resp_block; /* one block: header pointers, NUL-terminated strings, then the reason */
   size_t resp_count;
   tern__str body;
   int dl_fd;
@@ -339,8 +339,11 @@ int tern__request_body_end(tern_request_t *req);
 /* Completion of a file download: move PATH.part into place, or clean up. May turn success into
  * TERN_EFILEWRITE. */
 int tern__request_finish_file(tern_request_t *req, int err);
-/* Resets the per-response fields before a retry. */
-void tern__request_reset_response(tern_request_t *req);
+/* Makes the request ready to go out again (a retry or the next hop): no response, nothing of
+ * it on the wire, no connection. */
+void tern__request_rewind(tern_request_t *req);
+/* Whether its body can be sent again: a callback body can only if none of it was read. */
+bool tern__request_can_replay(const tern_request_t *req);
 void tern__request_set_error(tern_request_t *req, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tern__request_mark(tern_request_t *req, tern_time which);

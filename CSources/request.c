@@ -143,7 +143,6 @@ static void destroy(tern_request_t *req) {
   free(req->tls_password);
   free(req->tls_id);
   free(req->head);
-  free(req->reason);
   free(req->resp_block);
   tern__str_free(&req->body);
   close_fd(&req->body_fd);
@@ -991,10 +990,16 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   return 0;
 }
 
-void tern__request_reset_response(tern_request_t *req) {
+bool tern__request_can_replay(const tern_request_t *req) {
+  return req->body_kind != TERN__BODY_CB || req->body_sent == 0 || req->body_skipped;
+}
+
+void tern__request_rewind(tern_request_t *req) {
+  req->head_sent = req->body_done = req->sent = false;
+  req->reused = false;
+  req->conn = NULL;
   req->status = 0;
   req->minor = -1;
-  free(req->reason);
   req->reason = NULL;
   free(req->resp_block);
   req->resp_block = NULL;
@@ -1081,14 +1086,10 @@ static void save_validator(tern_request_t *req) {
 
 int tern__request_set_response(tern_request_t *req, int minor, int status, const char *reason,
                                size_t reason_len, const tern__header_t *h, size_t n) {
-  free(req->reason);
   free(req->resp_block);
   req->resp_block = NULL;
+  req->reason = NULL;
   req->resp_count = 0;
-  req->reason = malloc(reason_len + 1);
-  if (req->reason == NULL) return TERN_ENOMEM;
-  memcpy(req->reason, reason, reason_len);
-  req->reason[reason_len] = '\0';
   req->status = status;
   req->minor = minor;
 
@@ -1096,7 +1097,7 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
   size_t strings = 0;
   for (size_t i = 0; i < n; i++) strings += h[i].name_len + h[i].value_len + 2;
   size_t ptrs = 2 * n * sizeof(char *);
-  char *block = malloc(ptrs + strings + 1);
+  char *block = malloc(ptrs + strings + reason_len + 1);
   if (block == NULL) return TERN_ENOMEM;
   char **pairs = (char **)(void *)block;
   char *s = block + ptrs;
@@ -1110,6 +1111,9 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
     s += h[i].value_len;
     *s++ = '\0';
   }
+  memcpy(s, reason, reason_len);
+  s[reason_len] = '\0';
+  req->reason = s;
   req->resp_block = block;
   req->resp_count = n;
   return 0;
@@ -1382,7 +1386,7 @@ int tern__request_next_hop(tern_request_t *req) {
     req->tls_id = NULL;
     req->redirect_count++;
   }
-  if (replay_body && req->body_kind == TERN__BODY_CB && req->body_sent > 0 && !req->body_skipped) {
+  if (replay_body && !tern__request_can_replay(req)) {
     tern__request_set_error(req, TERN_EAUTH, "%s: cannot send a callback body again for the next hop",
                             host);
     return req->next_hop == TERN__HOP_REDIRECT ? TERN_EREDIRECT : TERN_EAUTH;
