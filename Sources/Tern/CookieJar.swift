@@ -698,6 +698,9 @@ public final class CookieJar: Sendable {
         return found.map(\.cookie)
     }
 
+    /// True when the jar holds no cookie (expired ones not yet removed count).
+    public var isEmpty: Bool { state.withLock { $0.count == 0 } }
+
     /// The value of the `Cookie` header for `url` (`"a=1; b=2"`), or `nil` when no cookie
     /// applies. See ``cookies(for:)`` for which cookies and in which order.
     public func cookieHeader(for url: URL) -> String? {

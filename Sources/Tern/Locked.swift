@@ -1,13 +1,53 @@
-// Locked: a value behind a lock, the one place mutable shared state lives (Alamofire's
-// `Protected`, NIO's `NIOLockedValueBox`). NSLock wraps a pthread mutex, which
-// ThreadSanitizer understands; Synchronization.Mutex's futex slow path on Linux is invisible
-// to it and shows up as false races.
+// Locks: a value behind a lock (Alamofire's `Protected`, NIO's `NIOLockedValueBox`) and a
+// mutex with a condition for the one place that waits (executeAndWait). Both are plain pthread
+// objects: ThreadSanitizer understands them (Synchronization.Mutex's futex path on Linux is
+// invisible to it and shows up as false races), and they need nothing from Foundation.
 
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A pthread mutex, optionally recursive, with one condition variable.
+final class ConditionLock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init(recursive: Bool = false) {
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        if recursive { pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE)) }
+        pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+    /// Waits for ``broadcast()``; the lock must be held.
+    func wait() { pthread_cond_wait(condition, mutex) }
+    func broadcast() { pthread_cond_broadcast(condition) }
+
+    func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
 
 // Sendable because `value` is only touched inside withLock, under `lock`.
 final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = ConditionLock()
     private var value: Value
 
     init(_ value: Value) {

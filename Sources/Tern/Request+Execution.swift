@@ -97,7 +97,7 @@ extension Request {
     /// waited for. ``executeAndWait()`` and ``response()`` still return (with
     /// ``TernError/cancelled``).
     public func clearDelegatesAndCancel() {
-        let run: Run? = storage.withLock { s in
+        let run: Execution? = storage.withLock { s in
             s.settings.listener = nil
             s.settings.completions = []
             s.settings.headHandler = nil
@@ -110,15 +110,16 @@ extension Request {
     }
 
     /// The running execution, or a new one started from the current settings.
-    func startOrJoin() -> (run: Run, started: Bool) {
-        let (run, isNew): (Run, Bool) = storage.withLock { s in
+    func startOrJoin() -> (run: Execution, started: Bool) {
+        let (run, isNew): (Execution, Bool) = storage.withLock { s in
             if let run = s.run { return (run, false) }
             let settings = s.settings
             let plan = Plan(settings: settings, requestID: id)
             let handlers = Handlers(
                 listener: settings.listener, completions: settings.completions,
-                headHandler: settings.headHandler, dataHandler: settings.dataHandler)
-            let run = Run(request: self, plan: plan, handlers: handlers)
+                headHandler: settings.headHandler, dataHandler: settings.dataHandler,
+                progressHandler: settings.progressHandler)
+            let run = Execution(request: self, plan: plan, handlers: handlers)
             s.run = run
             s.outcome = Outcome(
                 startDate: Date(), originalURL: plan.url, effectiveURL: plan.url)

@@ -156,6 +156,7 @@ public final class Request: Sendable {
         var timeouts = Timeouts()
         var maxRetries = 0
         var retryDelay: TimeInterval = 0
+        var maxRetryDelay: TimeInterval = 600
         var tag = 0
         var userData: (any Sendable)?
         var encoding: String?
@@ -190,13 +191,15 @@ public final class Request: Sendable {
         var completions: [Completion] = []
         var headHandler: HeadHandler?
         var dataHandler: DataHandler?
+        var progressHandler: ProgressHandler?
+        var progressInterval: TimeInterval = 0.1
     }
 
     // Guarded state: the settings, the outcome of the latest execution, and that execution.
     struct Storage: Sendable {
         var settings: Settings
         var outcome = Outcome()
-        var run: Run?
+        var run: Execution?
     }
 
     let storage: Locked<Storage>
@@ -405,8 +408,15 @@ public final class Request: Sendable {
     /// Failures before anything was sent (connection refused, connect failed or timed out)
     /// are retried for every method. Resets, empty replies, header and body timeouts, I/O
     /// errors and truncated bodies are retried only for idempotent methods (GET, HEAD, PUT,
-    /// DELETE, OPTIONS, TRACE). Nothing is retried once body bytes were handed to
-    /// ``dataHandler``, or after a cancel. The ``Timeouts/total`` limit spans all attempts.
+    /// DELETE, OPTIONS, TRACE). So are responses with status 500, 502, 503 and 504; 408 and
+    /// 429 (whose senders say the request was not processed) are retried for every method.
+    /// When every retry is spent, the last response (such as a 503) is the result.
+    ///
+    /// Nothing is retried once body bytes were handed to ``dataHandler``, after a stream body
+    /// was read, or after a cancel. A retried ``downloadFile`` continues from what the failed
+    /// attempt left in its `.part` file (with `If-Range`, so a changed resource restarts).
+    /// The ``Timeouts/total`` limit spans all attempts and delays. This is ORA's
+    /// `retryCount` and ASIHTTPRequest's `numberOfTimesToRetryOnTimeout` in one setting.
     public var maxRetries: Int {
         get { setting(\.maxRetries) }
         set { set(\.maxRetries, newValue) }
@@ -414,9 +424,20 @@ public final class Request: Sendable {
 
     /// Seconds to wait before the first retry, doubled before each further one (default 0:
     /// retry at once).
+    ///
+    /// A `Retry-After` field on a 408, 429 or 503 response asks for a longer wait, which is
+    /// honoured up to ``maxRetryDelay``. A retry whose wait would end past the
+    /// ``Timeouts/total`` limit is not made: the failure at hand is the result.
     public var retryDelay: TimeInterval {
         get { setting(\.retryDelay) }
         set { set(\.retryDelay, newValue) }
+    }
+
+    /// The longest wait before a retry, whether doubled or asked by `Retry-After`, in seconds
+    /// (default 600, as curl).
+    public var maxRetryDelay: TimeInterval {
+        get { setting(\.maxRetryDelay) }
+        set { set(\.maxRetryDelay, newValue) }
     }
 
     // MARK: - Where the response goes

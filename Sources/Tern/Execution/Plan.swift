@@ -66,9 +66,13 @@ struct Plan: Sendable {
     let pipelining: Bool
     let bufferSize: Int
     let concatData: Bool
-    let maxRetries: Int
-    let retryDelay: TimeInterval
+    /// Retries, the total limit and progress coalescing, for the execution's state machine.
+    let policy: ExecutionMachine.Policy
     let idempotent: Bool
+    /// Seconds between two progress-handler events.
+    let progressInterval: TimeInterval
+    /// The engine's logger takes debug lines: only then are they built.
+    let logsDebug: Bool
     /// A problem found while planning: the execution fails with it before reaching the
     /// network.
     let setupError: TernError?
@@ -93,14 +97,23 @@ struct Plan: Sendable {
         pipelining = s.allowsPipelining
         bufferSize = s.bufferSize
         concatData = s.concatData
-        maxRetries = max(0, s.maxRetries)
-        retryDelay = max(0, s.retryDelay)
+        progressInterval = max(0, s.progressInterval)
+        logsDebug = engine.logger.logLevel <= .debug
         streamsBody = s.dataHandler != nil
         var method = s.headOnly ? "HEAD" : s.method.rawValue
         // Post values make a GET a POST, as ASIHTTPRequest does.
         if !s.postValues.isEmpty, method == "GET" { method = "POST" }
         self.method = method
-        idempotent = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"].contains(method)
+        switch method {
+        case "GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE": idempotent = true
+        default: idempotent = false
+        }
+        policy = ExecutionMachine.Policy(
+            maxRetries: max(0, s.maxRetries), retryDelay: max(0, s.retryDelay),
+            maxRetryDelay: max(0, s.maxRetryDelay), totalTimeout: max(0, s.timeouts.total),
+            idempotent: idempotent, retriesStatuses: true,
+            coalesceBytes: s.concatData
+                ? UInt64(s.bufferSize > 0 ? s.bufferSize : engine.configuration.bufferSize) : 0)
 
         var problem: TernError?
         func fail(_ code: TernError.Code, _ message: String) {
@@ -111,7 +124,12 @@ struct Plan: Sendable {
         // else the URL's, goes to the engine, which answers this origin's challenges with it
         // (never another origin's after a redirect); an explicit Authorization field wins.
         var fields = s.headerFields
-        var components = URLComponents(url: s.url, resolvingAgainstBaseURL: true)
+        // Most URLs carry no credentials, fragment or base: they are used as they are, without
+        // a URLComponents round trip.
+        let requested = s.url
+        let isPlain = requested.baseURL == nil && requested.user == nil && requested.password == nil
+            && requested.fragment == nil
+        var components = isPlain ? nil : URLComponents(url: requested, resolvingAgainstBaseURL: true)
         hasExplicitAuthorization = fields[.authorization] != nil
         if hasExplicitAuthorization {
             credential = nil
@@ -138,14 +156,21 @@ struct Plan: Sendable {
         if s.proxyAuthenticationSchemes.intersection(.any).isEmpty {
             fail(.invalidArgument, "proxyAuthenticationSchemes names no scheme")
         }
-        components?.user = nil
-        components?.password = nil
-        components?.fragment = nil
-        let clean = components?.url ?? s.url
-        url = clean
-        urlString = clean.absoluteString
-        host = components?.host ?? ""
-        if components == nil { fail(.badURL, "malformed URL \(s.url)") }
+        if isPlain {
+            url = requested
+            urlString = requested.absoluteString
+            host = requested.host ?? ""
+        } else {
+            components?.user = nil
+            components?.password = nil
+            components?.fragment = nil
+            let clean = components?.url ?? requested
+            url = clean
+            urlString = clean.absoluteString
+            host = components?.host ?? ""
+            if components == nil { fail(.badURL, "malformed URL \(requested)") }
+        }
+        let clean = url
 
         // The proxy: the request's, else the rules of its (or the engine's) environment.
         if let own = s.proxy {
@@ -246,20 +271,5 @@ struct Plan: Sendable {
             download = nil
         }
         setupError = problem
-    }
-
-    /// Whether a failed attempt may be retried (see ``Request/maxRetries``).
-    func isRetryable(_ error: TernError) -> Bool {
-        // A stream that began to be read cannot be sent again.
-        if case .stream(_, let stream) = body, stream.hasStarted { return false }
-        switch error.code {
-        case .connectionRefused, .connectFailed, .connectTimedOut:
-            return true  // nothing reached the server
-        case .connectionReset, .emptyReply, .ioError, .headersTimedOut, .bodyTimedOut,
-            .partialBody:
-            return idempotent
-        default:
-            return false
-        }
     }
 }

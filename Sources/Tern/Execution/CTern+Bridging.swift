@@ -1,0 +1,555 @@
+// The only file that calls the C engine (CTern). Engines are created and freed here, and each
+// attempt of an execution becomes one tern_request_t whose callbacks (on the engine's loop
+// thread) reach the Execution through an Unmanaged reference.
+//
+// Ownership: a CRequest owns each tern_request_t (freed with the last holder: the complete
+// callback's, or a large response body wrapped without a copy; tern_request_free also drops
+// any C callback still pending). From tern_engine_submit() until the complete callback the C
+// side holds one retain of the Execution and one of the CRequest (passRetained); the complete
+// callback, which the engine runs exactly once after a successful submit, takes them back.
+
+internal import CTern
+import Foundation
+import HTTPTypes
+import Logging
+import Synchronization
+
+/// Engine-level C calls.
+enum CEngine {
+    static var versionString: String { String(cString: tern_version_string()) }
+
+    static func errorName(_ code: Int32) -> String { String(cString: tern_err_name(code)) }
+
+    static func errorDescription(_ code: Int32) -> String {
+        String(cString: tern_strerror(code))
+    }
+
+    /// The C log level that matches a logger, or `nil` when the logger would drop everything
+    /// the engine says (then no C log callback is installed at all).
+    static func logLevel(for logger: Logger) -> tern_log_level? {
+        switch logger.logLevel {
+        case .trace: return TERN_LOG_DEBUG
+        case .debug: return TERN_LOG_INFO
+        default: return nil
+        }
+    }
+
+    static func wantsLog(for logger: Logger) -> Bool { logLevel(for: logger) != nil }
+
+    static func makeEngine(_ c: Engine.Configuration, log: LogBridge?) throws(TernError)
+        -> OpaquePointer
+    {
+        guard let config = tern_config_new() else { throw TernError(code: .outOfMemory) }
+        defer { tern_config_free(config) }
+        func check(_ r: Int32, _ what: String) throws(TernError) {
+            if r != 0 {
+                throw TernError(
+                    code: TernError.Code(rawValue: r),
+                    message: "engine configuration: \(what): \(errorDescription(r))",
+                    phase: .setup)
+            }
+        }
+        guard c.bufferSize >= 1024, c.maxHeaderSize > 0, c.maxConnectionsPerOrigin >= 0,
+            c.pipelineDepth >= 1, c.idleTimeout >= 0
+        else {
+            throw TernError(
+                code: .invalidArgument,
+                message: "engine configuration: bufferSize must be >= 1024, maxHeaderSize > 0, "
+                    + "pipelineDepth >= 1, and idleTimeout and maxConnectionsPerOrigin >= 0",
+                phase: .setup)
+        }
+        try check(tern_config_set_buffer_size(config, c.bufferSize), "bufferSize \(c.bufferSize)")
+        try check(
+            tern_config_set_idle_timeout(config, c.idleTimeout == 0 ? 0 : max(1, milliseconds(c.idleTimeout))),
+            "idleTimeout \(c.idleTimeout)")
+        try check(
+            tern_config_set_max_header_size(config, c.maxHeaderSize),
+            "maxHeaderSize \(c.maxHeaderSize)")
+        try check(
+            tern_config_set_max_connections_per_origin(
+                config, UInt32(clamping: c.maxConnectionsPerOrigin)),
+            "maxConnectionsPerOrigin \(c.maxConnectionsPerOrigin)")
+        try check(
+            tern_config_set_pipeline_depth(config, UInt32(clamping: c.pipelineDepth)),
+            "pipelineDepth \(c.pipelineDepth)")
+        if let userAgent = c.userAgent {
+            try check(tern_config_set_user_agent(config, userAgent), "userAgent")
+        }
+        if let log, let level = logLevel(for: log.logger) {
+            try check(
+                tern_config_set_log_cb(
+                    config, logCallback, level, Unmanaged.passUnretained(log).toOpaque()),
+                "logger")
+        }
+        var engine: OpaquePointer?
+        let r = tern_engine_new(&engine, config)
+        guard r == 0, let engine else {
+            throw TernError(
+                code: TernError.Code(rawValue: r == 0 ? TERN_ENOMEM.rawValue : r),
+                message: "cannot start an engine: \(errorDescription(r))", phase: .setup)
+        }
+        return engine
+    }
+
+    static func freeEngine(_ engine: OpaquePointer) {
+        tern_engine_free(engine)
+    }
+
+    static func stats(_ engine: OpaquePointer) -> Engine._Stats {
+        func stat(_ s: tern_stat) -> UInt64 { tern_engine_get_stat(engine, s) }
+        return Engine._Stats(
+            connectionsOpened: stat(TERN_STAT_CONNECTIONS_OPENED),
+            connectionsOpen: stat(TERN_STAT_CONNECTIONS_OPEN),
+            connectionsIdle: stat(TERN_STAT_CONNECTIONS_IDLE),
+            requestsActive: stat(TERN_STAT_REQUESTS_ACTIVE),
+            requestsCompleted: stat(TERN_STAT_REQUESTS_COMPLETED),
+            reused: stat(TERN_STAT_REUSED),
+            retries: stat(TERN_STAT_RETRIES),
+            requestsLive: stat(TERN_STAT_REQUESTS_LIVE))
+    }
+}
+
+/// The engine's log, forwarded to the configuration's logger on the loop thread. Engine steps
+/// (connections, addresses) are `.trace`; request lifecycle, retries and failures `.debug`.
+private let logCallback: tern_log_cb = { level, message, request, context in
+    guard let message, let context else { return }
+    let bridge = Unmanaged<LogBridge>.fromOpaque(context).takeUnretainedValue()
+    var metadata: Logger.Metadata = [:]
+    if let request, let id = tern_request_get_user_data(request) {
+        metadata["tern.request"] = "\(UInt(bitPattern: id))"
+    }
+    bridge.logger.log(
+        level: level == TERN_LOG_DEBUG ? .trace : .debug, "\(String(cString: message))",
+        metadata: metadata)
+}
+
+/// Owns one tern_request_t: freed when the last holder (the execution's attempt, or a response
+/// body wrapped without a copy) lets go. tern_request_free may be called from any thread.
+final class CRequest: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init?() {
+        guard let pointer = tern_request_new() else { return nil }
+        self.pointer = pointer
+    }
+
+    deinit {
+        tern_request_free(pointer)
+    }
+}
+
+/// Cancels from any thread; the complete callback follows with TERN_ECANCELED.
+func cancelCRequest(_ request: CRequest) {
+    tern_request_cancel(request.pointer)
+}
+
+/// A number unique to each attempt in the process: names the attempt to the stream body it
+/// reads.
+func nextAttemptToken() -> UInt64 {
+    attemptTokens.add(1, ordering: .relaxed).oldValue
+}
+private let attemptTokens = Atomic<UInt64>(1)
+
+// The C callbacks: each recovers the Execution from its context pointer.
+private func execution(_ context: UnsafeMutableRawPointer) -> Execution {
+    let execution = Unmanaged<Execution>.fromOpaque(context).takeUnretainedValue()
+    execution.plan.engine.noteLoopThread()
+    return execution
+}
+
+private let completeCallback: tern_complete_cb = { _, status, context in
+    guard let context else { return }
+    let execution = Unmanaged<Execution>.fromOpaque(context).takeRetainedValue()
+    execution.plan.engine.noteLoopThread()
+    guard let owner = execution.local.owner else { return }
+    execution.local.owner = nil
+    execution.didComplete(owner, status: status)
+}
+
+private let progressCallback: tern_progress_cb = { _, state, percent, done, total, context in
+    guard let context else { return 0 }
+    execution(context).didProgress(
+        upload: state == TERN_PROGRESS_UPLOAD, percent: Int(percent), done: done, total: total)
+    return 0
+}
+
+private let hopResponseCallback: tern_hop_response_cb = { handle, status, context in
+    guard let context, let handle else { return 0 }
+    return execution(context).didReceiveHead(handle, status: Int(status)) ? 0 : 1
+}
+
+private let hopRequestCallback: tern_hop_request_cb = { handle, url, context in
+    guard let context, let handle else { return 0 }
+    execution(context).willSendHop(handle, url: url)
+    return 0
+}
+
+private let authCallback: tern_auth_cb = { handle, isProxy, scheme, realm, context in
+    guard let context, let handle else { return 0 }
+    return execution(context).answerChallenge(
+        handle, isProxy: isProxy != 0, scheme: scheme.map { String(cString: $0) } ?? "",
+        realm: realm.map { String(cString: $0) } ?? "")
+}
+
+private let dataCallback: tern_data_cb = { _, bytes, count, context in
+    guard let context else { return 0 }
+    let execution = execution(context)
+    guard let bytes, count > 0 else { return 0 }
+    return execution.didReceive(UnsafeRawBufferPointer(start: bytes, count: count)) ? 0 : 1
+}
+
+private let bodyCallback: tern_read_cb = { _, buffer, capacity, context in
+    guard let context, let buffer else { return -1 }
+    return execution(context).readBody(
+        into: UnsafeMutableRawBufferPointer(start: buffer, count: capacity))
+}
+
+extension Execution {
+    private func check(_ r: Int32, _ what: @autoclosure () -> String) throws(TernError) {
+        guard r != 0 else { return }
+        throw TernError(
+            code: TernError.Code(rawValue: r),
+            message: "\(what()): \(CEngine.errorDescription(r))", host: plan.host,
+            phase: .setup)
+    }
+
+    /// Builds the C request of one attempt from the plan. Settings equal to the engine's
+    /// defaults are not sent: the engine starts from them.
+    func makeCRequest(attempt: Int, timeLeft: Double?) throws(TernError) -> CRequest {
+        guard let owner = CRequest() else { throw TernError(code: .outOfMemory) }
+        let p = plan
+        let h = owner.pointer
+        try check(tern_request_set_url(h, p.urlString), "URL \(p.urlString)")
+        if p.method != "GET" { try check(tern_request_set_method(h, p.method), "method \(p.method)") }
+        for field in p.headers {
+            try check(
+                tern_request_add_header(h, field.name, field.value),
+                "header field \(field.name)"
+                    + (["content-length", "transfer-encoding"].contains(field.name.lowercased())
+                        ? " (set by the engine)" : ""))
+        }
+        try configureHops(h)
+        switch p.body {
+        case .none:
+            break
+        case .data(let data):
+            try check(
+                data.withUnsafeBytes { tern_request_set_body(h, $0.baseAddress, $0.count) }, "body")
+        case .file(let path, let offset, let end):
+            try check(tern_request_set_body_file(h, path, offset, end), "body file \(path)")
+        case .segments(let segments):
+            for segment in segments {
+                switch segment {
+                case .data(let data):
+                    try check(
+                        data.withUnsafeBytes {
+                            tern_request_add_body_segment(h, $0.baseAddress, $0.count)
+                        }, "body segment")
+                case .file(let path, let offset, let end):
+                    try check(
+                        tern_request_add_body_segment_file(h, path, offset, end),
+                        "body segment file \(path)")
+                }
+            }
+        case .stream(let length, _):
+            let announced = length.map { Int64(clamping: $0) } ?? -1
+            try check(
+                tern_request_set_body_cb(h, announced, bodyCallback, Unmanaged.passUnretained(self).toOpaque()),
+                "body stream")
+        }
+        if p.compressBody { try check(tern_request_set_body_gzip(h, 1), "compressBody") }
+        let expect = p.expectContinue
+        if expect != Request.ExpectContinue() {
+            try check(
+                tern_request_set_expect_continue(
+                    h, expect.threshold.map { Int64(clamping: $0) } ?? -1, milliseconds(expect.wait)),
+                "expectContinue")
+        }
+        let limits = p.decodingLimits
+        if limits != Request.DecodingLimits() {
+            let ratio = limits.maxRatio ?? 0
+            try check(
+                ratio < 0
+                    ? TERN_EINVAL.rawValue
+                    : tern_request_set_decoding_limits(h, limits.maxBytes ?? 0, UInt32(clamping: ratio)),
+                "decodingLimits (maxRatio \(ratio))")
+        }
+        // TLS options go on http URLs too: a redirect may lead to https.
+        let tls = p.tls
+        if !tls.verifiesPeer { try check(tern_request_set_tls_verify(h, 0), "tls.verifiesPeer") }
+        if let file = tls.caFile {
+            try check(tern_request_set_tls_ca_file(h, file), "tls.caFile \(file)")
+        }
+        if let dir = tls.caDirectory {
+            try check(tern_request_set_tls_ca_path(h, dir), "tls.caDirectory \(dir)")
+        }
+        if let cert = tls.clientCertificate {
+            try check(
+                tern_request_set_tls_client_cert(h, cert.certificateFile, cert.keyFile, cert.password),
+                "tls.clientCertificate \(cert.certificateFile)")
+        }
+        if let d = p.download {
+            // A retry continues what the failed attempt left in the .part file.
+            let resume = d.resume || (attempt > 1 && p.policy.maxRetries > 0)
+            try check(
+                tern_request_set_download_file(h, d.path, d.offset, d.end, resume ? 1 : 0),
+                "download file \(d.path) (offset \(d.offset), end \(d.end))")
+        }
+        let t = p.timeouts
+        if t.connect != 30 {
+            try check(tern_request_set_timeout(h, TERN_TIMEOUT_CONNECT, milliseconds(t.connect)), "connect timeout")
+        }
+        if t.headers != 60 {
+            try check(tern_request_set_timeout(h, TERN_TIMEOUT_HEADERS, milliseconds(t.headers)), "headers timeout")
+        }
+        if t.body != 60 {
+            try check(tern_request_set_timeout(h, TERN_TIMEOUT_BODY, milliseconds(t.body)), "body timeout")
+        }
+        if let timeLeft {
+            try check(tern_request_set_timeout(h, TERN_TIMEOUT_TOTAL, milliseconds(timeLeft)), "total timeout")
+        }
+        switch p.decoding {
+        case .automatic: break
+        case .raw: try check(tern_request_set_decoding(h, TERN_DECODE_RAW), "decoding")
+        case .none: try check(tern_request_set_decoding(h, TERN_DECODE_OFF), "decoding")
+        }
+        if !p.persistent { try check(tern_request_set_persistent(h, 0), "persistent") }
+        if p.http10 { try check(tern_request_set_http10(h, 1), "http10") }
+        if p.pipelining { try check(tern_request_set_pipelining(h, 1), "pipelining") }
+        if p.bufferSize != 0 {
+            try check(
+                p.bufferSize > 0 ? tern_request_set_buffer_size(h, p.bufferSize) : TERN_EINVAL.rawValue,
+                "bufferSize \(p.bufferSize) (must be 1024 bytes to 1 GiB)")
+        }
+        // The request id (not a pointer) lets the log callback name the request safely even
+        // after the execution is gone.
+        tern_request_set_user_data(h, UnsafeMutableRawPointer(bitPattern: UInt(p.requestID)))
+
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        try check(tern_request_set_complete_cb(h, completeCallback, context), "complete callback")
+        try check(tern_request_set_progress_cb(h, progressCallback, context), "progress callback")
+        try check(tern_request_set_hop_response_cb(h, hopResponseCallback, context), "response callback")
+        try check(tern_request_set_hop_request_cb(h, hopRequestCallback, context), "hop request callback")
+        if authentication != nil {
+            try check(tern_request_set_auth_cb(h, authCallback, context), "auth callback")
+        }
+        if p.streamsBody {
+            try check(tern_request_set_data_cb(h, dataCallback, context), "data callback")
+        }
+        return owner
+    }
+
+    /// Redirects, credentials (the request's, else a store's to send at once), the proxy and
+    /// the receive rate.
+    private func configureHops(_ h: OpaquePointer) throws(TernError) {
+        let p = plan
+        let auth = authentication
+        try check(tern_request_set_follow_redirects(h, p.maxRedirects), "maxRedirects")
+        if p.redirectPolicy.rawValue != 0 {
+            try check(tern_request_set_redirect_flags(h, p.redirectPolicy.rawValue), "redirectPolicy")
+        }
+        if let credential = p.credential {
+            try check(
+                tern_request_set_auth(h, credential.user, credential.password, p.authSchemes.rawValue),
+                "credential")
+            auth?.noteRequestCredential(
+                credential, for: p.url, isProxy: false, sentPreemptively: p.authSchemes.isPreemptive)
+        } else if !p.hasExplicitAuthorization,
+            let (credential, scheme) = auth?.preemptiveCredential(for: p.url, isProxy: false)
+        {
+            try check(
+                tern_request_set_auth(
+                    h, credential.user, credential.password,
+                    Self.schemeBits(stored: scheme, allowed: p.authSchemes)),
+                "stored credential")
+        }
+        if let proxy = p.proxy {
+            try check(tern_request_set_proxy(h, proxy.url.absoluteString), "proxy \(proxy)")
+            if let credential = proxy.credential {
+                try check(
+                    tern_request_set_proxy_auth(
+                        h, credential.user, credential.password, p.proxySchemes.rawValue),
+                    "proxy credential")
+                auth?.noteRequestCredential(
+                    credential, for: proxy.url, isProxy: true,
+                    sentPreemptively: p.proxySchemes.isPreemptive)
+            } else if let (credential, scheme) = auth?.preemptiveCredential(
+                for: proxy.url, isProxy: true)
+            {
+                try check(
+                    tern_request_set_proxy_auth(
+                        h, credential.user, credential.password,
+                        Self.schemeBits(stored: scheme, allowed: p.proxySchemes)),
+                    "stored proxy credential")
+            }
+        }
+        if p.maxReceiveSpeed > 0 {
+            try check(tern_request_set_max_recv_speed(h, p.maxReceiveSpeed), "maxReceiveSpeed")
+        }
+    }
+
+    /// Basic alone (sent at once) when a store knows the space takes Basic and the request
+    /// allows it; otherwise the request's schemes, and the challenge picks.
+    private static func schemeBits(
+        stored: AuthenticationScheme?, allowed: Request.AuthenticationSchemes
+    ) -> UInt32 {
+        stored == .basic && allowed.contains(.basic) ? TERN_AUTH_BASIC.rawValue : allowed.rawValue
+    }
+
+    /// Hands the C request to the engine, which keeps this execution alive until the attempt
+    /// completes.
+    func submit(_ owner: CRequest) throws(TernError) {
+        local.owner = owner
+        let retained = Unmanaged.passRetained(self)
+        let r = tern_engine_submit(plan.engine.handle, owner.pointer)
+        if r != 0 {
+            local.owner = nil
+            retained.release()
+            try check(r, "submit \(plan.method) \(plan.urlString)")
+        }
+    }
+
+    // MARK: - Reading the C request (loop thread, from the callbacks on)
+
+    func readHead(_ h: OpaquePointer, withFields: Bool) -> ResponseHead {
+        var fields = HTTPFields()
+        if withFields {
+            let count = tern_request_get_header_count(h)
+            fields.reserveCapacity(count)
+            for i in 0..<count {
+                var name: UnsafePointer<CChar>?
+                var value: UnsafePointer<CChar>?
+                guard tern_request_get_header_at(h, i, &name, &value) == 0, let name, let value,
+                    let fieldName = HTTPField.Name(String(cString: name))
+                else { continue }
+                let bytes = UnsafeRawBufferPointer(start: value, count: strlen(value))
+                fields.append(HTTPField(name: fieldName, lenientValue: bytes))
+            }
+        }
+        let length = tern_request_get_content_length(h)
+        return ResponseHead(
+            status: Int(tern_request_get_status(h)),
+            reason: String(cString: tern_request_get_reason(h)),
+            httpMinorVersion: Int(tern_request_get_http_minor(h)),
+            fields: fields,
+            contentLength: length >= 0 ? length : nil,
+            isReused: tern_request_is_reused(h) != 0)
+    }
+
+    /// The `Set-Cookie` values of the current head, without reading the other fields.
+    func setCookieValues(_ h: OpaquePointer) -> [String] {
+        var values: [String] = []
+        for i in 0..<tern_request_get_header_count(h) {
+            var name: UnsafePointer<CChar>?
+            var value: UnsafePointer<CChar>?
+            guard tern_request_get_header_at(h, i, &name, &value) == 0, let name, let value,
+                strcasecmp(name, "set-cookie") == 0
+            else { continue }
+            values.append(String(decoding: UnsafeRawBufferPointer(start: value, count: strlen(value)), as: UTF8.self))
+        }
+        return values
+    }
+
+    func readSentHead(_ h: OpaquePointer) -> String? {
+        var length = 0
+        guard let head = tern_request_get_request_head(h, &length), length > 0 else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(start: head, count: length), as: UTF8.self)
+    }
+
+    // Bodies up to this size are copied so the C request can go at once; larger ones are
+    // wrapped without a copy and keep the C request (not the execution, which would make a
+    // cycle through the Request holding the Data) alive as long as the Data.
+    private static let copyLimit = 256 * 1024
+
+    /// Everything the completed attempt left, read once; the head is the one the last hop
+    /// callback read when it has its fields.
+    func makeReport(_ owner: CRequest, status: Int32) -> AttemptReport {
+        let h = owner.pointer
+        var length = 0
+        var data = Data()
+        if let body = tern_request_get_body(h, &length), length > 0 {
+            if length <= Self.copyLimit {
+                data = Data(bytes: body, count: length)
+            } else {
+                data = Data(
+                    bytesNoCopy: UnsafeMutableRawPointer(mutating: body), count: length,
+                    deallocator: .custom { [owner] _, _ in withExtendedLifetime(owner) {} })
+            }
+        }
+        func time(_ which: tern_time) -> TimeInterval? {
+            let t = tern_request_get_time(h, which)
+            return t >= 0 ? t : nil
+        }
+        var code = status != 0 ? status : tern_request_get_error(h)
+        let finalStatus = Int(tern_request_get_status(h))
+        var head: ResponseHead?
+        if finalStatus != 0 {
+            if let last = local.lastHead, local.lastHeadHasFields, last.status == finalStatus {
+                head = last
+            } else {
+                head = readHead(h, withFields: true)
+            }
+        }
+        var message = code == 0 ? "" : String(cString: tern_request_get_error_message(h))
+        if code == 0, local.authCancelled {
+            code = TERN_EAUTH.rawValue
+            let space = local.hopURL.host ?? plan.host
+            message = "\(space): authentication cancelled by the authentication handler"
+        }
+        if code == TERN_EFILEREAD.rawValue, let bodyError = local.bodyError {
+            message += message.isEmpty ? bodyError : ": \(bodyError)"
+        }
+        var error: TernError?
+        if code != 0 {
+            let errorCode = TernError.Code(rawValue: code)
+            let phase: TernError.Phase?
+            switch errorCode {
+            case .connectionReset, .ioError: phase = head != nil ? .body : .headers
+            default: phase = TernError.defaultPhase(for: errorCode)
+            }
+            error = TernError(code: errorCode, message: message, host: plan.host, phase: phase)
+        }
+        var tlsInfo: TLSInfo?
+        if let version = tern_request_get_tls_version(h) {
+            tlsInfo = TLSInfo(
+                version: String(cString: version),
+                isSessionResumed: tern_request_is_tls_resumed(h) != 0,
+                wasClientCertificateRequested: tern_request_was_client_cert_requested(h) != 0)
+        }
+        let redirects = Int(tern_request_get_redirect_count(h))
+        var redirected: URL?
+        if redirects > 0, let effective = tern_request_get_effective_url(h) {
+            redirected = cleanURL(String(cString: effective))
+        }
+        let length64 = tern_request_get_content_length(h)
+        return AttemptReport(
+            error: error,
+            head: head,
+            data: data,
+            bytesReceived: tern_request_get_bytes_received(h),
+            contentLength: length64 >= 0 ? length64 : nil,
+            offset: tern_request_get_offset(h),
+            timings: Response.Timings(
+                connected: time(TERN_TIME_CONNECTED), sent: time(TERN_TIME_SENT),
+                headers: time(TERN_TIME_HEADERS), total: time(TERN_TIME_END) ?? 0),
+            sentHead: readSentHead(h),
+            tlsInfo: tlsInfo,
+            decodedEncoding: tern_request_get_decoded_encoding(h).map { String(cString: $0) },
+            bytesDelivered: tern_request_get_bytes_delivered(h),
+            bodySkipped: tern_request_is_body_skipped(h) != 0,
+            redirectedURL: redirected,
+            redirectCount: redirects)
+    }
+}
+
+/// A URL from the engine without user info or fragment, as ``Response/url`` promises.
+func cleanURL(_ string: String) -> URL? {
+    guard var components = URLComponents(string: string) else { return URL(string: string) }
+    if components.user == nil && components.password == nil && components.fragment == nil {
+        return components.url
+    }
+    components.user = nil
+    components.password = nil
+    components.fragment = nil
+    return components.url
+}

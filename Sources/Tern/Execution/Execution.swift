@@ -1,0 +1,706 @@
+// Execution: one run of a Request, from execute() to the delivery of its completion. One object
+// per run: it is the C callbacks' context for every attempt, keeps the ExecutionMachine (the
+// rules) under one lock, and delivers listener and completion events in order on the
+// request's callback queue, or inline on a thread blocked in executeAndWait() on that queue.
+//
+// The fast path: a request with no listener, completion or progress handler never touches a
+// DispatchQueue. Its awaiting task is resumed from the engine's thread, and executeAndWait()
+// is woken from there.
+//
+// Threads: `lock` guards the fields marked "guarded"; `local` is touched only by the C
+// callbacks of the attempt in flight (the loop thread) and by startAttempt() before that
+// attempt is submitted. Attempts never overlap: the next is built after the previous one's
+// completion callback.
+
+internal import CTern
+import Dispatch
+import Foundation
+import HTTPTypes
+import Logging
+
+/// A listener, progress or completion event, in delivery order.
+enum ExecutionEvent: Sendable {
+    /// A progress event; `isFinal` marks the closing 100 or -1, delivered even after a cancel.
+    case progress(Request.State, Int, isFinal: Bool)
+    /// Byte counts for the progress handler.
+    case bytes(Request.Progress)
+    /// Runs the completion handlers, then resumes awaiting tasks and waiters.
+    case completion
+}
+
+/// The closures of one execution, copied from the request's settings when it starts and
+/// dropped by clearDelegatesAndCancel() or once the completion has been delivered.
+struct Handlers: Sendable {
+    var listener: Request.Listener?
+    var completions: [Request.Completion]
+    var headHandler: Request.HeadHandler?
+    var dataHandler: Request.DataHandler?
+    var progressHandler: Request.ProgressHandler?
+}
+
+/// A response head as seen when it arrived.
+struct ResponseHead: Sendable {
+    var status: Int
+    var reason: String
+    var httpMinorVersion: Int
+    var fields: HTTPFields
+    var contentLength: Int64?
+    var isReused: Bool
+}
+
+/// What one attempt left behind when it completed.
+struct AttemptReport: Sendable {
+    var error: TernError?
+    var head: ResponseHead?
+    var data: Data
+    var bytesReceived: UInt64
+    var contentLength: Int64?
+    var offset: UInt64
+    var timings: Response.Timings
+    var sentHead: String?
+    var tlsInfo: TLSInfo?
+    var decodedEncoding: String?
+    var bytesDelivered: UInt64
+    var bodySkipped: Bool
+    /// Where the redirects led, cleaned; `nil` when no redirect was followed.
+    var redirectedURL: URL?
+    var redirectCount: Int
+}
+
+final class Execution: @unchecked Sendable {
+    let request: Request
+    let plan: Plan
+    /// Picks credentials for challenges and records those that worked; `nil` when the request
+    /// has no credential store and no handler.
+    let authentication: AuthenticationCoordinator?
+    /// Listener, completion or progress handlers exist: events go through `callbackQueue`.
+    let deliversOnQueue: Bool
+    /// Held while a handler runs on the engine thread, so that clearDelegatesAndCancel() can
+    /// wait for one in progress; recursive so a handler may clear its own request. Only made
+    /// when such a handler exists.
+    private let handlerGate: ConditionLock?
+    private let lock = ConditionLock()
+
+    // Guarded by `lock`.
+    private var machine: ExecutionMachine
+    private var handlers: Handlers?
+    private var current: CRequest?
+    private var recorded = false
+    private(set) var resultStorage: Result<Response, TernError>?
+    private var continuations: [CheckedContinuation<Response, any Error>] = []
+    private var events: [ExecutionEvent] = []
+    private var scheduled = false
+    private var draining = false
+    private var drainer: UInt = 0
+    private var completionDelivered = false
+    private var inlineWaiters = 0
+    private var streamedBytes: UInt64 = 0
+    private var lastBytesEvent = -Double.infinity
+    private var bytesEventPending = false
+
+    /// Per-attempt state of the loop thread (see the threads note above).
+    struct AttemptLocal {
+        var number = 0
+        var token: UInt64 = 0
+        var bodyError: String?
+        var pending = Data()
+        var hopURL: URL
+        var hops = 0
+        var leftOrigin = false
+        var authCancelled = false
+        var lastHead: ResponseHead?
+        var lastHeadHasFields = false
+        /// The C request in flight, from submit to its complete callback.
+        var owner: CRequest?
+    }
+    var local: AttemptLocal
+
+    init(request: Request, plan: Plan, handlers: Handlers) {
+        self.request = request
+        self.plan = plan
+        if plan.sessionStore != nil || plan.persistentStore != nil || plan.authHandler != nil {
+            authentication = AuthenticationCoordinator(
+                sessionStore: plan.sessionStore, persistentStore: plan.persistentStore,
+                handler: plan.authHandler)
+        } else {
+            authentication = nil
+        }
+        deliversOnQueue =
+            handlers.listener != nil || !handlers.completions.isEmpty
+            || handlers.progressHandler != nil
+        handlerGate =
+            handlers.headHandler != nil || handlers.dataHandler != nil || plan.authHandler != nil
+            ? ConditionLock(recursive: true) : nil
+        self.handlers = handlers
+        machine = ExecutionMachine(policy: plan.policy)
+        local = AttemptLocal(hopURL: plan.url)
+    }
+
+    // MARK: - Lifecycle
+
+    func start() {
+        if plan.logsDebug { plan.engine.logger.debug("\(plan.method) \(plan.urlString): started", metadata: logMetadata) }
+        if let problem = plan.setupError {
+            _ = lock.withLock { machine.cancel() }  // idle → finished, nothing submitted
+            finish(.failure(problem), attempts: 0)
+            return
+        }
+        let step = lock.withLock { machine.start(now: monotonicSeconds()) }
+        perform(step, report: nil)
+    }
+
+    /// Carries out what the machine decided.
+    private func perform(_ step: ExecutionMachine.Step, report: AttemptReport?) {
+        switch step {
+        case .submit(let number, let timeLeft):
+            startAttempt(number, timeLeft: timeLeft)
+        case .retry(let delay, let number):
+            if plan.logsDebug {
+                let reason = report?.error?.message ?? "status \(report?.head?.status ?? 0)"
+                let line = "\(plan.method) \(plan.urlString): attempt \(number - 1) failed (\(reason)); "
+                    + "retry \(number - 1) of \(plan.policy.maxRetries) in \(delay) s"
+                plan.engine.logger.debug("\(line)", metadata: logMetadata)
+            }
+            if delay <= 0 {
+                retryDue()
+            } else {
+                DispatchQueue.global().asyncAfter(deadline: .now() + delay) { self.retryDue() }
+            }
+        case .cancelAttempt:
+            let target = lock.withLock { current }
+            if let target { cancelCRequest(target) }
+        case .finish(let ending):
+            let attempts = lock.withLock { machine.attempts }
+            switch ending {
+            case .lastAttempt:
+                guard let report else {
+                    finish(.failure(cancelledError()), attempts: attempts)
+                    return
+                }
+                if let error = report.error {
+                    finish(.failure(error), attempts: attempts)
+                } else {
+                    finish(.success(makeResponse(report, attempts: attempts)), attempts: attempts)
+                }
+            case .cancelled:
+                finish(.failure(cancelledError()), attempts: attempts)
+            case .totalTimedOut:
+                finish(
+                    .failure(
+                        TernError(
+                            code: .totalTimedOut,
+                            message: "\(plan.host): request exceeded its total limit of "
+                                + "\(plan.timeouts.total) s", host: plan.host, phase: .total)),
+                    attempts: attempts)
+            }
+        case .nothing:
+            break
+        }
+    }
+
+    private func retryDue() {
+        let step = lock.withLock { machine.retryDue(now: monotonicSeconds()) }
+        perform(step, report: nil)
+    }
+
+    /// Builds the C request of attempt `number` and submits it.
+    private func startAttempt(_ number: Int, timeLeft: Double?) {
+        local = AttemptLocal(number: number, token: nextAttemptToken(), hopURL: plan.url)
+        let built: CRequest
+        do throws(TernError) {
+            built = try makeCRequest(attempt: number, timeLeft: timeLeft)
+        } catch {
+            attemptFailedLocally(number, error)
+            return
+        }
+        // A cancel that came while the request was built found no C request to cancel.
+        let cancelled = lock.withLock {
+            current = built
+            return machine.cancelRequested
+        }
+        if cancelled { cancelCRequest(built) }  // the engine completes it as cancelled
+        do throws(TernError) {
+            try submit(built)
+        } catch {
+            lock.withLock { current = nil }
+            attemptFailedLocally(number, error)
+        }
+    }
+
+    /// An attempt that never reached the engine ends the execution with its error.
+    private func attemptFailedLocally(_ number: Int, _ error: TernError) {
+        let step = lock.withLock {
+            machine.attemptEnded(
+                attempt: number, .init(error: error.code, canReplayBody: false), now: monotonicSeconds())
+        }
+        if case .finish = step {
+            let attempts = lock.withLock { machine.attempts }
+            finish(.failure(error), attempts: attempts)
+        }
+    }
+
+    /// Cancels the execution: the current attempt, a pending retry, or the start.
+    func cancel() {
+        let step = lock.withLock { machine.cancel() }
+        perform(step, report: nil)
+    }
+
+    /// Drops every closure: none starts after this returns (one running on the engine thread
+    /// is waited for).
+    func silence() {
+        handlerGate?.lock()
+        lock.withLock { handlers = nil }
+        handlerGate?.unlock()
+    }
+
+    /// Records the result once, updates the request's fields, then resumes awaiting tasks and
+    /// waiters, directly or after the completion handlers ran on the callback queue.
+    func finish(_ result: Result<Response, TernError>, attempts: Int) {
+        let first: Bool = lock.withLock {
+            guard !recorded else { return false }
+            recorded = true
+            resultStorage = result
+            current = nil
+            return true
+        }
+        guard first else { return }
+        let success = if case .success = result { true } else { false }
+        let closing: (upload: Bool, percent: Int)? = lock.withLock { machine.finalEvent(success: success) }
+        request.storage.withLock { s in
+            s.outcome.result = result
+            s.outcome.endDate = Date()
+            s.outcome.attempts = attempts
+            if case .failure(let error) = result, error.code == .cancelled {
+                s.outcome.isCancelled = true
+            }
+            if let closing {
+                s.outcome.progress.state = closing.upload ? .upload : .download
+                s.outcome.progress.percent = closing.percent
+            }
+            if s.run === self { s.run = nil }
+        }
+        if plan.logsDebug { logSummary(result, attempts: attempts) }
+        if deliversOnQueue {
+            var schedule = false
+            let snapshot = request.storage.withLock { $0.outcome.progress }
+            lock.withLock {
+                if let closing, handlers?.listener != nil {
+                    schedule = enqueue(.progress(closing.upload ? .upload : .download, closing.percent, isFinal: true)) || schedule
+                }
+                if handlers?.progressHandler != nil, bytesEventPending || success {
+                    bytesEventPending = false
+                    schedule = enqueue(.bytes(snapshot)) || schedule
+                }
+                schedule = enqueue(.completion) || schedule
+            }
+            if schedule { plan.queue.async { self.drainFromQueue() } }
+        } else {
+            let waiting: [CheckedContinuation<Response, any Error>] = lock.withLock {
+                completionDelivered = true
+                handlers = nil
+                lock.broadcast()
+                defer { continuations = [] }
+                return continuations
+            }
+            for continuation in waiting { continuation.resume(with: result.mapError { $0 as any Error }) }
+        }
+    }
+
+    /// Adds an awaiting task; resumes it at once when the execution is already complete.
+    func addContinuation(_ continuation: CheckedContinuation<Response, any Error>) {
+        let done: Result<Response, TernError>? = lock.withLock {
+            if completionDelivered { return resultStorage }
+            continuations.append(continuation)
+            return nil
+        }
+        if let done { continuation.resume(with: done.mapError { $0 as any Error }) }
+    }
+
+    /// The result, once finished.
+    var result: Result<Response, TernError>? { lock.withLock { resultStorage } }
+
+    // MARK: - Engine events (loop thread)
+
+    /// A hop is about to be sent: remembers its URL and adds its `Cookie` field, the jar's
+    /// cookies for that URL then the caller's own (while the chain stays on the request's
+    /// origin).
+    func willSendHop(_ handle: OpaquePointer, url urlString: UnsafePointer<CChar>?) {
+        local.hops += 1
+        var url = plan.url
+        if local.hops > 1, let urlString {
+            // Later hops are redirects (or a retried challenge): parse what the engine says.
+            url = URL(string: String(cString: urlString)) ?? plan.url
+            if !sameOrigin(url, plan.url), !plan.redirectPolicy.contains(.trustsCrossOrigin) {
+                local.leftOrigin = true
+            }
+            request.storage.withLock { $0.outcome.effectiveURL = url }
+        }
+        local.hopURL = url
+        var cookies: String?
+        if let jar = plan.cookieJar, !jar.isEmpty, let header = jar.cookieHeader(for: url) {
+            cookies = header
+        }
+        if let own = plan.manualCookie, !local.leftOrigin {
+            cookies = cookies.map { $0 + "; " + own } ?? own
+        }
+        if let cookies {
+            // The values were checked when planned (the caller's) or stored (the jar's).
+            _ = tern_request_add_hop_header(handle, "Cookie", cookies)
+        }
+    }
+
+    /// A hop's response head: its cookies go to the jar (a proxy's 407 sets none for the
+    /// origin), the credential coordinator learns whether credentials worked, then the head
+    /// handler runs. The fields are read now only when someone may look at them before the
+    /// end (a handler, a listener, the coordinator); otherwise once, at completion.
+    func didReceiveHead(_ handle: OpaquePointer, status: Int) -> Bool {
+        let wantsFields = deliversOnQueue || handlerGate != nil || authentication != nil
+        let head = readHead(handle, withFields: wantsFields)
+        local.lastHead = head
+        local.lastHeadHasFields = wantsFields
+        if let jar = plan.cookieJar, status != 407 {
+            let values = wantsFields ? head.fields[values: .setCookie] : setCookieValues(handle)
+            if !values.isEmpty { _ = jar.store(setCookieHeaders: values, from: local.hopURL) }
+        }
+        if let auth = authentication {
+            let challenges =
+                status == 401
+                ? head.fields[values: .wwwAuthenticate]
+                : status == 407 ? head.fields[values: .proxyAuthenticate] : []
+            auth.hopResponded(status: status, url: local.hopURL, challenges: challenges)
+        }
+        let attempt = local.number
+        lock.withLock { machine.headArrived(attempt: attempt) }
+        let sent = wantsFields ? readSentHead(handle) : nil
+        request.storage.withLock { s in
+            s.outcome.head = head
+            if let sent { s.outcome.sentHead = sent }
+        }
+        return callOnEngineThread({ $0.headHandler }) { $0(request) }
+    }
+
+    func didProgress(upload: Bool, percent: Int, done: UInt64, total: UInt64) {
+        let attempt = local.number
+        var schedule = false
+        var delivered: Int?
+        var wantsBytes = false
+        lock.withLock {
+            delivered = machine.progress(attempt: attempt, upload: upload, percent: percent, bytes: done)
+            if let p = delivered, handlers?.listener != nil {
+                schedule = enqueue(.progress(upload ? .upload : .download, p, isFinal: false))
+            }
+            if handlers?.progressHandler != nil, !machine.cancelRequested {
+                let now = monotonicSeconds()
+                if now - lastBytesEvent >= plan.progressInterval {
+                    lastBytesEvent = now
+                    bytesEventPending = false
+                    wantsBytes = true
+                } else {
+                    bytesEventPending = true
+                }
+            }
+        }
+        let snapshot: Request.Progress = request.storage.withLock { s in
+            if upload {
+                s.outcome.progress.bytesSent = done
+                s.outcome.progress.bytesToSend = total > 0 ? total : nil
+            } else {
+                s.outcome.progress.bytesReceived = done
+                s.outcome.progress.bytesExpected = total > 0 ? total : nil
+            }
+            if let delivered {
+                s.outcome.progress.state = upload ? .upload : .download
+                s.outcome.progress.percent = delivered
+            }
+            return s.outcome.progress
+        }
+        if wantsBytes {
+            var progress = snapshot
+            progress.state = upload ? .upload : .download
+            schedule = lock.withLock { enqueue(.bytes(progress)) } || schedule
+        }
+        if schedule { plan.queue.async { self.drainFromQueue() } }
+    }
+
+    /// Body bytes for the data handler; coalesced to exactly the buffer size with concatData.
+    func didReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let limit = plan.concatData ? plan.effectiveBufferSize : 0
+        guard limit > 0 else { return deliverData(Data(bytes)) }
+        var rest = bytes[...]
+        while !rest.isEmpty {
+            let take = min(limit - local.pending.count, rest.count)
+            local.pending.append(contentsOf: rest.prefix(take))
+            rest = rest.dropFirst(take)
+            if local.pending.count == limit {
+                let chunk = local.pending
+                local.pending = Data(capacity: limit)
+                if !deliverData(chunk) { return false }
+            }
+        }
+        return true
+    }
+
+    private func deliverData(_ data: Data) -> Bool {
+        lock.withLock { streamedBytes += UInt64(data.count) }
+        return callOnEngineThread({ $0.dataHandler }) { $0(data) }
+    }
+
+    /// The engine's auth callback: credentials from the stores or the handler, or none.
+    func answerChallenge(_ handle: OpaquePointer, isProxy: Bool, scheme: String, realm: String)
+        -> Int32
+    {
+        guard let auth = authentication, isProxy || !plan.hasExplicitAuthorization else { return 0 }
+        let action = whileHandlersLive(AuthenticationCoordinator.Action.stop) {
+            auth.respond(
+                isProxy: isProxy, scheme: scheme, realm: realm, url: local.hopURL,
+                proxyURL: plan.proxy?.url)
+        }
+        switch action {
+        case .supply(let credential):
+            return tern_request_supply_auth(handle, credential.user, credential.password) == 0 ? 1 : 0
+        case .stop:
+            return 0
+        case .cancel:
+            local.authCancelled = true
+            return 0
+        }
+    }
+
+    /// Fills the engine's buffer from the stream body; -1 (with the reason kept) on error.
+    func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int64 {
+        guard case .stream(_, let stream) = plan.body else { return -1 }
+        do {
+            return Int64(try stream.read(into: buffer, for: local.token))
+        } catch {
+            local.bodyError = "\(error)"
+            return -1
+        }
+    }
+
+    /// The attempt's C request completed: record what it left, then retry or finish.
+    func didComplete(_ owner: CRequest, status: Int32) {
+        if !local.pending.isEmpty {
+            // Bytes that arrived are handed over even when the request failed afterwards.
+            _ = deliverData(local.pending)
+            local.pending = Data()
+        }
+        let report = makeReport(owner, status: status)
+        request.storage.withLock { s in
+            s.outcome.head = report.head
+            if let sent = report.sentHead { s.outcome.sentHead = sent }
+            s.outcome.data = report.data
+            s.outcome.bytesReceived = report.bytesReceived
+            s.outcome.offset = report.offset
+            s.outcome.timings = report.timings
+            s.outcome.tlsInfo = report.tlsInfo
+            s.outcome.decodedEncoding = report.decodedEncoding
+            s.outcome.bytesDelivered = report.bytesDelivered
+            s.outcome.bodySkipped = report.bodySkipped
+            s.outcome.redirectCount = report.redirectCount
+            if let url = report.redirectedURL { s.outcome.effectiveURL = url }
+            if let length = report.contentLength { s.outcome.contentLength = length }
+        }
+        var end = ExecutionMachine.AttemptEnd(error: report.error?.code, status: report.head?.status ?? 0)
+        if case .stream(_, let stream) = plan.body, stream.hasStarted { end.canReplayBody = false }
+        if report.error == nil, let status = report.head?.status, [429, 503].contains(status) || status == 408 {
+            end.retryAfter = report.head?.fields[.retryAfter].flatMap(retryAfterSeconds)
+        }
+        let attempt = local.number
+        let step: ExecutionMachine.Step = lock.withLock {
+            end.deliveredBody = streamedBytes > 0
+            current = nil
+            return machine.attemptEnded(attempt: attempt, end, now: monotonicSeconds())
+        }
+        perform(step, report: report)
+    }
+
+    // MARK: - Delivery
+
+    /// Queues an event; returns true when the caller must schedule a drain on the callback
+    /// queue (none is scheduled, and no thread blocked in executeAndWait() delivers inline).
+    /// Called with `lock` held.
+    private func enqueue(_ event: ExecutionEvent) -> Bool {
+        events.append(event)
+        lock.broadcast()
+        guard !scheduled, inlineWaiters == 0 else { return false }
+        scheduled = true
+        return true
+    }
+
+    private func drainFromQueue() {
+        lock.lock()
+        scheduled = false
+        if !draining { drainLocked() }
+        lock.unlock()
+    }
+
+    /// Delivers queued events one batch at a time. Called with `lock` held and nobody
+    /// draining; only one thread drains at a time, which keeps events in order even on a
+    /// concurrent queue.
+    private func drainLocked() {
+        draining = true
+        drainer = currentThreadID()
+        while !events.isEmpty {
+            let batch = events
+            events.removeAll()
+            lock.unlock()
+            for event in batch { deliver(event) }
+            lock.lock()
+        }
+        draining = false
+        drainer = 0
+        lock.broadcast()
+    }
+
+    /// Blocks until the completion has been delivered. With `inline`, the calling thread (which
+    /// is on the callback queue, so the queue cannot run the events itself) delivers them.
+    func waitForCompletion(inline: Bool) {
+        lock.lock()
+        if inline { inlineWaiters += 1 }
+        defer {
+            if inline { inlineWaiters -= 1 }
+            lock.unlock()
+        }
+        while !completionDelivered {
+            if inline, !draining, !events.isEmpty {
+                drainLocked()
+                continue
+            }
+            lock.wait()
+        }
+    }
+
+    /// True when the calling thread is delivering this execution's events right now.
+    var isDeliveringOnCurrentThread: Bool {
+        lock.withLock { draining && drainer == currentThreadID() }
+    }
+
+    private func deliver(_ event: ExecutionEvent) {
+        switch event {
+        case .progress(let state, let percent, let isFinal):
+            let listener: Request.Listener? = lock.withLock {
+                if machine.cancelRequested && !isFinal { return nil }
+                return handlers?.listener
+            }
+            if let listener, !listener(request, state, percent) { cancel() }
+        case .bytes(let progress):
+            let handler = lock.withLock { handlers?.progressHandler }
+            handler?(request, progress)
+        case .completion:
+            let completions = lock.withLock { handlers?.completions ?? [] }
+            for completion in completions { completion(request) }
+            let (waiting, result) = lock.withLock {
+                handlers = nil  // release what the closures captured
+                completionDelivered = true
+                lock.broadcast()
+                defer { continuations = [] }
+                return (continuations, resultStorage)
+            }
+            if let result {
+                for continuation in waiting {
+                    continuation.resume(with: result.mapError { $0 as any Error })
+                }
+            }
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// Runs `body` (a caller's closure, on the engine thread) unless the execution was
+    /// silenced by clearDelegatesAndCancel(), which waits for one in progress; `fallback`
+    /// otherwise.
+    func whileHandlersLive<T>(_ fallback: T, _ body: () -> T) -> T {
+        handlerGate?.lock()
+        defer { handlerGate?.unlock() }
+        guard lock.withLock({ handlers != nil }) else { return fallback }
+        return body()
+    }
+
+    /// Calls a handler on the engine thread unless the execution was silenced; `true` without
+    /// one.
+    private func callOnEngineThread<H>(_ pick: (Handlers) -> H?, _ call: (H) -> Bool) -> Bool {
+        guard let gate = handlerGate else { return true }
+        gate.lock()
+        defer { gate.unlock() }
+        guard let handler = lock.withLock({ handlers.flatMap(pick) }) else { return true }
+        return call(handler)
+    }
+
+    func cancelledError() -> TernError {
+        TernError(
+            code: .cancelled, message: "request to \(plan.host) cancelled", host: plan.host,
+            phase: .caller)
+    }
+
+    var logMetadata: Logger.Metadata { ["tern.request": "\(plan.requestID)"] }
+
+    private func makeResponse(_ report: AttemptReport, attempts: Int) -> Response {
+        let head = report.head
+        return Response(
+            url: report.redirectedURL ?? plan.url,
+            originalURL: plan.url,
+            redirectCount: report.redirectCount,
+            status: HTTPResponse.Status(code: head?.status ?? 0, reasonPhrase: head?.reason ?? ""),
+            httpMinorVersion: head?.httpMinorVersion ?? 1,
+            headerFields: head?.fields ?? [:],
+            contentLength: report.contentLength,
+            offset: report.offset,
+            bytesReceived: report.bytesReceived,
+            data: report.data,
+            downloadFile: plan.download?.path,
+            isReused: head?.isReused ?? false,
+            isFromCache: false,
+            attempts: attempts,
+            timings: report.timings,
+            sentRequestHead: report.sentHead,
+            tlsInfo: report.tlsInfo,
+            decodedEncoding: report.decodedEncoding,
+            bytesDelivered: report.bytesDelivered,
+            isRequestBodySkipped: report.bodySkipped)
+    }
+
+    private func logSummary(_ result: Result<Response, TernError>, attempts: Int) {
+        var line = "\(plan.method) \(plan.urlString): "
+        switch result {
+        case .success(let response):
+            func t(_ v: TimeInterval?) -> String {
+                guard let v else { return "-" }
+                return "\((v * 1000).rounded() / 1000) s"
+            }
+            let timings = response.timings
+            line += "status \(response.statusCode), \(response.bytesReceived) body bytes, "
+            line += "connection \(response.isReused ? "reused" : "new"), "
+            line += "connected \(t(timings.connected)), first byte \(t(timings.headers)), "
+            line += "total \(t(timings.total)), attempts \(attempts)"
+        case .failure(let error):
+            line += "failed after \(attempts) attempt(s): \(error.code.name) \(error.message)"
+        }
+        plan.engine.logger.debug("\(line)", metadata: logMetadata)
+    }
+}
+
+/// `Retry-After` as seconds from now: a number of seconds, or an HTTP date.
+func retryAfterSeconds(_ value: String) -> Double? {
+    let trimmed = value.trimmingCharacters(in: .whitespaces)
+    if let seconds = UInt64(trimmed) { return Double(seconds) }
+    guard let date = Cookie.parseDate(trimmed) else { return nil }
+    return max(0, date.timeIntervalSinceNow)
+}
+
+/// Same scheme, host and port (default ports filled in).
+func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+    HostName.scheme(of: a) == HostName.scheme(of: b)
+        && HostName.canonical(of: a) == HostName.canonical(of: b)
+        && HostName.port(of: a) == HostName.port(of: b)
+}
+
+/// Seconds on a monotonic clock.
+func monotonicSeconds() -> Double {
+    Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+}
+
+/// Converts seconds to whole milliseconds for the engine (rounded up; 0 for none).
+func milliseconds(_ seconds: TimeInterval) -> UInt64 {
+    guard seconds > 0, seconds.isFinite else { return 0 }
+    return UInt64(min((seconds * 1000).rounded(.up), 1e15))
+}
