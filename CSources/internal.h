@@ -215,6 +215,7 @@ struct tern_request {
   char *dl_path;
   uint64_t dl_offset, dl_end;
   bool dl_resume;
+  bool dl_part_only; /* TERN_RESUME_PART: continue only a .part, never the target */
   tern_data_cb data_cb;
   void *data_cb_data;
   tern_complete_cb complete_cb;

@@ -336,7 +336,8 @@ int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_read_cb c
 int tern_request_set_download_file(tern_request_t *req, const char *path, uint64_t offset,
                                    uint64_t end, int resume) {
   CHECK_NEW(req);
-  if (path == NULL || (end != 0 && end <= offset)) return TERN_EINVAL;
+  if (path == NULL || (end != 0 && end <= offset) || resume < 0 || resume > TERN_RESUME_PART)
+    return TERN_EINVAL;
   char *p = strdup(path);
   if (p == NULL) return TERN_ENOMEM;
   free(req->dl_path);
@@ -344,6 +345,7 @@ int tern_request_set_download_file(tern_request_t *req, const char *path, uint64
   req->dl_offset = offset;
   req->dl_end = end;
   req->dl_resume = resume != 0;
+  req->dl_part_only = resume == TERN_RESUME_PART;
   req->sink_kind = TERN__SINK_FILE;
   return 0;
 }
@@ -881,7 +883,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
           validator[strcspn(validator, "\r\n")] = '\0';
           fclose(f);
         }
-      } else if (stat(req->dl_path, &st) == 0 && S_ISREG(st.st_mode)) {
+      } else if (!req->dl_part_only && stat(req->dl_path, &st) == 0 && S_ISREG(st.st_mode)) {
         req->resume_from = (uint64_t)st.st_size;
         req->resume_in_place = true;
       }

@@ -245,9 +245,13 @@ TERN_API int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_
 /** Writes a 2xx body into a file instead of memory (another status keeps up to 1 MiB of its body
  *  in memory and leaves the file alone; the file is opened only once a 2xx head arrives).
  *  offset/end select bytes [offset, end) (end 0: open-ended) with a Range request, and the file
- *  receives exactly the bytes returned. With resume, an existing
+ *  receives exactly the bytes returned. With resume (1), an existing
  *  file is continued from its current size (Range from offset+size) and a 416 on a complete
- *  file counts as success; a server ignoring the range restarts the file from zero. */
+ *  file counts as success; a server ignoring the range restarts the file from zero.
+ *  TERN_RESUME_PART (2) continues only what an earlier attempt left in FILE.part (never FILE
+ *  itself) and keeps FILE.part when this attempt fails: the mode for retries, whose caller
+ *  removes FILE.part once it gives up (since 0.2). */
+#define TERN_RESUME_PART 2
 TERN_API int tern_request_set_download_file(tern_request_t *req, const char *path,
                                             uint64_t offset, uint64_t end, int resume);
 /** Streams the body to `cb` instead of keeping it; nothing is accumulated. */

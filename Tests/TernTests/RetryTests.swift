@@ -104,5 +104,103 @@ extension TernTests {
             #expect(percents.last == -1)
             #expect(percents.dropLast() == percents.dropLast().sorted())
         }
+    
+
+        /// How many requests the fault server saw for a /flaky key.
+        func flakyCount(_ servers: Servers, _ key: String) throws -> Int {
+            let request = Request(url: servers.fault("/flaky-count?key=\(key)"))
+            request.callbackQueue = .global()
+            let response = try request.executeAndWait()
+            return Int(response.string?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? -1
+        }
+
+        @Test func transientStatusesAreRetriedUntilASuccess() throws {
+            let servers = try Servers.get()
+            let key = "status-\(UInt64.random(in: 0...UInt64.max))"
+            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=2&status=503&size=4096"))
+            request.maxRetries = 3
+            request.callbackQueue = .global()
+            let response = try request.executeAndWait()
+            #expect(response.statusCode == 200)
+            #expect(response.data == pattern(4096))
+            #expect(response.attempts == 3)
+            #expect(try flakyCount(servers, key) == 3)
+        }
+
+        @Test func whenRetriesRunOutTheLastResponseIsTheResult() throws {
+            let servers = try Servers.get()
+            let key = "spent-\(UInt64.random(in: 0...UInt64.max))"
+            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=5&status=502"))
+            request.maxRetries = 1
+            request.callbackQueue = .global()
+            let response = try request.executeAndWait()
+            #expect(response.statusCode == 502)
+            #expect(response.string == "failure 2\n")
+            #expect(response.attempts == 2)
+            #expect(try flakyCount(servers, key) == 2)
+        }
+
+        @Test func retryAfterIsHonoured() throws {
+            let servers = try Servers.get()
+            let key = "after-\(UInt64.random(in: 0...UInt64.max))"
+            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=1&status=429&retry_after=1"))
+            request.maxRetries = 1
+            request.callbackQueue = .global()
+            let started = Date()
+            let response = try request.executeAndWait()
+            let elapsed = Date().timeIntervalSince(started)
+            #expect(response.statusCode == 200)
+            #expect(elapsed >= 1, "Retry-After: 1 asked for a second, took \(elapsed) s")
+        }
+
+        @Test func aPostIsNotRepeatedAfterA503() throws {
+            let servers = try Servers.get()
+            let key = "post-\(UInt64.random(in: 0...UInt64.max))"
+            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=1&status=503"), method: .post)
+            request.body = Data("x".utf8)
+            request.maxRetries = 3
+            request.callbackQueue = .global()
+            #expect(try request.executeAndWait().statusCode == 503)
+            #expect(try flakyCount(servers, key) == 1)
+        }
+
+        @Test func aRetriedDownloadContinuesFromItsPartFile() throws {
+            let servers = try Servers.get()
+            let key = "download-\(UInt64.random(in: 0...UInt64.max))"
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tern-retry-\(key)")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let file = dir.appendingPathComponent("out.bin").path
+            let size = 300_000
+            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=1&how=truncate&size=\(size)"))
+            request.downloadFile = file
+            request.maxRetries = 2
+            request.callbackQueue = .global()
+            let response = try request.executeAndWait()
+            #expect(response.statusCode == 206, "the second attempt asked for the rest")
+            #expect(response.offset == UInt64(size / 2))
+            #expect(response.attempts == 2)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == pattern(size))
+            #expect(!FileManager.default.fileExists(atPath: file + ".part"))
+        }
+
+        @Test func aDownloadThatRunsOutOfRetriesLeavesNoPartFile() throws {
+            let servers = try Servers.get()
+            let key = "gaveup-\(UInt64.random(in: 0...UInt64.max))"
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tern-retry-\(key)")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let file = dir.appendingPathComponent("out.bin").path
+            try Data("good".utf8).write(to: URL(fileURLWithPath: file))
+            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=9&how=truncate&size=100000"))
+            request.downloadFile = file
+            request.maxRetries = 2
+            request.callbackQueue = .global()
+            #expect(throws: TernError.partialBody) { try request.executeAndWait() }
+            #expect(try flakyCount(servers, key) == 3)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == Data("good".utf8))
+            #expect(!FileManager.default.fileExists(atPath: file + ".part"))
+            #expect(!FileManager.default.fileExists(atPath: file + ".part.validator"))
+        }
     }
 }

@@ -161,6 +161,7 @@ class Stats:
         self.accepted = 0  # connections accepted since start (or /reset-stats)
         self.next_conn_id = 0  # never reset: X-Connection stays unique for the process
         self.tags = {}  # tag -> set of connection ids that carried a request with ?tag=
+        self.flaky = {}  # /flaky key -> requests seen
 
 
 class Server:
@@ -543,6 +544,44 @@ class Connection:
             chunked=req.q_bool("chunked"), chunk_size=req.q_int("chunk", 8192, 1),
             close=not req.q_bool("keepalive", True), drip_ms=drip_ms,
             drip_bytes=req.q_int("drip_bytes", 1024, 1))
+
+    async def h_flaky(self, req):
+        """Fails the first `fail` requests with the same `key`, then succeeds: how=status answers
+        `status` (default 503, with `retry_after` as Retry-After when given); how=truncate sends
+        a 200 of `size` bytes cut in half. The success honours `Range: bytes=N-` (with If-Range
+        against its ETag), so a retried download can continue. /flaky-count?key= tells how
+        many requests a key has seen."""
+        key = req.q("key", "")
+        seen = self.server.stats.flaky.get(key, 0) + 1
+        self.server.stats.flaky[key] = seen
+        size = req.q_int("size", 1024)
+        etag = '"flaky-%d"' % size
+        if seen <= req.q_int("fail", 1):
+            if req.q("how", "status") == "truncate":
+                head = self.head_bytes(200, self.std_headers() + [
+                    ("Content-Type", "application/octet-stream"), ("Content-Length", str(size)),
+                    ("ETag", etag), ("Accept-Ranges", "bytes")])
+                return await self.raw_then_close(head + pattern_bytes(size // 2), "fin")
+            headers = [("Content-Type", "text/plain")]
+            if req.q("retry_after") is not None:
+                headers.append(("Retry-After", req.q("retry_after")))
+            return await self.respond(req, req.q_int("status", 503), headers,
+                                      b"failure %d\n" % seen)
+        start = 0
+        ranged = req.header("Range") or ""
+        if ranged.startswith("bytes=") and ranged.endswith("-") and \
+                (req.header("If-Range") in (None, etag)):
+            start = min(int(ranged[6:-1] or 0), size)
+        headers = [("Content-Type", "application/octet-stream"), ("ETag", etag),
+                   ("Accept-Ranges", "bytes")]
+        if start:
+            headers.append(("Content-Range", "bytes %d-%d/%d" % (start, size - 1, size)))
+            return await self.respond(req, 206, headers, pattern_bytes(size - start, start))
+        return await self.respond(req, 200, headers, size=size)
+
+    async def h_flaky_count(self, req):
+        n = self.server.stats.flaky.get(req.q("key", ""), 0)
+        return await self.respond(req, 200, [("Content-Type", "text/plain")], b"%d\n" % n)
 
     async def h_truncate(self, req):
         n = req.q_int("len", 1000)
@@ -972,6 +1011,8 @@ GZIP_CACHE = {}
 
 ROUTES = {
     "/gzip": Connection.h_gzip,
+    "/flaky": Connection.h_flaky,
+    "/flaky-count": Connection.h_flaky_count,
     "/multipart": Connection.h_multipart,
     "/ok": Connection.h_ok,
     "/truncate": Connection.h_truncate,

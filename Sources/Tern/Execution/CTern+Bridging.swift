@@ -289,10 +289,15 @@ extension Execution {
                 "tls.clientCertificate \(cert.certificateFile)")
         }
         if let d = p.download {
-            // A retry continues what the failed attempt left in the .part file.
-            let resume = d.resume || (attempt > 1 && p.policy.maxRetries > 0)
+            // With retries, each attempt keeps its .part for the next to continue; the first
+            // starts clean, and the execution removes the .part when it gives up.
+            var mode: Int32 = d.resume ? 1 : 0
+            if !d.resume, p.policy.maxRetries > 0 {
+                mode = TERN_RESUME_PART
+                if attempt == 1 { removePartialDownload(d.path) }
+            }
             try check(
-                tern_request_set_download_file(h, d.path, d.offset, d.end, resume ? 1 : 0),
+                tern_request_set_download_file(h, d.path, d.offset, d.end, mode),
                 "download file \(d.path) (offset \(d.offset), end \(d.end))")
         }
         let t = p.timeouts
@@ -552,4 +557,10 @@ func cleanURL(_ string: String) -> URL? {
     components.password = nil
     components.fragment = nil
     return components.url
+}
+
+/// Removes what an interrupted download of `path` left: `path.part` and its validator.
+func removePartialDownload(_ path: String) {
+    unlink(path + ".part")
+    unlink(path + ".part.validator")
 }

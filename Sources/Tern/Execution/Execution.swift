@@ -265,6 +265,9 @@ final class Execution: @unchecked Sendable {
         }
         guard first else { return }
         let success = if case .success = result { true } else { false }
+        if !success, let download = plan.download, !download.resume, plan.policy.maxRetries > 0 {
+            removePartialDownload(download.path)  // kept for retries that will not come
+        }
         let closing: (upload: Bool, percent: Int)? = lock.withLock { machine.finalEvent(success: success) }
         request.storage.withLock { s in
             s.outcome.result = result
