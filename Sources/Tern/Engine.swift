@@ -45,8 +45,9 @@ public final class Engine: Sendable {
         /// The largest response head accepted, in bytes (default 65536; never more than
         /// ``bufferSize``).
         public var maxHeaderSize: Int
-        /// Connections per origin, busy and idle (default 0: unlimited). Excess requests wait
-        /// for a free connection.
+        /// Connections per origin, busy and idle (default 6, as URLSession; 0: unlimited).
+        /// Excess requests wait for a pooled connection, so a burst of requests does not
+        /// overflow a small server's listen queue (Python's `http.server` holds 5).
         public var maxConnectionsPerOrigin: Int
         /// How many idempotent requests may be queued on one connection (default 1: no
         /// pipelining). Requests opt in with ``Request/allowsPipelining``.
@@ -82,7 +83,7 @@ public final class Engine: Sendable {
             bufferSize: Int = 65536,
             idleTimeout: TimeInterval = 60,
             maxHeaderSize: Int = 65536,
-            maxConnectionsPerOrigin: Int = 0,
+            maxConnectionsPerOrigin: Int = 6,
             pipelineDepth: Int = 1,
             userAgent: String? = nil,
             logger: Logger = Logger(label: "tern"),

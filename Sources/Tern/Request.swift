@@ -22,7 +22,7 @@ import Synchronization
 /// request.downloadFile = "/tmp/file.bin"
 /// request.resume = true
 /// request.listener = { request, state, percent in
-///     print(state, percent)  // on the main queue by default
+///     print(state, percent)  // on callbackQueue, a global queue by default
 ///     return true            // false cancels
 /// }
 /// request.execute()
@@ -185,7 +185,7 @@ public final class Request: Sendable {
         var proxy: ProxyConfiguration?
         var proxyAuthenticationSchemes = AuthenticationSchemes.any
         var proxyEnvironment: ProxyEnvironment?
-        var callbackQueue: DispatchQueue = .main
+        var callbackQueue: DispatchQueue = .global()
         var engine: Engine?
         var listener: Listener?
         var completions: [Completion] = []
@@ -193,6 +193,8 @@ public final class Request: Sendable {
         var dataHandler: DataHandler?
         var progressHandler: ProgressHandler?
         var progressInterval: TimeInterval = 0.1
+        /// A name given to setHeader(_:_:) that cannot be sent: the execution fails with it.
+        var invalidHeader: String?
     }
 
     // Guarded state: the settings, the outcome of the latest execution, and that execution.
@@ -221,14 +223,24 @@ public final class Request: Sendable {
         self.storage = Locked(Storage(settings: Settings(url: url, method: method)))
     }
 
-    /// Creates a request from a URL string, or returns `nil` when the string is not a URL.
+    /// Creates a request from a URL string, or returns `nil` when the string is not an
+    /// absolute `http` or `https` URL with a host (and a port from 1 to 65535, if any).
     ///
     /// - Parameters:
     ///   - string: The URL, such as `"http://example.com/"`.
     ///   - method: The request method (default GET).
     public convenience init?(string: String, method: HTTPRequest.Method = .get) {
-        guard let url = URL(string: string) else { return nil }
+        guard let url = URL(string: string), Self.isSupported(url) else { return nil }
         self.init(url: url, method: method)
+    }
+
+    /// True for an absolute http(s) URL with a host and a port in range.
+    static func isSupported(_ url: URL) -> Bool {
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = url.host, !host.isEmpty
+        else { return false }
+        if let port = url.port, !(1...65535).contains(port) { return false }
+        return true
     }
 
     // MARK: - What to send
@@ -533,10 +545,14 @@ public final class Request: Sendable {
 
     // MARK: - How to be told
 
-    /// The queue that runs the ``listener`` and the completion handlers (default `.main`).
+    /// The queue that runs the ``listener``, the ``progressHandler`` and the completion
+    /// handlers (default: a global concurrent queue, `.global()`, as for ``Client``).
     ///
     /// Events of one request are delivered one at a time and in order, even on a concurrent
-    /// queue.
+    /// queue. The default never waits for a queue the program may not serve: a command-line
+    /// tool or a service that blocks its main thread would never see events sent to `.main`.
+    /// An app that updates its UI from the handlers sets `.main` (ASIHTTPRequest's and
+    /// mesibo's default), whose events then run on the main thread.
     public var callbackQueue: DispatchQueue {
         get { setting(\.callbackQueue) }
         set { set(\.callbackQueue, newValue) }

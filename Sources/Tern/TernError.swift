@@ -1,6 +1,8 @@
 // TernError: every failure a request can report, as an extensible struct (not an enum), so that
 // codes can be appended without breaking callers who switch over them.
 
+public import Foundation
+
 /// An error from Tern: what failed, where, and in which phase of the exchange.
 ///
 /// `TernError` is a struct rather than an enum, so new codes can be added without breaking
@@ -338,5 +340,18 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
         default:
             return code.rawValue <= -27 && code.rawValue >= -35 ? .tls : nil
         }
+    }
+}
+
+extension TernError: LocalizedError {
+    /// The message, with the host when the message does not name it, the code and the phase:
+    /// "connect to example.com:80: connection refused (ECONNREFUSED, connect phase)". This is
+    /// also what `localizedDescription` returns.
+    public var errorDescription: String? {
+        var text = message
+        if let host, !host.isEmpty, !message.contains(host) { text += " (\(host))" }
+        text += " [\(code.name)"
+        if let phase { text += ", \(phase) phase" }
+        return text + "]"
     }
 }

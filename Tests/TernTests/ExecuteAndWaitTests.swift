@@ -15,7 +15,8 @@ extension TernTests {
             #expect(probe.isCurrent, "a @MainActor test runs on the main queue")
             let events = Recorder<Event>()
             let completions = Recorder<Bool>()
-            let request = Request(url: servers.nginx("/64k.txt"))  // callbackQueue: .main
+            let request = Request(url: servers.nginx("/64k.txt"))
+            request.callbackQueue = .main
             request.listener = { _, state, percent in
                 events.append(Event(state: state, percent: percent, onQueue: probe.isCurrent))
                 return true

@@ -39,20 +39,38 @@ extension TernTests {
             #expect(sha256(file: file) == servers.sha("SHA_100M"))
         }
 
-        @Test func defaultsToTheMainQueue() async throws {
+        @Test func defaultsToAGlobalQueue() async throws {
             let servers = try Servers.get()
-            let probe = QueueProbe(.main)
             let events = Recorder<Event>()
             let request = Request(url: servers.nginx("/64k.txt"))
-            #expect(request.callbackQueue.label == DispatchQueue.main.label)
+            #expect(request.callbackQueue.label == DispatchQueue.global().label)
             request.listener = { _, state, percent in
-                events.append(Event(state: state, percent: percent, onQueue: probe.isCurrent))
+                events.append(Event(state: state, percent: percent, onQueue: !Thread.isMainThread))
                 return true
             }
             await runToCompletion(request)
             #expect(!events.all.isEmpty)
             #expect(events.all.allSatisfy { $0.onQueue })
             #expect(events.all.last == Event(state: .download, percent: 100, onQueue: true))
+        }
+
+        /// A command-line program that blocks its main thread until a request is done: with the
+        /// default queue, its listener and completion run and the wait ends.
+        @MainActor @Test func aBlockedMainThreadDoesNotHangTheDefaults() throws {
+            let servers = try Servers.get()
+            #expect(Thread.isMainThread)
+            let done = DispatchSemaphore(value: 0)
+            let events = Recorder<Int>()
+            let request = Request(url: servers.nginx("/64k.txt"))
+            request.listener = { _, _, percent in
+                events.append(percent)
+                return true
+            }
+            request.onCompletion { _ in done.signal() }
+            request.execute()
+            #expect(done.wait(timeout: .now() + 10) == .success, "the completion never ran")
+            #expect(events.all.last == 100)
+            #expect(request.statusCode == 200)
         }
 
         @Test func staysInOrderOnAConcurrentQueue() async throws {

@@ -156,6 +156,12 @@ struct Plan: Sendable {
         if s.proxyAuthenticationSchemes.intersection(.any).isEmpty {
             fail(.invalidArgument, "proxyAuthenticationSchemes names no scheme")
         }
+        if let name = s.invalidHeader {
+            fail(.badHeader, "header field \"\(name)\" has an invalid name or a CR, LF or NUL in its value")
+        }
+        if let port = requested.port, !(1...65535).contains(port) {
+            fail(.badURL, "port \(port) of \(requested.absoluteString) is out of range (1-65535)")
+        }
         if isPlain {
             url = requested
             urlString = requested.absoluteString
