@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: warnings-as-errors build + ctest, the same under ASan+UBSan (with
 # LeakSanitizer) and under TSan, a bounded fuzz run, the installed library used through
-# pkg-config (valgrind, resume, flat memory), the Swift build and tests, the CLI's memory, the
-# README's examples, the demo, and a smoke pass of the benchmark drivers.
+# pkg-config (valgrind, resume, flat memory), the Swift build and tests (plain, then under
+# TSan), the CLI's memory, the README's examples, the demo, and a smoke pass of the benchmark
+# drivers.
 # Usage: scripts/test.sh [--quick]   (--quick: the plain build and ctest only)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -67,6 +68,26 @@ swift test 2>&1 | tee build/swift-test.log | grep -E "^(✘|✔ Test run)|error:
 line=$(grep -E "Test run with [0-9]+ tests? .*(passed|failed)" build/swift-test.log | tail -n1) || true
 if ! grep -q "✔ Test run with" <<<"$line"; then
   echo "swift test failed: ${line:-no summary}"
+  echo "$passed passed, 1 failed"
+  exit 1
+fi
+passed=$((passed + $(sed -E 's/.*with ([0-9]+) tests?.*/\1/' <<<"$line")))
+
+step "Swift tests under ThreadSanitizer (swift test --sanitize=thread, scratch path .build-tsan)"
+# Its own scratch path, so that the plain build above is not rebuilt. The `tern` binary the CLI
+# tests run is built with TSan too; the tests start it with atexit_sleep_ms=0 in TSAN_OPTIONS
+# (TSan's default sleeps 1 s at every exit). A race report fails the step even when every test
+# passed.
+set +e
+swift test --sanitize=thread --scratch-path .build-tsan >build/swift-test-tsan.log 2>&1
+tsan_rc=$?
+set -e
+grep -E "^(✘|✔ Test run)|error:|WARNING: ThreadSanitizer" build/swift-test-tsan.log || true
+line=$(grep -E "Test run with [0-9]+ tests? .*(passed|failed)" build/swift-test-tsan.log | tail -n1) || true
+races=$(grep -c "WARNING: ThreadSanitizer" build/swift-test-tsan.log || true)
+if [ "$tsan_rc" != 0 ] || [ "$races" != 0 ] || ! grep -q "✔ Test run with" <<<"$line"; then
+  echo "swift test --sanitize=thread failed (exit $tsan_rc, $races race reports): ${line:-no summary}"
+  echo "see build/swift-test-tsan.log"
   echo "$passed passed, 1 failed"
   exit 1
 fi

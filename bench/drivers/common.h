@@ -5,6 +5,8 @@
  * The contract (bench/README.md has the long form):
  *
  *   DRIVER get URL N C        N GETs of URL over C keep-alive connections, bodies discarded
+ *   DRIVER fanout URL N C W   N GETs with W in flight at any time (each its own request, the
+ *                             next started as one finishes) over at most C connections
  *   DRIVER download URL PATH  one GET, the body written to PATH ("/dev/null": discarded)
  *   DRIVER idle URL N         (extra, not every driver) N pooled idle connections, RSS each
  *   DRIVER upload URL FILE    (extra, not every driver) FILE as one multipart/form-data part,
@@ -32,7 +34,7 @@
 #define BENCH_EXIT_USAGE 2
 #define BENCH_EXIT_UNSUPPORTED 3
 
-enum bench_mode { BENCH_GET, BENCH_DOWNLOAD, BENCH_IDLE, BENCH_UPLOAD };
+enum bench_mode { BENCH_GET, BENCH_DOWNLOAD, BENCH_IDLE, BENCH_UPLOAD, BENCH_FANOUT };
 
 /* The multipart/form-data framing every upload driver sends around the file's bytes. */
 #define BENCH_BOUNDARY "tern-bench-7d1c0a5e9b3f"
@@ -47,7 +49,8 @@ struct bench_args {
     const char *url;
     const char *path;   /* download: where the body goes; upload: the file to send */
     long n;             /* get: requests; idle: connections */
-    long c;             /* get: connections */
+    long c;             /* get, fanout: connections */
+    long w;             /* fanout: requests in flight (get: equal to c) */
     const char *cafile; /* $BENCH_CAFILE or NULL */
 };
 
@@ -92,6 +95,19 @@ static void bench_parse_args(struct bench_args *a, int argc, char **argv, int ha
         a->c = bench_parse_count(argv[4], "C");
         if (a->c > a->n)
             a->c = a->n; /* more connections than requests could never all be used */
+        a->w = a->c;
+        return;
+    }
+    if (argc == 6 && strcmp(argv[1], "fanout") == 0) {
+        a->mode = BENCH_FANOUT;
+        a->url = argv[2];
+        a->n = bench_parse_count(argv[3], "N");
+        a->c = bench_parse_count(argv[4], "C");
+        a->w = bench_parse_count(argv[5], "W");
+        if (a->w > a->n)
+            a->w = a->n;
+        if (a->c > a->w)
+            a->c = a->w;
         return;
     }
     if (argc == 4 && strcmp(argv[1], "download") == 0) {
@@ -117,10 +133,11 @@ static void bench_parse_args(struct bench_args *a, int argc, char **argv, int ha
         return;
     }
     if (argc >= 2 && strcmp(argv[1], "get") != 0 && strcmp(argv[1], "download") != 0 &&
-        strcmp(argv[1], "idle") != 0 && strcmp(argv[1], "upload") != 0)
+        strcmp(argv[1], "idle") != 0 && strcmp(argv[1], "upload") != 0 &&
+        strcmp(argv[1], "fanout") != 0)
         bench_die(BENCH_EXIT_UNSUPPORTED, "unsupported workload: %s", argv[1]);
     fprintf(stderr,
-            "usage: %s get URL N C | download URL PATH%s\n"
+            "usage: %s get URL N C | fanout URL N C W | download URL PATH%s\n"
             "  env BENCH_CAFILE: PEM CA file to trust for https\n",
             bench_name, has_extras ? " | idle URL N | upload URL FILE" : "");
     exit(BENCH_EXIT_USAGE);

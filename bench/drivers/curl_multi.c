@@ -5,6 +5,9 @@
  *   curl-multi get URL N C        C easy handles; each one, when done, is removed and added
  *                                 again for the next request, reusing its connection from the
  *                                 multi handle's connection cache (at most C connections)
+ *   curl-multi fanout URL N C W   the same with W easy handles (W transfers in flight) and at
+ *                                 most C connections: libcurl queues the transfers that find no
+ *                                 free connection
  *   curl-multi download URL PATH  one transfer; the write callback write(2)s to PATH, or only
  *                                 counts for /dev/null. CURLOPT_BUFFERSIZE is 100 KiB, as the
  *                                 curl tool sets it.
@@ -162,9 +165,10 @@ int main(int argc, char **argv)
 
     switch (r.args.mode) {
     case BENCH_GET:
+    case BENCH_FANOUT:
         curl_multi_setopt(r.multi, CURLMOPT_MAX_HOST_CONNECTIONS, r.args.c);
         curl_multi_setopt(r.multi, CURLMOPT_MAXCONNECTS, r.args.c);
-        elapsed = run_loop(&r, r.args.n, r.args.c, 0);
+        elapsed = run_loop(&r, r.args.n, r.args.w, 0);
         bench_report(elapsed, r.done, r.bytes, NULL);
         break;
     case BENCH_DOWNLOAD:

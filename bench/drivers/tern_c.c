@@ -3,6 +3,9 @@
  *
  *   tern-c get URL N C        N GETs over C keep-alive connections: C requests are in flight at
  *                             any time, each completion submitting the next one from its callback
+ *   tern-c fanout URL N C W   the same with W requests in flight over at most C connections
+ *                             (the engine queues what the pool cannot take yet): the reference
+ *                             for the Swift drivers' W concurrent tasks
  *   tern-c download URL PATH  one GET into PATH (tern_request_set_download_file); /dev/null
  *                             discards the body in-process through a data callback
  *   tern-c idle URL N         N idle pooled connections: RSS before and after, per connection
@@ -178,7 +181,7 @@ int main(int argc, char **argv)
     cfg = tern_config_new();
     if (cfg == NULL)
         bench_die(BENCH_EXIT_FAILED, "out of memory");
-    if (r.args.mode == BENCH_GET)
+    if (r.args.mode == BENCH_GET || r.args.mode == BENCH_FANOUT)
         tern_config_set_max_connections_per_origin(cfg, (unsigned)r.args.c);
     if ((e = tern_engine_new(&r.engine, cfg)) != 0)
         bench_die(BENCH_EXIT_FAILED, "engine: %s", tern_strerror(e));
@@ -186,7 +189,8 @@ int main(int argc, char **argv)
 
     switch (r.args.mode) {
     case BENCH_GET:
-        elapsed = run_phase(&r, r.args.n, r.args.c);
+    case BENCH_FANOUT:
+        elapsed = run_phase(&r, r.args.n, r.args.w);
         bench_report(elapsed, r.done, r.bytes, NULL);
         break;
     case BENCH_DOWNLOAD:

@@ -1,6 +1,8 @@
 // The driver contract shared by the Swift benchmark drivers (bench/README.md has the long form):
 //
 //   DRIVER get URL N C        N GETs over C keep-alive connections, bodies read and discarded
+//   DRIVER fanout URL N C W   N GETs, each its own child task of one task group, W in flight at
+//                             any time (one added as one finishes), over at most C connections
 //   DRIVER download URL PATH  one GET, the body written to PATH ("/dev/null": discarded)
 //
 // Exit 0 only when every response was a complete 200, 1 on any failure, 2 on bad usage, 3 for an
@@ -19,6 +21,9 @@ import Synchronization
 /// What the command line asked for.
 public enum Workload: Sendable {
     case get(url: String, count: Int, connections: Int)
+    /// N GETs with W (`inflight`) at a time, each in a child task of its own, over at most C
+    /// connections: the structured-concurrency path (`fanOut` runs it).
+    case fanout(url: String, count: Int, connections: Int, inflight: Int)
     case download(url: String, path: String)
     /// The `upload URL FILE` extension: FILE as one multipart/form-data part, sent with PUT.
     case upload(url: String, path: String)
@@ -57,16 +62,23 @@ public struct Driver: Sendable {
             let n = count(args[2], "N")
             let c = min(count(args[3], "C"), n)
             return Driver(name: name, workload: .get(url: args[1], count: n, connections: c), caFile: caFile)
+        case ("fanout", 5):
+            let n = count(args[2], "N")
+            let w = min(count(args[4], "W"), n)
+            let c = min(count(args[3], "C"), w)
+            return Driver(
+                name: name, workload: .fanout(url: args[1], count: n, connections: c, inflight: w), caFile: caFile)
         case ("download", 3):
             return Driver(name: name, workload: .download(url: args[1], path: args[2]), caFile: caFile)
         case ("upload", 3) where supportsUpload:
             return Driver(name: name, workload: .upload(url: args[1], path: args[2]), caFile: caFile)
-        case (let verb?, _) where verb != "get" && verb != "download" && (verb != "upload" || !supportsUpload):
+        case (let verb?, _)
+        where verb != "get" && verb != "fanout" && verb != "download" && (verb != "upload" || !supportsUpload):
             exitWith(.unsupported, "\(name): unsupported workload: \(verb)")
         default:
             exitWith(
                 .usage,
-                "usage: \(name) get URL N C | download URL PATH\n  env BENCH_CAFILE: PEM CA file to trust for https"
+                "usage: \(name) get URL N C | fanout URL N C W | download URL PATH\n  env BENCH_CAFILE: PEM CA file to trust for https"
             )
         }
     }
@@ -161,5 +173,25 @@ public final class RequestCounter: Sendable {
 
     public var snapshot: (completed: Int, failures: Int, bytes: Int, firstError: String?) {
         state.withLock { s in (s.completed, s.failures, s.bodyBytes, s.firstError) }
+    }
+}
+
+/// Runs `body` `count` times, each in a child task of its own in one task group, with `inflight`
+/// of them running at any time: `inflight` are added at once, then one more each time one ends
+/// (the usual way to bound a task group). This is what an app doing many small requests with
+/// structured concurrency writes; every driver's `fanout` workload goes through it.
+public func fanOut(count: Int, inflight: Int, _ body: @escaping @Sendable () async -> Void) async {
+    await withTaskGroup(of: Void.self) { group in
+        var started = 0
+        while started < min(inflight, count) {
+            group.addTask { await body() }
+            started += 1
+        }
+        while await group.next() != nil {
+            if started < count {
+                group.addTask { await body() }
+                started += 1
+            }
+        }
     }
 }

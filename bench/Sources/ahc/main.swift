@@ -4,6 +4,8 @@
 //   ahc get URL N C        C concurrent tasks share N requests; the pool may open C connections
 //                          (concurrentHTTP1ConnectionsPerHostSoftLimit); bodies are iterated and
 //                          counted, never kept
+//   ahc fanout URL N C W   N requests, each in a child task of its own in one task group, W in
+//                          flight at any time, at most C connections (the pool queues the rest)
 //   ahc download URL PATH  /dev/null: the body is iterated and counted; a file: FileDownloadDelegate,
 //                          the client's own way to stream a download to disk
 //
@@ -54,21 +56,26 @@ struct BenchFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-func runGet(url: String, count: Int, connections: Int) async -> ExitCode {
+func runGet(url: String, count: Int, connections: Int, inflight: Int? = nil) async -> ExitCode {
     let client = makeClient(connections: connections)
     let counter = RequestCounter(total: count)
     let request = HTTPClientRequest(url: url)
+    @Sendable func one() async {
+        do {
+            let bytes = try await fetch(client, request)
+            counter.finish(bytes: bytes, error: nil)
+        } catch {
+            counter.finish(bytes: 0, error: "\(error)")
+        }
+    }
     let start = monotonicNow()
-    await withTaskGroup(of: Void.self) { group in
-        for _ in 0..<connections {
-            group.addTask {
-                while counter.claim() {
-                    do {
-                        let bytes = try await fetch(client, request)
-                        counter.finish(bytes: bytes, error: nil)
-                    } catch {
-                        counter.finish(bytes: 0, error: "\(error)")
-                    }
+    if let inflight {
+        await fanOut(count: count, inflight: inflight) { await one() }
+    } else {
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<connections {
+                group.addTask {
+                    while counter.claim() { await one() }
                 }
             }
         }
@@ -123,6 +130,8 @@ func runDownload(url: String, path: String) async -> ExitCode {
 switch driver.workload {
 case let .get(url, count, connections):
     exitProcess(await runGet(url: url, count: count, connections: connections))
+case let .fanout(url, count, connections, inflight):
+    exitProcess(await runGet(url: url, count: count, connections: connections, inflight: inflight))
 case let .download(url, path):
     exitProcess(await runDownload(url: url, path: path))
 case .upload:

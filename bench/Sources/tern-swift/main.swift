@@ -5,6 +5,10 @@
 //   tern-swift get URL N C        an Engine allowing C connections per origin; C tasks share N
 //                                 requests; each body is kept in memory (`Response.data`, 1 KiB)
 //                                 and counted, as URLSession's `data(for:)` does
+//   tern-swift fanout URL N C W   N `response()` calls, each in a child task of its own in one task
+//                                 group, W in flight at any time, on one Engine allowing C
+//                                 connections (it queues the rest): many small requests through
+//                                 structured concurrency
 //   tern-swift download URL PATH  `Request.downloadFile = PATH`; for /dev/null a `dataHandler`
 //                                 counts the body in-process instead
 //   tern-swift upload URL FILE    (extension) a `MultipartForm` with FILE as its one file part,
@@ -53,23 +57,30 @@ func check(_ response: Response, bytes: Int, anySuccess: Bool = false) -> String
     return nil
 }
 
-func runGet(url: URL, count: Int, connections: Int) async -> ExitCode {
+/// One GET as an app makes it: a `Request` on the shared engine, `response()`, the body in memory.
+func fetch(_ url: URL, engine: Engine, into counter: RequestCounter) async {
+    let request = Request(url: url)
+    request.engine = engine
+    request.callbackQueue = listenerQueue
+    do {
+        let response = try await request.response()
+        counter.finish(bytes: response.data.count, error: check(response, bytes: response.data.count))
+    } catch {
+        counter.finish(bytes: 0, error: "\(error)")
+    }
+}
+
+func runGet(url: URL, count: Int, connections: Int, inflight: Int? = nil) async -> ExitCode {
     let engine = makeEngine(connections: connections)
     let counter = RequestCounter(total: count)
     let start = monotonicNow()
-    await withTaskGroup(of: Void.self) { group in
-        for _ in 0..<connections {
-            group.addTask {
-                while counter.claim() {
-                    let request = Request(url: url)
-                    request.engine = engine
-                    request.callbackQueue = listenerQueue
-                    do {
-                        let response = try await request.response()
-                        counter.finish(bytes: response.data.count, error: check(response, bytes: response.data.count))
-                    } catch {
-                        counter.finish(bytes: 0, error: "\(error)")
-                    }
+    if let inflight {
+        await fanOut(count: count, inflight: inflight) { await fetch(url, engine: engine, into: counter) }
+    } else {
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<connections {
+                group.addTask {
+                    while counter.claim() { await fetch(url, engine: engine, into: counter) }
                 }
             }
         }
@@ -158,6 +169,8 @@ func runUpload(url: URL, path: String) async -> ExitCode {
 switch driver.workload {
 case let .get(url, count, connections):
     exitProcess(await runGet(url: parseURL(url), count: count, connections: connections))
+case let .fanout(url, count, connections, inflight):
+    exitProcess(await runGet(url: parseURL(url), count: count, connections: connections, inflight: inflight))
 case let .download(url, path):
     exitProcess(await runDownload(url: parseURL(url), path: path))
 case let .upload(url, path):

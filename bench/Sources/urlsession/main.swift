@@ -3,6 +3,8 @@
 //
 //   urlsession get URL N C        C concurrent tasks share N requests through the async
 //                                 `data(for:)`; httpMaximumConnectionsPerHost = C
+//   urlsession fanout URL N C W   N `data(for:)` calls, each in a child task of its own in one task
+//                                 group, W in flight at any time; httpMaximumConnectionsPerHost = C
 //   urlsession download URL PATH  a data task whose delegate streams the body to PATH (or only
 //                                 counts it for /dev/null), so memory stays flat as with the others
 //
@@ -42,21 +44,26 @@ func check(_ response: URLResponse, bytes: Int) -> String? {
     return nil
 }
 
-func runGet(url: URL, count: Int, connections: Int) async -> ExitCode {
+func runGet(url: URL, count: Int, connections: Int, inflight: Int? = nil) async -> ExitCode {
     let session = makeSession(connections: connections)
     let counter = RequestCounter(total: count)
     let request = URLRequest(url: url)
+    @Sendable func one() async {
+        do {
+            let (data, response) = try await session.data(for: request)
+            counter.finish(bytes: data.count, error: check(response, bytes: data.count))
+        } catch {
+            counter.finish(bytes: 0, error: "\(error)")
+        }
+    }
     let start = monotonicNow()
-    await withTaskGroup(of: Void.self) { group in
-        for _ in 0..<connections {
-            group.addTask {
-                while counter.claim() {
-                    do {
-                        let (data, response) = try await session.data(for: request)
-                        counter.finish(bytes: data.count, error: check(response, bytes: data.count))
-                    } catch {
-                        counter.finish(bytes: 0, error: "\(error)")
-                    }
+    if let inflight {
+        await fanOut(count: count, inflight: inflight) { await one() }
+    } else {
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<connections {
+                group.addTask {
+                    while counter.claim() { await one() }
                 }
             }
         }
@@ -179,6 +186,8 @@ func parseURL(_ text: String) -> URL {
 switch driver.workload {
 case let .get(url, count, connections):
     exitProcess(await runGet(url: parseURL(url), count: count, connections: connections))
+case let .fanout(url, count, connections, inflight):
+    exitProcess(await runGet(url: parseURL(url), count: count, connections: connections, inflight: inflight))
 case let .download(url, path):
     exitProcess(await runDownload(url: parseURL(url), path: path))
 case .upload:
