@@ -153,7 +153,9 @@ TERN_API int tern_config_set_log_cb(tern_config_t *config, tern_log_cb cb, tern_
 /* Engine                                                                                    */
 /* ---------------------------------------------------------------------------------------- */
 
-/** An engine with its own loop thread. `config` may be NULL for defaults; it is copied. */
+/** An engine with its own loop thread. `config` may be NULL for defaults; it is copied.
+ *  Both constructors open /dev/null on any of descriptors 0-2 that is closed (libuv must never
+ *  be handed those numbers) and leave it open. */
 TERN_API int tern_engine_new(tern_engine_t **out, const tern_config_t *config);
 /** An engine on the caller's loop. Callbacks run on that loop's thread. The caller must keep
  *  running the loop; tern_engine_free must then be called on the loop thread, and the loop run

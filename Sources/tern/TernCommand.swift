@@ -255,6 +255,7 @@ struct TernCommand: ParsableCommand {
 @main
 enum Main {
     static func main() {
+        reopenStandardDescriptors()
         signal(SIGPIPE, SIG_IGN)  // a closed pipe becomes a write error (exit 23)
         let arguments = CurlArguments.normalize(Array(CommandLine.arguments.dropFirst()))
         let command: TernCommand
@@ -276,6 +277,18 @@ enum Main {
                 of: ["--proxy-basic", "--proxy-digest", "--proxy-anyauth"], in: arguments)
         ).run())
     }
+}
+
+/// Started with 0, 1 or 2 closed (`tern URL <&-`), the first file or socket opened would take
+/// that number and output meant for a file could land on "stdout": each closed one is opened on
+/// /dev/null first, as curl does. open() returns the lowest free number, so this fills exactly
+/// the closed ones.
+func reopenStandardDescriptors() {
+    var fd: Int32
+    repeat {
+        fd = open("/dev/null", O_RDWR)
+    } while fd >= 0 && fd <= 2
+    if fd > 2 { close(fd) }
 }
 
 /// Rewrites argv the way curl reads it, so swift-argument-parser sees one option per word:
