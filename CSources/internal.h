@@ -286,11 +286,13 @@ struct tern_request {
   tern__str body;
   int dl_fd;
   bool to_file;          /* this response's body goes to dl_fd */
-  char *part_path;       /* dl_path + ".part": where a download lands until complete */
+  char *target_path;     /* the file written: dl_path, or the file its symlink points to */
+  char *part_path;       /* target_path + ".part": where a download lands until complete */
   char *validator_path;  /* part_path + ".validator": ETag or Last-Modified for If-Range */
   uint64_t resume_from;  /* bytes already in the file being continued */
   bool resume_in_place;  /* continuing dl_path itself (no .part existed) */
-  bool dl_special;       /* dl_path is a device or pipe (/dev/null): written in place */
+  bool dl_special;       /* dl_path is no regular file (/dev/null, a FIFO, a directory):
+                          * opened in place (a directory then fails with EISDIR) */
   bool writing_part;     /* this response's body goes to part_path */
   tern__decoder *decoder;
   const char *decoded_encoding;

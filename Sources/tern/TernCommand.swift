@@ -95,7 +95,7 @@ struct TernCommand: ParsableCommand {
     var pass: String?
 
     @Option(name: [.customShort("o"), .customLong("output")], parsing: .unconditionalSingleValue,
-            help: ArgumentHelp("Write the body to FILE instead of stdout (one per URL); it goes to FILE.part and replaces FILE only when complete.", valueName: "file"))
+            help: ArgumentHelp("Write the body to FILE instead of stdout (one per URL); it goes to FILE.part and replaces FILE only when complete, keeping its mode, owner, links and symlink.", valueName: "file"))
     var outputs: [String] = []
 
     @Flag(name: [.customShort("O"), .customLong("remote-name")],

@@ -48,3 +48,204 @@ TEST(hostile_std_fds_closed) {
   free(dest);
   test_assert_no_live_requests();
 }
+
+/* ---- 2. downloads onto existing files ---- */
+
+/* A directory of its own for one test, writable by everyone (the tests that need permissions
+ * to bite run as an unprivileged user when started as root). */
+static char *scratch_dir(const char *name) {
+  char *dir = test_tmp_path(name);
+  ASSERT(mkdir(dir, 0777) == 0 || errno == EEXIST);
+  ASSERT_EQ(chmod(dir, 0777), 0);
+  return dir;
+}
+
+static char *join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *p = malloc(n);
+  ASSERT(p != NULL);
+  snprintf(p, n, "%s/%s", dir, name);
+  return p;
+}
+
+/* Root ignores file permissions; the refusal cases need a user they apply to. */
+static void drop_root(void) {
+  (void)testsrv_get("SHA_1K"); /* the server list is read once, while it is still readable */
+  (void)testsrv_port("NGINX_PORT");
+  if (geteuid() != 0) return;
+  ASSERT_EQ(setgid(65534), 0);
+  ASSERT_EQ(setuid(65534), 0);
+}
+
+static int download_to(const char *path, const char *portkey, const char *urlpath, char *msg,
+                       size_t msgcap) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request(portkey, urlpath);
+  ASSERT_EQ(tern_request_set_download_file(req, path, 0, 0, 0), 0);
+  int r = test_run(eng, req);
+  if (msg) snprintf(msg, msgcap, "%s", tern_request_get_error_message(req));
+  tern_request_free(req);
+  test_finish(eng);
+  return r;
+}
+
+static char *part_of(const char *path) {
+  size_t n = strlen(path) + 8;
+  char *p = malloc(n);
+  ASSERT(p != NULL);
+  snprintf(p, n, "%s.part", path);
+  return p;
+}
+
+static void assert_file_is(const char *path, const char *content) {
+  char buf[256] = "";
+  int fd = open(path, O_RDONLY);
+  ASSERT(fd >= 0);
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  ASSERT(n >= 0);
+  buf[n] = '\0';
+  ASSERT_STR_EQ(buf, content);
+}
+
+TEST(hostile_download_keeps_mode_and_owner) {
+  char *dir = scratch_dir("keepmode");
+  char *path = join(dir, "secret");
+  test_write_file(path, "old", 3);
+  ASSERT_EQ(chmod(path, 0600), 0);
+  ASSERT_EQ(download_to(path, "NGINX_PORT", "/1k.bin", NULL, 0), 0);
+  test_assert_file_sha(path, "SHA_1K");
+  struct stat st;
+  ASSERT_EQ(stat(path, &st), 0);
+  ASSERT_EQ(st.st_mode & 07777, 0600); /* was widened to 0644 by the rename of a new file */
+  ASSERT(!test_exists(part_of(path)));
+  unlink(path);
+  rmdir(dir);
+  free(path);
+  free(dir);
+}
+
+TEST(hostile_download_keeps_hard_links) {
+  char *dir = scratch_dir("hardlink");
+  char *path = join(dir, "a");
+  char *other = join(dir, "b");
+  test_write_file(path, "old", 3);
+  ASSERT_EQ(link(path, other), 0);
+  struct stat before, after;
+  ASSERT_EQ(stat(path, &before), 0);
+  ASSERT_EQ(download_to(path, "NGINX_PORT", "/1k.bin", NULL, 0), 0);
+  ASSERT_EQ(stat(path, &after), 0);
+  ASSERT_UEQ(after.st_ino, before.st_ino);
+  ASSERT_EQ(after.st_nlink, 2);
+  test_assert_file_sha(other, "SHA_1K"); /* the other name sees the new bytes */
+  char *part = part_of(path);
+  ASSERT(!test_exists(part));
+  unlink(path);
+  unlink(other);
+  rmdir(dir);
+  free(part);
+  free(path);
+  free(other);
+  free(dir);
+}
+
+TEST(hostile_download_through_symlink) {
+  char *dir = scratch_dir("symlink");
+  char *real = join(dir, "real");
+  char *lnk = join(dir, "link");
+  test_write_file(real, "old", 3);
+  ASSERT_EQ(symlink(real, lnk), 0);
+  ASSERT_EQ(download_to(lnk, "NGINX_PORT", "/1k.bin", NULL, 0), 0);
+  struct stat st;
+  ASSERT_EQ(lstat(lnk, &st), 0);
+  ASSERT(S_ISLNK(st.st_mode)); /* the link stays a link */
+  test_assert_file_sha(real, "SHA_1K");
+  char *p1 = part_of(real), *p2 = part_of(lnk);
+  ASSERT(!test_exists(p1));
+  ASSERT(!test_exists(p2));
+  unlink(lnk);
+  unlink(real);
+  rmdir(dir);
+  free(p1);
+  free(p2);
+  free(real);
+  free(lnk);
+  free(dir);
+}
+
+TEST(hostile_download_refuses_read_only_file) {
+  char *dir = scratch_dir("rofile");
+  drop_root();
+  char *path = join(dir, "ro");
+  test_write_file(path, "keep", 4);
+  ASSERT_EQ(chmod(path, 0444), 0);
+  char msg[512];
+  ASSERT_EQ(download_to(path, "NGINX_PORT", "/1k.bin", msg, sizeof msg), TERN_EFILEWRITE);
+  ASSERT(strstr(msg, "Permission denied") != NULL);
+  assert_file_is(path, "keep");
+  char *part = part_of(path);
+  ASSERT(!test_exists(part));
+  unlink(path);
+  rmdir(dir);
+  free(part);
+  free(path);
+  free(dir);
+}
+
+TEST(hostile_download_into_read_only_dir) {
+  char *top = scratch_dir("rodir");
+  drop_root();
+  char *dir = join(top, "ro");
+  ASSERT_EQ(mkdir(dir, 0755), 0);
+  char *path = join(dir, "file");
+  test_write_file(path, "old", 3);
+  ASSERT_EQ(chmod(dir, 0555), 0);
+  char msg[512];
+  int r = download_to(path, "NGINX_PORT", "/1k.bin", msg, sizeof msg);
+  ASSERT_EQ(chmod(dir, 0755), 0);
+  if (r) TEST_FAIL_("download into a read-only directory: %s", msg);
+  test_assert_file_sha(path, "SHA_1K"); /* written in place, as curl does */
+  char *part = part_of(path);
+  ASSERT(!test_exists(part));
+  unlink(path);
+  rmdir(dir);
+  rmdir(top);
+  free(part);
+  free(path);
+  free(dir);
+  free(top);
+}
+
+TEST(hostile_download_onto_directory) {
+  char *dir = scratch_dir("ontodir");
+  char *target = join(dir, "sub");
+  ASSERT_EQ(mkdir(target, 0755), 0);
+  char msg[512];
+  ASSERT_EQ(download_to(target, "NGINX_PORT", "/1k.bin", msg, sizeof msg), TERN_EFILEWRITE);
+  ASSERT(strstr(msg, "Is a directory") != NULL);
+  char *part = part_of(target);
+  ASSERT(!test_exists(part));
+  struct stat st;
+  ASSERT_EQ(stat(target, &st), 0);
+  ASSERT(S_ISDIR(st.st_mode));
+  rmdir(target);
+  rmdir(dir);
+  free(part);
+  free(target);
+  free(dir);
+}
+
+TEST(hostile_download_failure_keeps_file) {
+  char *dir = scratch_dir("failkeep");
+  char *path = join(dir, "good");
+  test_write_file(path, "good", 4);
+  ASSERT_EQ(download_to(path, "FAULT_PORT", "/truncate", NULL, 0), TERN_EPARTIAL);
+  assert_file_is(path, "good");
+  char *part = part_of(path);
+  ASSERT(!test_exists(part));
+  unlink(path);
+  rmdir(dir);
+  free(part);
+  free(path);
+  free(dir);
+}

@@ -25,5 +25,75 @@ extension TernTests {
                 #expect(sha256(file: file) == servers.sha("SHA_1K"), Comment(rawValue: redirection))
             }
         }
+    
+        /// Runs `program` with `arguments` as an unprivileged user when the tests run as root
+        /// (root ignores file permissions, and the cases below are about them).
+        static func unprivileged(_ program: String, _ arguments: [String]) -> (status: Int32, output: String) {
+            if geteuid() != 0 { return run(program, arguments) }
+            return run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", program] + arguments)
+        }
+
+        static func scratch() -> String {
+            let dir = temporaryPath("odir")
+            try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            chmod(dir, 0o777)
+            return dir
+        }
+
+        @Test func outputOntoExistingFilesAsCurl() throws {
+            let servers = try Servers.get()
+            let url = servers.nginx("/1k.bin").absoluteString
+            let dir = Self.scratch()
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            // A 0600 file keeps its mode; a symlink is written through and stays a link.
+            let secret = dir + "/secret"
+            _ = FileManager.default.createFile(atPath: secret, contents: Data("old".utf8), attributes: [.posixPermissions: 0o600])
+            #expect(try tern(["-sS", "-o", secret, url]).status == 0)
+            #expect(sha256(file: secret) == servers.sha("SHA_1K"))
+            let mode = (try FileManager.default.attributesOfItem(atPath: secret)[.posixPermissions] as? Int) ?? 0
+            #expect(mode == 0o600)
+            let link = dir + "/link"
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: secret)
+            _ = FileManager.default.createFile(atPath: secret, contents: Data("old".utf8))
+            #expect(try tern(["-sS", "-o", link, url]).status == 0)
+            #expect(sha256(file: secret) == servers.sha("SHA_1K"))
+            #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == secret)
+            // -o DIR: a clear failure (23), no DIR.part.
+            let sub = dir + "/sub"
+            try FileManager.default.createDirectory(atPath: sub, withIntermediateDirectories: false)
+            let onDir = try tern(["-sS", "-o", sub, url])
+            #expect(onDir.status == 23)
+            #expect(onDir.stderr.contains("Is a directory"), Comment(rawValue: onDir.stderr))
+            #expect(!FileManager.default.fileExists(atPath: sub + ".part"))
+        }
+
+        @Test func readOnlyTargetsAsCurl() throws {
+            let servers = try Servers.get()
+            let url = servers.nginx("/1k.bin").absoluteString
+            let dir = Self.scratch()
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            // A read-only file in a writable directory is refused (curl: 23) and left alone.
+            for program in [TernBinary.path, "/usr/bin/curl"] {
+                let file = dir + "/ro-" + URL(fileURLWithPath: program).lastPathComponent
+                _ = FileManager.default.createFile(atPath: file, contents: Data("keep".utf8), attributes: [.posixPermissions: 0o444])
+                chown(file, 65534, 65534)
+                let r = Self.unprivileged(program, ["-sS", "-o", file, url])
+                #expect(r.status == 23, Comment(rawValue: program + ": " + r.output))
+                #expect(FileManager.default.contents(atPath: file) == Data("keep".utf8))
+                #expect(!FileManager.default.fileExists(atPath: file + ".part"))
+            }
+            // A writable file in a read-only directory is written in place, as curl does.
+            for program in [TernBinary.path, "/usr/bin/curl"] {
+                let sub = dir + "/rodir-" + URL(fileURLWithPath: program).lastPathComponent
+                try FileManager.default.createDirectory(atPath: sub, withIntermediateDirectories: false)
+                let file = sub + "/file"
+                _ = FileManager.default.createFile(atPath: file, contents: Data("old".utf8), attributes: [.posixPermissions: 0o666])
+                chmod(sub, 0o555)
+                let r = Self.unprivileged(program, ["-sS", "-o", file, url])
+                chmod(sub, 0o755)
+                #expect(r.status == 0, Comment(rawValue: program + ": " + r.output))
+                #expect(sha256(file: file) == servers.sha("SHA_1K"))
+            }
+        }
     }
 }
