@@ -284,6 +284,7 @@ struct tern_request {
   char *resp_block; /* one block: header pointers, NUL-terminated strings, then the reason */
   size_t resp_count;
   tern__str body;
+  tern__str interim;     /* this hop's interim (1xx) heads as received, at most TERN__MAX_INTERIM */
   int dl_fd;
   bool to_file;          /* this response's body goes to dl_fd */
   char *target_path;     /* the file written: dl_path, or the file its symlink points to */
@@ -432,6 +433,7 @@ struct tern__conn {
   struct bio_st *tls_spare_bio; /* an emptied output BIO, reused by the next write */
   uv_write_t tls_wreq;
   char *tunnel_head; /* the CONNECT request while it is being written */
+  size_t tunnel_interim; /* bytes of 1xx heads the proxy sent before answering CONNECT */
 };
 
 struct tern__origin {

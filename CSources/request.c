@@ -127,6 +127,7 @@ static void destroy(tern_request_t *req) {
   free(req->target_path);
   free(req->part_path);
   free(req->validator_path);
+  tern__str_free(&req->interim);
   tern__decoder_free(req->decoder);
   tern__encoder_free(req->encoder);
   free_segments(req);
@@ -657,6 +658,11 @@ const void *tern_request_get_body(const tern_request_t *req, size_t *len) {
   return req && req->body.len ? req->body.data : NULL;
 }
 
+const char *tern_request_get_interim_heads(const tern_request_t *req, size_t *len) {
+  if (len) *len = req ? req->interim.len : 0;
+  return req && req->interim.len ? req->interim.data : NULL;
+}
+
 uint64_t tern_request_get_bytes_received(const tern_request_t *req) {
   return req ? req->received : 0;
 }
@@ -1024,6 +1030,7 @@ void tern__request_rewind(tern_request_t *req) {
   req->resp_block = NULL;
   req->resp_count = 0;
   req->body.len = 0;
+  req->interim.len = 0;
   req->received = 0;
   req->content_length = -1;
   req->resp_offset = 0;

@@ -401,6 +401,11 @@ TERN_API int tern_request_get_header_at(const tern_request_t *req, size_t i, con
 TERN_API const char *tern_request_get_header(const tern_request_t *req, const char *name);
 /** The body kept in memory (the default sink); NULL with *len 0 for other sinks. */
 TERN_API const void *tern_request_get_body(const tern_request_t *req, size_t *len);
+/** The interim (1xx) response heads of the last hop, as received (status line, fields and blank
+ *  line each, in order), for curl's -i and -v; NULL with *len 0 when none came. At most 300 KiB
+ *  of them are accepted per hop: more (a server sending 100 Continue for ever) fails the request
+ *  with TERN_EHEADERSIZE. */
+TERN_API const char *tern_request_get_interim_heads(const tern_request_t *req, size_t *len);
 /** Body bytes received for this request as they came over the wire (after any resume offset). */
 TERN_API uint64_t tern_request_get_bytes_received(const tern_request_t *req);
 /** Body bytes delivered to the sink: the decoded size when the body was decoded. */

@@ -249,3 +249,35 @@ TEST(hostile_download_failure_keeps_file) {
   free(path);
   free(dir);
 }
+
+/* ---- 4. interim responses ---- */
+
+TEST(hostile_interim_endless) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("FAULT_PORT", "/interim?count=0&pad=100");
+  uint64_t t0 = test_now_ms();
+  ASSERT_EQ(test_run(eng, req), TERN_EHEADERSIZE); /* ran until the headers timeout (60 s) */
+  ASSERT_LT(test_now_ms() - t0, 10000);
+  ASSERT(strstr(tern_request_get_error_message(req), "interim") != NULL);
+  tern_request_free(req);
+  test_finish(eng);
+}
+
+TEST(hostile_interim_kept_for_the_caller) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("FAULT_PORT", "/interim?count=1000&size=10");
+  ASSERT_EQ(test_run(eng, req), 0); /* many small ones are fine */
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  size_t len = 0;
+  const char *heads = tern_request_get_interim_heads(req, &len);
+  ASSERT(heads != NULL);
+  ASSERT_UEQ(len, 1000 * strlen("HTTP/1.1 102 Processing\r\n\r\n"));
+  ASSERT(memcmp(heads, "HTTP/1.1 102 Processing\r\n\r\n", 27) == 0);
+  tern_request_free(req);
+  req = test_request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT(tern_request_get_interim_heads(req, &len) == NULL);
+  ASSERT_UEQ(len, 0);
+  tern_request_free(req);
+  test_finish(eng);
+}

@@ -95,5 +95,16 @@ extension TernTests {
                 #expect(sha256(file: file) == servers.sha("SHA_1K"))
             }
         }
+    
+        @Test func endlessInterimResponsesStopLikeCurl() throws {
+            let servers = try Servers.get()
+            let url = servers.fault("/interim?count=0&pad=100").absoluteString
+            let run = try tern(["-sS", "-o", "/dev/null", url])
+            #expect(run.status == 56, Comment(rawValue: run.stderr))  // curl: (56) Too large response headers
+            #expect(run.seconds < 10)
+            #expect(run.stderr.contains("interim"))
+            let curl = Self.unprivileged("/usr/bin/curl", ["-sS", "-o", "/dev/null", url])
+            #expect(curl.status == run.status)
+        }
     }
 }

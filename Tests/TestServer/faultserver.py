@@ -775,6 +775,19 @@ class Connection:
                                   chunked=req.q_bool("chunked"))
 
     async def h_interim(self, req):
+        """100 and 103 before a 200 of `size` bytes; with count=N (0: for ever, until the client
+        goes) instead N interim 102 heads, each padded with a field of pad=BYTES."""
+        if req.q("count") is not None:
+            count = req.q_int("count", 0)
+            pad = req.q_int("pad", 0)
+            one = b"HTTP/1.1 102 Processing\r\n" + (
+                b"X-Pad: " + b"p" * pad + b"\r\n" if pad else b"") + b"\r\n"
+            sent = 0
+            while count == 0 or sent < count:
+                await self.write(one * 16 if count == 0 else one)
+                sent += 16 if count == 0 else 1
+            return await self.respond(req, 200, [("Content-Type", "application/octet-stream")],
+                                      size=req.q_int("size", 64))
         if not self.sent_100:
             self.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         self.writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
