@@ -1006,6 +1006,9 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (!r) r = tern__str_append(&h, "\r\n", 3); /* with a NUL, for tern_request_get_request_head */
   if (!r) h.len--;
   if (r) {
+    if (r == TERN_EBADHEADER)
+      tern__request_set_error(req, r, "%s: a control character in the Digest credentials",
+                              req->url.hostport);
     tern__str_free(&h);
     return r;
   }

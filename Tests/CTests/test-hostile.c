@@ -281,3 +281,26 @@ TEST(hostile_interim_kept_for_the_caller) {
   tern_request_free(req);
   test_finish(eng);
 }
+
+/* ---- 5. a caller's string never starts a header line ---- */
+
+TEST(hostile_digest_user_with_crlf) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request(
+      "FAULT_PORT", "/challenge?www=Digest%20realm%3D%22r%22%2C%20nonce%3D%22n%22");
+  ASSERT_EQ(tern_request_set_auth(req, "a\r\nEvil: 1", "pw", TERN_AUTH_DIGEST), 0);
+  ASSERT_EQ(test_run(eng, req), TERN_EBADHEADER);
+  ASSERT(strstr(tern_request_get_error_message(req), "control character") != NULL);
+  size_t len = 0;
+  const char *head = tern_request_get_request_head(req, &len);
+  ASSERT(head == NULL || strstr(head, "Evil") == NULL);
+  tern_request_free(req);
+  /* Headers, user agents and hop headers refuse CR and LF at the door. */
+  req = tern_request_new();
+  ASSERT_EQ(tern_request_add_header(req, "Cookie", "a=b\r\nEvil: 1"), TERN_EBADHEADER);
+  ASSERT_EQ(tern_request_add_header(req, "X-A", "b\nEvil: 1"), TERN_EBADHEADER);
+  ASSERT_EQ(tern_request_add_header(req, "Evil:\r\nX", "1"), TERN_EBADHEADER);
+  ASSERT_EQ(tern_request_set_method(req, "GET /x HTTP/1.1\r\nEvil:"), TERN_EINVAL);
+  tern_request_free(req);
+  test_finish(eng);
+}

@@ -106,5 +106,32 @@ extension TernTests {
             let curl = Self.unprivileged("/usr/bin/curl", ["-sS", "-o", "/dev/null", url])
             #expect(curl.status == run.status)
         }
+    
+        @Test func formTypeCannotInjectAPartHeader() throws {
+            let servers = try Servers.get()
+            let file = temporaryPath("part")
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            _ = FileManager.default.createFile(atPath: file, contents: Data("hello".utf8))
+            for spec in ["f=@\(file);type=text/plain\r\nEvil: 1", "f=@\(file);type=text/plain\nEvil: 1",
+                         "f=@\(file);type=text/plain\rEvil: 1"] {
+                let run = try tern(["-sS", "-F", spec, servers.fault("/multipart").absoluteString])
+                #expect(run.status == 0, Comment(rawValue: run.stderr))
+                let json = try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any]
+                let parts = json?["parts"] as? [[String: Any]] ?? []
+                #expect(parts.count == 1)
+                #expect(parts.first?["fields"] as? [String] == ["content-disposition", "content-type"],
+                        Comment(rawValue: run.text))
+            }
+        }
+
+        @Test func multipartHeadsHoldNoLineBreakFromTheCaller() {
+            let part = MultipartForm.Part.field("n\r\nEvil: 1", contentsOf: "/dev/null",
+                                                contentType: "text/plain\r\nEvil: 2\u{0}")
+            let head = String(decoding: part.head(boundary: "b"), as: UTF8.self)
+            #expect(head.components(separatedBy: "\r\n").filter { $0.hasPrefix("Evil") }.isEmpty)
+            #expect(MultipartForm(boundary: "ok\r\nEvil: 1").boundary.hasPrefix("tern-"))
+            #expect(MultipartForm(boundary: String(repeating: "a", count: 71)).boundary.hasPrefix("tern-"))
+            #expect(MultipartForm(boundary: "fixed-'()+_,./:=? x").boundary == "fixed-'()+_,./:=? x")
+        }
     }
 }

@@ -960,7 +960,8 @@ class MultipartSink:
         fname = re.search(r'filename="([^"]*)"', disp)
         self.part = {"name": name.group(1) if name else None,
                      "filename": fname.group(1) if fname else None,
-                     "content_type": headers.get("content-type"), "size": 0}
+                     "content_type": headers.get("content-type"), "size": 0,
+                     "fields": sorted(headers)}
         self.hash = hashlib.sha256()
 
     def _content(self, data):
