@@ -8,9 +8,13 @@
 #include <zlib.h>
 
 #define OUT_SIZE 16384
-/* The ratio limit applies once this much has been decoded, so small, very compressible bodies
- * (an empty JSON array padded with spaces) are never refused. */
-#define RATIO_GRACE (1u << 20)
+/* The ratio limit applies once this much has been decoded, so real, very compressible bodies
+ * (a 5 MB repetitive JSON document at 256:1, 10 MiB of zeros at 1000:1) are never refused. A
+ * body kept in memory gets 16 MiB; one streamed to a file or callback costs no memory and gets
+ * 256 MiB, which only bounds the disk an obvious bomb may take (a caller's max_bytes bounds
+ * any sink at once). */
+#define RATIO_GRACE_MEMORY (16u << 20)
+#define RATIO_GRACE_STREAM (256u << 20)
 
 enum { KIND_GZIP, KIND_DEFLATE };
 
@@ -103,7 +107,9 @@ static int inflate_some(tern__decoder *d, tern_request_t *req, const unsigned ch
                                 req->url.hostport, (unsigned long long)req->decoded_max_bytes);
         return TERN_EDECODELIMIT;
       }
-      if (req->decoded_max_ratio && d->out_total > RATIO_GRACE &&
+      uint64_t grace = req->sink_kind == TERN__SINK_MEM && !req->to_file ? RATIO_GRACE_MEMORY
+                                                                           : RATIO_GRACE_STREAM;
+      if (req->decoded_max_ratio && d->out_total > grace &&
           d->out_total / (in ? in : 1) > req->decoded_max_ratio) {
         tern__request_set_error(
             req, TERN_EDECODELIMIT,

@@ -334,9 +334,11 @@ typedef enum {
   TERN_DECODE_OFF = 2   /* send no Accept-Encoding (unless added as a header); decode nothing */
 } tern_decode_mode;
 TERN_API int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode);
-/** Bounds on a decoded body: at most max_bytes (0: no bound) and, once past 1 MiB, at most
- *  max_ratio decoded bytes per received byte (default 200; 0: no bound). Beyond them the
- *  request fails with TERN_EDECODELIMIT. */
+/** Bounds on a decoded body: at most max_bytes (0: no bound) and at most max_ratio decoded
+ *  bytes per received byte (default 200; 0: no bound) once past 16 MiB for a body kept in
+ *  memory, or past 256 MiB for one streamed to a file or callback (so real, very compressible
+ *  bodies pass; a bomb is stopped there). Beyond them the request fails with
+ *  TERN_EDECODELIMIT. */
 TERN_API int tern_request_set_decoding_limits(tern_request_t *req, uint64_t max_bytes,
                                               unsigned max_ratio);
 

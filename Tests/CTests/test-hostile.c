@@ -304,3 +304,69 @@ TEST(hostile_digest_user_with_crlf) {
   tern_request_free(req);
   test_finish(eng);
 }
+
+/* ---- 3. decompression limits ---- */
+
+static int count_cb(tern_request_t *req, const void *data, size_t len, void *ud) {
+  (void)req;
+  (void)data;
+  *(uint64_t *)ud += len;
+  return 0;
+}
+
+/* 10 MiB of zeros is 1000:1: real bodies compress like that (curl decodes them); every sink
+ * takes them with the default limits. */
+TEST(hostile_decode_legit_ratios) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  const char *path = "/gzip?size=10485760&zeros=1";
+  tern_request_t *req = test_request("FAULT_PORT", path);
+  ASSERT_EQ(test_run(eng, req), 0);
+  size_t len = 0;
+  ASSERT(tern_request_get_body(req, &len) != NULL);
+  ASSERT_UEQ(len, 10485760);
+  tern_request_free(req);
+
+  char *dest = test_tmp_path("zeros.bin");
+  req = test_request("FAULT_PORT", path);
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  struct stat st;
+  ASSERT_EQ(stat(dest, &st), 0);
+  ASSERT_UEQ((uint64_t)st.st_size, 10485760);
+  tern_request_free(req);
+  unlink(dest);
+  free(dest);
+
+  uint64_t got = 0;
+  req = test_request("FAULT_PORT", path);
+  ASSERT_EQ(tern_request_set_data_cb(req, count_cb, &got), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_UEQ(got, 10485760);
+  tern_request_free(req);
+  test_finish(eng);
+}
+
+/* A bomb into memory stops soon after the 16 MiB grace; a caller's byte bound holds on a file
+ * sink at once, and the existing file is left as it was. */
+TEST(hostile_decode_bombs_bounded) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("FAULT_PORT", "/gzip?size=134217728&zeros=1");
+  ASSERT_EQ(test_run(eng, req), TERN_EDECODELIMIT);
+  ASSERT_LT(tern_request_get_bytes_delivered(req), 20u << 20);
+  tern_request_free(req);
+
+  char *dest = test_tmp_path("capped.bin");
+  test_write_file(dest, "good", 4);
+  req = test_request("FAULT_PORT", "/gzip?size=10485760&zeros=1");
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
+  ASSERT_EQ(tern_request_set_decoding_limits(req, 1u << 20, 0), 0);
+  ASSERT_EQ(test_run(eng, req), TERN_EDECODELIMIT);
+  assert_file_is(dest, "good");
+  char *part = part_of(dest);
+  ASSERT(!test_exists(part));
+  tern_request_free(req);
+  unlink(dest);
+  free(part);
+  free(dest);
+  test_finish(eng);
+}

@@ -133,5 +133,21 @@ extension TernTests {
             #expect(MultipartForm(boundary: String(repeating: "a", count: 71)).boundary.hasPrefix("tern-"))
             #expect(MultipartForm(boundary: "fixed-'()+_,./:=? x").boundary == "fixed-'()+_,./:=? x")
         }
+    
+        @Test func compressibleBodiesDecodeLikeCurl() throws {
+            let servers = try Servers.get()
+            let url = servers.fault("/gzip?size=10485760&zeros=1").absoluteString  // 1000:1
+            for program in [TernBinary.path, "/usr/bin/curl"] {
+                let file = temporaryPath("zeros")
+                defer { try? FileManager.default.removeItem(atPath: file) }
+                let r = run(program, ["-sS", "--compressed", "-o", file, url])
+                #expect(r.status == 0, Comment(rawValue: program + ": " + r.output))
+                let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? -1
+                #expect(size == 10_485_760, Comment(rawValue: program))
+            }
+            let toStdout = try tern(["-sS", "--compressed", url])
+            #expect(toStdout.status == 0)
+            #expect(toStdout.stdout.count == 10_485_760)
+        }
     }
 }
