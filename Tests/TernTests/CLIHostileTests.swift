@@ -149,5 +149,60 @@ extension TernTests {
             #expect(toStdout.status == 0)
             #expect(toStdout.stdout.count == 10_485_760)
         }
+    
+        @Test func tenThousandURLsParseAtOnce() throws {
+            // A bad --max-redirs is reported after the whole command line was parsed: the time
+            // is the parser's (it was 2.2 s for 10,000 URLs, growing with the square).
+            let urls = (0..<10_000).map { "http://127.0.0.1:1/\($0)" }
+            let run = try tern(["-s"] + urls + ["--max-redirs", "-5"])
+            #expect(run.status == 2)
+            #expect(run.seconds < 1, "\(run.seconds) s")
+        }
+
+        @Test func maxTimeValuesAsCurl() throws {
+            let servers = try Servers.get()
+            let url = servers.nginx("/1k.bin").absoluteString
+            for value in ["-1", "inf", "nan", "-0.5"] {
+                let run = try tern(["-sS", "-o", "/dev/null", "-m", value, url])
+                #expect(run.status == 2, Comment(rawValue: value + ": " + run.stderr))
+                #expect(run.stderr.contains("-m:"), Comment(rawValue: run.stderr))
+                let connect = try tern(["-sS", "-o", "/dev/null", "--connect-timeout", value, url])
+                #expect(connect.status == 2, Comment(rawValue: value))
+            }
+            // curl refuses these two as well (it takes nan as 0, Tern refuses it).
+            for value in ["-1", "inf"] {
+                #expect(run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-m", value, url]).status == 2)
+            }
+            #expect(try tern(["-sS", "-o", "/dev/null", "-m", "0", url]).status == 0, "0: no limit")
+        }
+
+        @Test func severalURLsExitWithTheLastTransfersCodeAsCurl() throws {
+            let servers = try Servers.get()
+            let good = servers.nginx("/1k.bin").absoluteString
+            let refused = "http://127.0.0.1:1/"
+            let missing = servers.fault("/truncate").absoluteString  // 18
+            for urls in [[refused, good], [good, refused], [refused, missing], [missing, refused]] {
+                let args = ["-s"] + urls.flatMap { ["-o", "/dev/null", $0] }
+                let ours = try tern(args).status
+                let curls = run("/usr/bin/curl", args).status
+                #expect(ours == curls, Comment(rawValue: urls.joined(separator: " ")))
+            }
+        }
+
+        @Test func nonUTF8URLBytesArePercentEncoded() throws {
+            let servers = try Servers.get()
+            let base = servers.nginx("/a").absoluteString
+            let out: String = shell("'\(TernBinary.path)' -sv -o /dev/null \"\(base)$(printf '\\351')b\" 2>&1").output
+            #expect(out.contains("> GET /a%e9b HTTP/1.1"), Comment(rawValue: out))
+            let curlOut: String = shell("curl -sv -o /dev/null \"\(base)$(printf '\\351')b\" 2>&1").output
+            #expect(curlOut.contains("> GET /a%e9b HTTP/1.1"))
+        }
+
+        @Test func fileURLsSayTheSchemeIsUnsupported() throws {
+            let run = try tern(["-sS", "file:///etc/hostname"])
+            #expect(run.status == 1)
+            #expect(run.stderr.contains("Protocol \"file\" not supported"), Comment(rawValue: run.stderr))
+            #expect(Self.unprivileged("/usr/bin/curl", ["-sS", "--proto", "=http,https", "file:///etc/hostname"]).status == 1)
+        }
     }
 }
