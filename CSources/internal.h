@@ -71,8 +71,14 @@ void tern__str_free(tern__str *s);
 
 typedef struct tern__decoder tern__decoder;
 typedef int (*tern__sink_fn)(tern_request_t *req, const char *data, size_t n);
-/* The decoder kind for a Content-Encoding value, or -1 when not one we decode. */
+#define TERN__CODING_IDENTITY (-1) /* no Content-Encoding, or only "identity" */
+#define TERN__CODING_UNKNOWN (-2)  /* one this build cannot decode, or several stacked */
+/* The decoder kind (>= 0) for a Content-Encoding value, or one of the two above. */
 int tern__decoder_kind(const char *coding, size_t len);
+/* "gzip", "deflate", "br", "zstd" for a kind. */
+const char *tern__decoder_name(int kind);
+/* The Accept-Encoding value naming every coding this build decodes. */
+const char *tern__accept_encoding(void);
 tern__decoder *tern__decoder_new(int kind);
 /* Decodes and passes the output to `sink`; limits from the request. Returns 0 or TERN_E*. */
 int tern__decoder_write(tern__decoder *d, tern_request_t *req, const char *data, size_t n,

@@ -982,7 +982,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (!r && req->gzip_body && req->body_kind != TERN__BODY_NONE)
     r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
   if (!r && req->decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding)
-    r = cat(&h, "Accept-Encoding: gzip, deflate\r\n", NULL);
+    r = cat(&h, "Accept-Encoding: ", tern__accept_encoding(), "\r\n", NULL);
   if (!r) {
     if (req->body_len == UINT64_MAX)
       r = cat(&h, "Transfer-Encoding: chunked\r\n", NULL);
@@ -1177,14 +1177,22 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
 int tern__request_setup_sink(tern_request_t *req) {
   int status = req->status;
   if (req->discard_body) return 0;
-  /* Decode gzip and deflate bodies unless asked not to. */
+  /* Decode the body unless asked not to; a coding this build cannot undo is an error then
+   * (curl's 61), never the encoded bytes passed off as the body. */
   const char *coding = tern__request_header_value(req, "content-encoding");
-  int kind = coding ? tern__decoder_kind(coding, strlen(coding)) : -1;
-  if (kind >= 0 && req->decode_mode == TERN_DECODE_AUTO && !req->is_head && status != 204 &&
+  if (coding && req->decode_mode == TERN_DECODE_AUTO && !req->is_head && status != 204 &&
       status != 304) {
-    req->decoder = tern__decoder_new(kind);
-    if (req->decoder == NULL) return TERN_ENOMEM;
-    req->decoded_encoding = kind == 0 ? "gzip" : "deflate";
+    int kind = tern__decoder_kind(coding, strlen(coding));
+    if (kind == TERN__CODING_UNKNOWN) {
+      tern__request_set_error(req, TERN_EDECODE, "%s: unsupported Content-Encoding \"%.64s\"",
+                              req->url.hostport, coding);
+      return TERN_EDECODE;
+    }
+    if (kind >= 0) {
+      req->decoder = tern__decoder_new(kind);
+      if (req->decoder == NULL) return TERN_ENOMEM;
+      req->decoded_encoding = tern__decoder_name(kind);
+    }
   }
 
   if (req->sink_kind != TERN__SINK_FILE) return 0;

@@ -329,7 +329,9 @@ TERN_API int tern_request_set_proxy_auth(tern_request_t *req, const char *user,
                                          const char *password, unsigned schemes);
 
 typedef enum {
-  TERN_DECODE_AUTO = 0, /* send Accept-Encoding: gzip, deflate and decode such bodies (default) */
+  TERN_DECODE_AUTO = 0, /* send Accept-Encoding: gzip, deflate (and br, zstd when built in) and
+                         * decode such bodies (default); a coding the build cannot decode, or
+                         * several stacked, fails the request with TERN_EDECODE */
   TERN_DECODE_RAW = 1,  /* send Accept-Encoding, deliver the body as sent (still encoded) */
   TERN_DECODE_OFF = 2   /* send no Accept-Encoding (unless added as a header); decode nothing */
 } tern_decode_mode;
@@ -412,7 +414,8 @@ TERN_API const char *tern_request_get_interim_heads(const tern_request_t *req, s
 TERN_API uint64_t tern_request_get_bytes_received(const tern_request_t *req);
 /** Body bytes delivered to the sink: the decoded size when the body was decoded. */
 TERN_API uint64_t tern_request_get_bytes_delivered(const tern_request_t *req);
-/** The response's Content-Encoding when the engine decoded it ("gzip", "deflate"), else NULL. */
+/** The response's Content-Encoding when the engine decoded it ("gzip", "deflate", "br",
+ *  "zstd"), else NULL. */
 TERN_API const char *tern_request_get_decoded_encoding(const tern_request_t *req);
 /** The body length the server announced (Content-Length, or Content-Size with chunked),
  *  or -1 when unknown. */

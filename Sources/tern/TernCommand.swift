@@ -67,7 +67,7 @@ struct TernCommand: ParsableCommand {
     var uploadFile: String?
 
     @Flag(name: .customLong("compressed"),
-          help: "Ask for a compressed response (Accept-Encoding: gzip, deflate) and decode it.")
+          help: "Ask for a compressed response (Accept-Encoding: gzip, deflate, br, zstd) and decode it; another coding fails (61).")
     var compressed = false
 
     @Option(name: .customLong("cacert"), parsing: .unconditional,

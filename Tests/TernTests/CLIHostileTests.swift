@@ -204,5 +204,25 @@ extension TernTests {
             #expect(run.stderr.contains("Protocol \"file\" not supported"), Comment(rawValue: run.stderr))
             #expect(Self.unprivileged("/usr/bin/curl", ["-sS", "--proto", "=http,https", "file:///etc/hostname"]).status == 1)
         }
+    
+        @Test func brotliZstdAndUnknownCodingsAsCurl() throws {
+            let servers = try Servers.get()
+            for query in ["kind=br", "kind=zstd", "kind=zstd&members=2&chunked=1"] {
+                let url = servers.fault("/gzip?size=300000&" + query).absoluteString
+                let run = try tern(["-sS", "--compressed", url])
+                #expect(run.status == 0, Comment(rawValue: query + ": " + run.stderr))
+                #expect(run.stdout == pattern(300_000), Comment(rawValue: query))
+                let raw = try tern(["-sS", url])  // not asked to decode: as sent
+                #expect(raw.status == 0)
+                #expect(raw.stdout != pattern(300_000))
+            }
+            // A coding Tern cannot decode, with --compressed: 61, as curl.
+            let unknown = servers.fault("/gzip?size=1000&coding=compress").absoluteString
+            let run = try tern(["-sS", "--compressed", "-o", "/dev/null", unknown])
+            #expect(run.status == 61)
+            #expect(run.stderr.contains("unsupported Content-Encoding"), Comment(rawValue: run.stderr))
+            #expect(Self.unprivileged("/usr/bin/curl", ["-sS", "--compressed", "-o", "/dev/null", unknown]).status == 61)
+            #expect(try tern(["-sS", "-o", "/dev/null", unknown]).status == 0, "not asked to decode")
+        }
     }
 }

@@ -855,9 +855,11 @@ class Connection:
         return await self.raw_then_close(data)
 
     async def h_gzip(self, req):
-        """A compressed body made here, for what nginx cannot produce: kind=gzip|deflate|rawdeflate
-        (Content-Encoding gzip or deflate; rawdeflate is a deflate body without its zlib
-        wrapper), members=N splits gzip into N concatenated members, truncate=K drops the last
+        """A compressed body made here, for what nginx cannot produce: kind=gzip|deflate|rawdeflate|
+        br|zstd (Content-Encoding gzip, deflate, br or zstd; rawdeflate is a deflate body without
+        its zlib wrapper; br and zstd through the system's libbrotlienc and libzstd), coding=X
+        sends X as the Content-Encoding instead, members=N splits gzip (zstd) into N
+        concatenated members (frames), truncate=K drops the last
         K encoded bytes, corrupt=I flips bits of encoded byte I, zeros=1 compresses zeros instead of the pattern (a bomb when size is
         large), chunked=1 sends it chunked. The decoded body is `size` bytes of the pattern."""
         size = req.q_int("size", 100000)
@@ -866,7 +868,17 @@ class Connection:
         zeros = req.q_bool("zeros")
         key = (size, kind, members, zeros)
         data = GZIP_CACHE.get(key)
+        if data is None and kind in ("br", "zstd"):
+            parts, step = [], -(-size // members) if size else 0
+            for m in range(members if kind == "zstd" else 1):
+                start, end = (m * step, min(size, (m + 1) * step)) if kind == "zstd" else (0, size)
+                block = bytes(end - start) if zeros else pattern_bytes(end - start, start)
+                parts.append(native_compress(kind, block))
+            data = b"".join(parts)
+            GZIP_CACHE[key] = data
         if data is None:
+            if kind not in ("gzip", "deflate", "rawdeflate"):
+                raise BadRequest("kind=gzip|deflate|rawdeflate|br|zstd")
             wbits = {"gzip": 31, "deflate": 15, "rawdeflate": -15}[kind]
             parts, step = [], -(-size // members) if size else 0
             for m in range(members):
@@ -887,7 +899,7 @@ class Connection:
         bad = req.q_int("corrupt", -1)
         if 0 <= bad < len(data):
             data = data[:bad] + bytes([data[bad] ^ 0x55]) + data[bad + 1:]
-        coding = "gzip" if kind == "gzip" else "deflate"
+        coding = req.q("coding") or {"rawdeflate": "deflate"}.get(kind, kind)
         return await self.respond(req, 200, [("Content-Type", "application/octet-stream"),
                                              ("Content-Encoding", coding)], data,
                                   chunked=req.q_bool("chunked"))
@@ -960,8 +972,8 @@ class MultipartSink:
         fname = re.search(r'filename="([^"]*)"', disp)
         self.part = {"name": name.group(1) if name else None,
                      "filename": fname.group(1) if fname else None,
-                     "content_type": headers.get("content-type"), "size": 0,
-                     "fields": sorted(headers)}
+                     "content_type": headers.get("content-type"), "size": 0}
+        self.fields = sorted(headers)
         self.hash = hashlib.sha256()
 
     def _content(self, data):
@@ -972,6 +984,7 @@ class MultipartSink:
     def _close_part(self):
         if self.state == "body":
             self.part["sha256"] = self.hash.hexdigest()
+            self.part["fields"] = self.fields  # last: tests match the keys before it verbatim
             self.parts.append(self.part)
             self.part = None
 
@@ -982,6 +995,39 @@ class MultipartSink:
 
 
 GZIP_CACHE = {}
+
+
+def native_compress(kind, data):
+    """br or zstd through the system libraries (ctypes: the standard library has neither)."""
+    import ctypes
+    import ctypes.util
+    if kind == "br":
+        lib = ctypes.CDLL(ctypes.util.find_library("brotlienc") or "libbrotlienc.so.1")
+        lib.BrotliEncoderMaxCompressedSize.restype = ctypes.c_size_t
+        lib.BrotliEncoderMaxCompressedSize.argtypes = [ctypes.c_size_t]
+        lib.BrotliEncoderCompress.restype = ctypes.c_int
+        lib.BrotliEncoderCompress.argtypes = [
+            ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p]
+        cap = ctypes.c_size_t(max(lib.BrotliEncoderMaxCompressedSize(len(data)), 1024))
+        out = ctypes.create_string_buffer(cap.value)
+        if not lib.BrotliEncoderCompress(5, 22, 0, len(data), data, ctypes.byref(cap), out):
+            raise BadRequest("brotli compression failed", 500)
+        return out.raw[:cap.value]
+    lib = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
+    lib.ZSTD_compressBound.restype = ctypes.c_size_t
+    lib.ZSTD_compressBound.argtypes = [ctypes.c_size_t]
+    lib.ZSTD_compress.restype = ctypes.c_size_t
+    lib.ZSTD_compress.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                  ctypes.c_size_t, ctypes.c_int]
+    lib.ZSTD_isError.restype = ctypes.c_uint
+    lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
+    cap = lib.ZSTD_compressBound(len(data))
+    out = ctypes.create_string_buffer(cap)
+    n = lib.ZSTD_compress(out, cap, data, len(data), 3)
+    if lib.ZSTD_isError(n):
+        raise BadRequest("zstd compression failed", 500)
+    return out.raw[:n]
 
 
 ROUTES = {
