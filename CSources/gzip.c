@@ -41,6 +41,9 @@ struct tern__decoder {
 #endif
 #ifdef TERN_HAVE_ZSTD
   ZSTD_DStream *zstd;
+  unsigned char frame_head[18]; /* the current frame's first bytes (a header is <= 18) */
+  size_t frame_head_len;
+  uint64_t frame_out; /* bytes the current frame produced */
 #endif
   unsigned char out[OUT_SIZE];
 };
@@ -257,11 +260,26 @@ static int zstd_some(tern__decoder *d, tern_request_t *req, const unsigned char 
                      tern__sink_fn sink) {
   ZSTD_inBuffer in = {p, n, 0};
   for (;;) {
+    /* Keep the frame's header: libzstd's streaming decoder (1.5.4) can finish a frame without
+     * checking the content size its header declares, when the frame arrived in pieces. */
+    size_t room = sizeof d->frame_head - d->frame_head_len, left = in.size - in.pos;
+    size_t k = room < left ? room : left;
+    memcpy(d->frame_head + d->frame_head_len, (const unsigned char *)in.src + in.pos, k);
+    d->frame_head_len += k;
     ZSTD_outBuffer out = {d->out, OUT_SIZE, 0};
     size_t r = ZSTD_decompressStream(d->zstd, &out, &in);
     if (ZSTD_isError(r)) return fail(req, ZSTD_getErrorName(r));
+    d->frame_out += out.pos;
     /* 0: a frame ended and is flushed; the next bytes, if any, start another frame. */
     d->ended = r == 0;
+    if (d->ended) {
+      unsigned long long declared = ZSTD_getFrameContentSize(d->frame_head, d->frame_head_len);
+      if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR &&
+          declared != d->frame_out)
+        return fail(req, "zstd frame size differs from the size its header declares");
+      d->frame_head_len = 0;
+      d->frame_out = 0;
+    }
     if (out.pos) {
       int e = emit(d, req, out.pos, d->in_total - (n - in.pos), sink);
       if (e) return e;
