@@ -777,18 +777,20 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
   }
   if (te) {
     if (have_cl) c->keep_alive = false; /* both framings: trust chunked, then close (RFC 9112) */
-    if (tern__is_chunked_final(te->value, te->value_len)) {
-      c->rstate = TERN__RESP_CHUNKED;
-      tern__chunked_init(&c->chunked);
-      uint64_t v;
-      req->content_length = -1;
-      if (csize && tern__parse_content_length(csize->value, csize->value_len, &v) == 0)
-        req->content_length = (int64_t)v;
-    } else {
-      c->rstate = TERN__RESP_CLOSE;
-      c->keep_alive = false;
-      req->content_length = -1;
+    /* Another transfer coding (gzip, snappy, ...) would leave its bytes in the body, passed off
+     * as the content: refused, as curl does (its exit 61). */
+    if (!tern__is_chunked_only(te->value, te->value_len)) {
+      tern__request_set_error(req, TERN_EDECODE, "%s: unsupported Transfer-Encoding \"%.*s\"",
+                              req->url.hostport, (int)(te->value_len > 64 ? 64 : te->value_len),
+                              te->value);
+      return TERN_EDECODE;
     }
+    c->rstate = TERN__RESP_CHUNKED;
+    tern__chunked_init(&c->chunked);
+    uint64_t v;
+    req->content_length = -1;
+    if (csize && tern__parse_content_length(csize->value, csize->value_len, &v) == 0)
+      req->content_length = (int64_t)v;
     return 0;
   }
   if (have_cl) {

@@ -440,3 +440,98 @@ TEST(hostile_decode_unknown_coding) {
   ASSERT_EQ(fetch_status(eng, "/gzip?size=1000&coding=compress", TERN_DECODE_OFF, NULL, NULL), 0);
   test_finish(eng);
 }
+
+/* ---- the hostile-server matrix ---- */
+
+#include <sys/resource.h>
+
+typedef struct {
+  const char *path;
+  int want;           /* the TERN_E* code the case must end with */
+  uint64_t total_ms;  /* a total timeout for the case (0: none) */
+} hostile_case;
+
+static const hostile_case hostile_cases[] = {
+    {"/random?size=4096", TERN_EPROTO, 0},
+    {"/random?size=300000&seed=7", TERN_EPROTO, 0},
+    {"/badstatus?variant=garbage", TERN_EPROTO, 0},
+    {"/badstatus?variant=nul", TERN_EPROTO, 0},
+    {"/badstatus?variant=http09", TERN_EPROTO, 0},
+    {"/badstatus?variant=bigcode", TERN_EPROTO, 0},
+    {"/badstatus?variant=empty", TERN_EEMPTYREPLY, 0},
+    {"/bigheaders?size=70000", TERN_EHEADERSIZE, 0},
+    {"/bigheaders?size=70000&single=1", TERN_EHEADERSIZE, 0},
+    {"/bigheaders?size=5000000&single=1", TERN_EHEADERSIZE, 0},
+    {"/interim?count=0&pad=1000", TERN_EHEADERSIZE, 0},
+    {"/lengths?variant=conflict", TERN_EPROTO, 0},
+    {"/lengths?variant=negative", TERN_EPROTO, 0},
+    {"/lengths?variant=huge", TERN_EPROTO, 0},
+    {"/lengths?variant=garbage", TERN_EPROTO, 0},
+    {"/lengths?variant=te-and-cl", TERN_EPARTIAL, 0}, /* chunked wins; no last chunk */
+    {"/lengths?variant=te-unknown", TERN_EDECODE, 0}, /* curl: 61 */
+    {"/lengths?variant=short", TERN_EPARTIAL, 0},
+    {"/badchunk?variant=hex", TERN_ECHUNKED, 0},
+    {"/badchunk?variant=overflow", TERN_ECHUNKED, 0},
+    {"/badchunk?variant=negative", TERN_ECHUNKED, 0},
+    {"/badchunk?variant=nocrlf", TERN_ECHUNKED, 0},
+    {"/badchunk?variant=truncated", TERN_EPARTIAL, 0},
+    {"/badchunk?variant=nolast", TERN_EPARTIAL, 0},
+    {"/truncate", TERN_EPARTIAL, 0},
+    {"/reset?len=100000", TERN_ECONNRESET, 0},
+    {"/stall?stall_ms=10000", TERN_ETOTALTIMEOUT, 1000},
+    {"/endless", TERN_ETOTALTIMEOUT, 1000},
+    {"/endless?chunked=0", TERN_ETOTALTIMEOUT, 1000},
+    {"/gzip?size=1073741824&zeros=1", TERN_EDECODELIMIT, 0},
+    {"/gzip?size=300000&corrupt=100", TERN_EDECODE, 0},
+    {"/gzip?size=300000&truncate=10", TERN_EDECODE, 0},
+    {"/gzip?size=300000&kind=br&truncate=5", TERN_EDECODE, 0},
+    {"/gzip?size=300000&kind=zstd&truncate=5", TERN_EDECODE, 0},
+    {"/gzip?size=1000&coding=compress", TERN_EDECODE, 0},
+};
+
+/* Every case against a download onto an existing file: the expected error with a message that
+ * names the server, within a bounded time, the file untouched, no .part, and no memory growth
+ * beyond a few buffers (the bomb and the endless bodies stream). */
+TEST(hostile_server_matrix) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *dest = test_tmp_path("matrix.bin");
+  char *part = part_of(dest);
+  char host[64];
+  snprintf(host, sizeof host, "127.0.0.1:%d", testsrv_port("FAULT_PORT"));
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  long rss_before = ru.ru_maxrss;
+  int failures = 0;
+  for (size_t i = 0; i < sizeof hostile_cases / sizeof hostile_cases[0]; i++) {
+    const hostile_case *c = &hostile_cases[i];
+    test_write_file(dest, "good", 4);
+    tern_request_t *req = test_request("FAULT_PORT", c->path);
+    ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
+    ASSERT_EQ(tern_request_set_decoding(req, TERN_DECODE_AUTO), 0);
+    if (c->total_ms) ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_TOTAL, c->total_ms), 0);
+    ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_HEADERS, 10000), 0);
+    uint64_t t0 = test_now_ms();
+    int r = test_run(eng, req);
+    uint64_t ms = test_now_ms() - t0;
+    const char *msg = tern_request_get_error_message(req);
+    bool ok = r == c->want && msg[0] != '\0' && ms < 15000 && strstr(msg, host) != NULL;
+    fprintf(stderr, "%-45s %-14s %5llu ms  %s\n", c->path, tern_err_name(r), (unsigned long long)ms,
+            msg);
+    if (!ok) {
+      fprintf(stderr, "  ^ wanted %s, a message naming %s, under 15 s\n", tern_err_name(c->want),
+              host);
+      failures++;
+    }
+    tern_request_free(req);
+    assert_file_is(dest, "good");
+    ASSERT(!test_exists(part));
+  }
+  getrusage(RUSAGE_SELF, &ru);
+  fprintf(stderr, "peak RSS grew by %ld KiB\n", ru.ru_maxrss - rss_before);
+  ASSERT_LT(ru.ru_maxrss - rss_before, 64 * 1024);
+  ASSERT_EQ(failures, 0);
+  unlink(dest);
+  free(part);
+  free(dest);
+  test_finish(eng);
+}

@@ -633,6 +633,43 @@ class Connection:
             ("Content-Type", "text/plain"), ("Transfer-Encoding", "chunked")])
         return await self.raw_then_close(head + self.BAD_CHUNK[variant])
 
+    async def h_random(self, req):
+        """`size` random-looking bytes (deterministic from `seed`) instead of a response, then
+        FIN: no status line at all."""
+        import random
+        rng = random.Random(req.q_int("seed", 1))
+        return await self.raw_then_close(bytes(rng.getrandbits(8) for _ in range(req.q_int("size", 4096))))
+
+    async def h_endless(self, req):
+        """A 200 whose body never ends: chunked (`chunked=1`, the default) or close-delimited,
+        pattern bytes as fast as the client reads, until it goes."""
+        chunked = req.q_bool("chunked", True)
+        headers = [("Content-Type", "application/octet-stream")]
+        headers += [("Transfer-Encoding", "chunked")] if chunked else [("Connection", "close")]
+        await self.write(self.head_bytes(200, self.std_headers() + headers))
+        block = pattern(0, BLOCK)
+        data = (b"%x\r\n" % len(block)) + block + b"\r\n" if chunked else block
+        while True:
+            await self.write(data)
+
+    LENGTHS = {
+        "conflict": b"Content-Length: 5\r\nContent-Length: 6\r\n",
+        "negative": b"Content-Length: -5\r\n",
+        "huge": b"Content-Length: 99999999999999999999999\r\n",
+        "garbage": b"Content-Length: 12abc\r\n",
+        "te-and-cl": b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n",
+        "te-unknown": b"Transfer-Encoding: snappy\r\n",
+        "short": b"Content-Length: 100000\r\n",
+    }
+
+    async def h_lengths(self, req):
+        """Bad or conflicting framing (`variant=`, see LENGTHS), a little body, then FIN."""
+        variant = req.q("variant", "conflict")
+        if variant not in self.LENGTHS:
+            raise BadRequest("variant must be one of: %s" % ", ".join(sorted(self.LENGTHS)))
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + self.LENGTHS[variant] + b"\r\n"
+        return await self.raw_then_close(head + b"5\r\nhello\r\n")
+
     async def h_closepooled(self, req):
         keep = await self.respond(req, 200, [("Content-Type", "text/plain")], b"ok\n")
         self.idle_timeout = max(req.q_int("after_ms", 50), 1) / 1000
@@ -1042,6 +1079,9 @@ ROUTES = {
     "/bigheaders": Connection.h_bigheaders,
     "/badchunk": Connection.h_badchunk,
     "/closepooled": Connection.h_closepooled,
+    "/random": Connection.h_random,
+    "/endless": Connection.h_endless,
+    "/lengths": Connection.h_lengths,
     "/closenext": Connection.h_closenext,
     "/echo": Connection.h_echo,
     "/redirect": Connection.h_redirect,
