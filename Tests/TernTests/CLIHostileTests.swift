@@ -224,5 +224,34 @@ extension TernTests {
             #expect(Self.unprivileged("/usr/bin/curl", ["-sS", "--compressed", "-o", "/dev/null", unknown]).status == 61)
             #expect(try tern(["-sS", "-o", "/dev/null", unknown]).status == 0, "not asked to decode")
         }
+    
+        /// The hostile-server matrix through the CLI: each response downloaded with -o onto an
+        /// existing file ends with curl's exit code for it, a message, in bounded time, with
+        /// the file intact and no .part left.
+        @Test func hostileServerMatrix() throws {
+            let servers = try Servers.get()
+            let cases: [(path: String, exit: Int32)] = [
+                ("/random?size=4096", 8), ("/badstatus?variant=garbage", 8),
+                ("/badstatus?variant=empty", 52), ("/bigheaders?size=5000000&single=1", 56),
+                ("/interim?count=0&pad=1000", 56), ("/lengths?variant=conflict", 8),
+                ("/lengths?variant=te-unknown", 61), ("/lengths?variant=short", 18),
+                ("/badchunk?variant=hex", 56), ("/badchunk?variant=nolast", 18),
+                ("/truncate", 18), ("/reset?len=100000", 56), ("/stall?stall_ms=10000", 28),
+                ("/endless", 28), ("/endless?chunked=0", 28),
+                ("/gzip?size=300000&corrupt=100", 61), ("/gzip?size=1000&coding=compress", 61),
+                ("/gzip?size=300000&kind=zstd&truncate=5", 61),
+            ]
+            let file = temporaryPath("matrix")
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            for c in cases {
+                _ = FileManager.default.createFile(atPath: file, contents: Data("good".utf8))
+                let run = try tern(["-sS", "--compressed", "-m", "2", "-o", file, servers.fault(c.path).absoluteString])
+                #expect(run.status == c.exit, Comment(rawValue: c.path + ": " + run.stderr))
+                #expect(run.stderr.hasPrefix("tern: ("), Comment(rawValue: c.path + ": " + run.stderr))
+                #expect(run.seconds < 10, Comment(rawValue: c.path))
+                #expect(FileManager.default.contents(atPath: file) == Data("good".utf8), Comment(rawValue: c.path))
+                #expect(!FileManager.default.fileExists(atPath: file + ".part"), Comment(rawValue: c.path))
+            }
+        }
     }
 }
