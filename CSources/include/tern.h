@@ -249,7 +249,12 @@ TERN_API int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_
  *  offset/end select bytes [offset, end) (end 0: open-ended) with a Range request, and the file
  *  receives exactly the bytes returned. With resume, an existing
  *  file is continued from its current size (Range from offset+size) and a 416 on a complete
- *  file counts as success; a server ignoring the range restarts the file from zero. */
+ *  file counts as success; a server ignoring the range restarts the file from zero.
+ *  The body goes to PATH.part, which replaces PATH only when complete; an existing PATH stays
+ *  that file: a symlink is written through, mode, owner and hard links are kept, a file the
+ *  caller may not write fails with TERN_EFILEWRITE before any byte, and where no .part can be
+ *  made beside it (read-only directory) PATH is written in place. Devices, pipes and /dev/
+ *  names are written in place; a directory fails with TERN_EFILEWRITE. */
 TERN_API int tern_request_set_download_file(tern_request_t *req, const char *path,
                                             uint64_t offset, uint64_t end, int resume);
 /** Streams the body to `cb` instead of keeping it; nothing is accumulated. */

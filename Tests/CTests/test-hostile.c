@@ -118,9 +118,11 @@ TEST(hostile_download_keeps_mode_and_owner) {
   struct stat st;
   ASSERT_EQ(stat(path, &st), 0);
   ASSERT_EQ(st.st_mode & 07777, 0600); /* was widened to 0644 by the rename of a new file */
-  ASSERT(!test_exists(part_of(path)));
+  char *part = part_of(path);
+  ASSERT(!test_exists(part));
   unlink(path);
   rmdir(dir);
+  free(part);
   free(path);
   free(dir);
 }
