@@ -29,12 +29,18 @@ let package = Package(
             publicHeadersPath: "include",
             cSettings: [
                 .define("_DEFAULT_SOURCE"),
+                // br and zstd response decoding (scripts/setup.sh installs libbrotli-dev and
+                // libzstd-dev; the CMake build detects them instead).
+                .define("TERN_HAVE_BROTLI"),
+                .define("TERN_HAVE_ZSTD"),
             ],
             linkerSettings: [
                 .linkedLibrary("uv"),
                 .linkedLibrary("ssl"),
                 .linkedLibrary("crypto"),
                 .linkedLibrary("z"),
+                .linkedLibrary("brotlidec"),
+                .linkedLibrary("zstd"),
                 .linkedLibrary("pthread"),
             ]
         ),

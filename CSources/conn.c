@@ -13,6 +13,9 @@
 #include <strings.h>
 
 #define MAX_HEADERS 256
+/* All interim (1xx) heads of one hop together: a server sending 100 Continue for ever must not
+ * keep a request alive for ever (curl stops at 300 KB of headers too). */
+#define MAX_INTERIM (300u * 1024u)
 /* Memory bodies go out in pieces of this size, so upload progress moves. */
 #define MEM_PIECE (1u << 20)
 
@@ -352,6 +355,12 @@ static int tunnel_read(tern__conn *c) {
     c->last_len = 0;
     if (r < 0) break;
     if (status < 200) {
+      c->tunnel_interim += (size_t)r;
+      if (c->tunnel_interim > MAX_INTERIM) {
+        tern__request_set_error(req, TERN_EPROXY, "proxy %s: interim (1xx) responses to CONNECT exceed %u bytes",
+                                c->origin->proxy_host, MAX_INTERIM);
+        return TERN_EPROXY;
+      }
       consume(c, (size_t)r);
       continue;
     }
@@ -768,18 +777,20 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
   }
   if (te) {
     if (have_cl) c->keep_alive = false; /* both framings: trust chunked, then close (RFC 9112) */
-    if (tern__is_chunked_final(te->value, te->value_len)) {
-      c->rstate = TERN__RESP_CHUNKED;
-      tern__chunked_init(&c->chunked);
-      uint64_t v;
-      req->content_length = -1;
-      if (csize && tern__parse_content_length(csize->value, csize->value_len, &v) == 0)
-        req->content_length = (int64_t)v;
-    } else {
-      c->rstate = TERN__RESP_CLOSE;
-      c->keep_alive = false;
-      req->content_length = -1;
+    /* Another transfer coding (gzip, snappy, ...) would leave its bytes in the body, passed off
+     * as the content: refused, as curl does (its exit 61). */
+    if (!tern__is_chunked_only(te->value, te->value_len)) {
+      tern__request_set_error(req, TERN_EDECODE, "%s: unsupported Transfer-Encoding \"%.*s\"",
+                              req->url.hostport, (int)(te->value_len > 64 ? 64 : te->value_len),
+                              te->value);
+      return TERN_EDECODE;
     }
+    c->rstate = TERN__RESP_CHUNKED;
+    tern__chunked_init(&c->chunked);
+    uint64_t v;
+    req->content_length = -1;
+    if (csize && tern__parse_content_length(csize->value, csize->value_len, &v) == 0)
+      req->content_length = (int64_t)v;
     return 0;
   }
   if (have_cl) {
@@ -842,7 +853,15 @@ int tern__conn_process(tern__conn *c) {
                                     req->url.hostport);
             return TERN_EPROTO;
           }
-          consume(c, (size_t)r); /* interim responses (100, 103) carry nothing for us */
+          if (req->interim.len + (size_t)r > MAX_INTERIM) {
+            tern__request_set_error(req, TERN_EHEADERSIZE,
+                                    "%s: interim (1xx) responses exceed %u bytes",
+                                    req->url.hostport, MAX_INTERIM);
+            return TERN_EHEADERSIZE;
+          }
+          /* Interim responses (100, 103) change nothing here; they are kept for the caller. */
+          if (tern__str_append(&req->interim, c->buf, (size_t)r)) return TERN_ENOMEM;
+          consume(c, (size_t)r);
           if (status == 100 && req->awaiting_continue) {
             req->awaiting_continue = false;
             set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);

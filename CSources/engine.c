@@ -3,6 +3,8 @@
  * connections. */
 #include "internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,18 @@ static void thread_main(void *arg) {
   uv_run(eng->loop, UV_RUN_DEFAULT);
 }
 
+/* libuv asserts that it never closes descriptors 0-2 (uv__close). A process started with one of
+ * them closed (`prog <&-`) would hand that number to the loop's epoll or a socket, and the
+ * engine would abort when closing it. Free slots among 0-2 are filled with /dev/null, once and
+ * for good (they must stay taken while any engine lives); open() returns the lowest free
+ * number, so this takes exactly the free ones, and nothing already open is touched. */
+static void hold_std_fds(void) {
+  int fd;
+  while ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && fd <= 2) {
+  }
+  if (fd > 2) close(fd);
+}
+
 static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__config_defaults(&eng->config);
   if (config && tern__config_copy(&eng->config, config)) return TERN_ENOMEM;
@@ -62,6 +76,7 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
 int tern_engine_new(tern_engine_t **out, const tern_config_t *config) {
   if (out == NULL) return TERN_EINVAL;
   *out = NULL;
+  hold_std_fds();
   tern_engine_t *eng = calloc(1, sizeof *eng);
   if (eng == NULL) return TERN_ENOMEM;
   if (uv_loop_init(&eng->own_loop)) {
@@ -96,6 +111,7 @@ int tern_engine_new_on_loop(tern_engine_t **out, struct uv_loop_s *loop,
                             const tern_config_t *config) {
   if (out == NULL || loop == NULL) return TERN_EINVAL;
   *out = NULL;
+  hold_std_fds();
   tern_engine_t *eng = calloc(1, sizeof *eng);
   if (eng == NULL) return TERN_ENOMEM;
   eng->loop = loop;

@@ -1,18 +1,32 @@
-/* Content decoding of response bodies (gzip, deflate) through zlib, streaming through one
- * fixed output buffer, with limits that stop decompression bombs. */
+/* Content decoding of response bodies (gzip, deflate, and br and zstd when built with
+ * libbrotlidec and libzstd), streaming through one fixed output buffer, with limits that stop
+ * decompression bombs. */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <zlib.h>
+#ifdef TERN_HAVE_BROTLI
+#include <brotli/decode.h>
+#endif
+#ifdef TERN_HAVE_ZSTD
+#include <zstd.h>
+#endif
 
 #define OUT_SIZE 16384
-/* The ratio limit applies once this much has been decoded, so small, very compressible bodies
- * (an empty JSON array padded with spaces) are never refused. */
-#define RATIO_GRACE (1u << 20)
+/* The ratio limit applies once this much has been decoded, so real, very compressible bodies
+ * (a 5 MB repetitive JSON document at 256:1, 10 MiB of zeros at 1000:1) are never refused. A
+ * body kept in memory gets 16 MiB; one streamed to a file or callback costs no memory and gets
+ * 256 MiB, which only bounds the disk an obvious bomb may take (a caller's max_bytes bounds
+ * any sink at once). */
+#define RATIO_GRACE_MEMORY (16u << 20)
+#define RATIO_GRACE_STREAM (256u << 20)
 
-enum { KIND_GZIP, KIND_DEFLATE };
+enum { KIND_GZIP, KIND_DEFLATE, KIND_BR, KIND_ZSTD };
+/* zstd frames may ask for any window; HTTP's zstd coding keeps it within 8 MiB (RFC 9659), and
+ * a larger one is refused rather than allocated. */
+#define ZSTD_WINDOW_LOG_MAX 23
 
 struct tern__decoder {
   z_stream zs;
@@ -22,6 +36,15 @@ struct tern__decoder {
   unsigned char head[2];
   size_t nhead;
   uint64_t in_total, out_total;
+#ifdef TERN_HAVE_BROTLI
+  BrotliDecoderState *br;
+#endif
+#ifdef TERN_HAVE_ZSTD
+  ZSTD_DStream *zstd;
+  unsigned char frame_head[18]; /* the current frame's first bytes (a header is <= 18) */
+  size_t frame_head_len;
+  uint64_t frame_out; /* bytes the current frame produced */
+#endif
   unsigned char out[OUT_SIZE];
 };
 
@@ -31,11 +54,60 @@ static bool token_is(const char *v, size_t n, const char *tok) {
   return n == strlen(tok) && strncasecmp(v, tok, n) == 0;
 }
 
+static int kind_of_token(const char *v, size_t n) {
+  if (token_is(v, n, "gzip") || token_is(v, n, "x-gzip")) return KIND_GZIP;
+  if (token_is(v, n, "deflate")) return KIND_DEFLATE;
+#ifdef TERN_HAVE_BROTLI
+  if (token_is(v, n, "br")) return KIND_BR;
+#endif
+#ifdef TERN_HAVE_ZSTD
+  if (token_is(v, n, "zstd")) return KIND_ZSTD;
+#endif
+  if (token_is(v, n, "identity") || token_is(v, n, "")) return TERN__CODING_IDENTITY;
+  return TERN__CODING_UNKNOWN;
+}
+
 int tern__decoder_kind(const char *coding, size_t len) {
-  if (coding == NULL) return -1;
-  if (token_is(coding, len, "gzip") || token_is(coding, len, "x-gzip")) return KIND_GZIP;
-  if (token_is(coding, len, "deflate")) return KIND_DEFLATE;
-  return -1;
+  if (coding == NULL) return TERN__CODING_IDENTITY;
+  /* A list: identity entries change nothing; one real coding is decoded; several stacked are
+   * not supported (unknown). */
+  int found = TERN__CODING_IDENTITY;
+  while (len > 0) {
+    const char *comma = memchr(coding, ',', len);
+    size_t n = comma ? (size_t)(comma - coding) : len;
+    int k = kind_of_token(coding, n);
+    if (k == TERN__CODING_UNKNOWN) return k;
+    if (k != TERN__CODING_IDENTITY) {
+      if (found != TERN__CODING_IDENTITY) return TERN__CODING_UNKNOWN;
+      found = k;
+    }
+    if (comma == NULL) break;
+    len -= n + 1;
+    coding = comma + 1;
+  }
+  return found;
+}
+
+const char *tern__decoder_name(int kind) {
+  switch (kind) {
+    case KIND_GZIP: return "gzip";
+    case KIND_DEFLATE: return "deflate";
+    case KIND_BR: return "br";
+    case KIND_ZSTD: return "zstd";
+    default: return NULL;
+  }
+}
+
+const char *tern__accept_encoding(void) {
+#if defined(TERN_HAVE_BROTLI) && defined(TERN_HAVE_ZSTD)
+  return "gzip, deflate, br, zstd";
+#elif defined(TERN_HAVE_BROTLI)
+  return "gzip, deflate, br";
+#elif defined(TERN_HAVE_ZSTD)
+  return "gzip, deflate, zstd";
+#else
+  return "gzip, deflate";
+#endif
 }
 
 tern__decoder *tern__decoder_new(int kind) {
@@ -49,15 +121,43 @@ tern__decoder *tern__decoder_new(int kind) {
     }
     d->started = true;
   }
+#ifdef TERN_HAVE_BROTLI
+  if (kind == KIND_BR) {
+    d->br = BrotliDecoderCreateInstance(NULL, NULL, NULL);
+    if (d->br == NULL) {
+      free(d);
+      return NULL;
+    }
+    d->started = true;
+  }
+#endif
+#ifdef TERN_HAVE_ZSTD
+  if (kind == KIND_ZSTD) {
+    d->zstd = ZSTD_createDStream();
+    if (d->zstd == NULL ||
+        ZSTD_isError(ZSTD_DCtx_setParameter(d->zstd, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG_MAX))) {
+      ZSTD_freeDStream(d->zstd);
+      free(d);
+      return NULL;
+    }
+    d->started = true;
+    d->ended = true; /* between frames: an empty body is fine, a cut frame is not */
+  }
+#endif
   return d;
 }
 
 void tern__decoder_free(tern__decoder *d) {
   if (d == NULL) return;
-  if (d->started) inflateEnd(&d->zs);
+#ifdef TERN_HAVE_BROTLI
+  if (d->br) BrotliDecoderDestroyInstance(d->br);
+#endif
+#ifdef TERN_HAVE_ZSTD
+  if (d->zstd) ZSTD_freeDStream(d->zstd);
+#endif
+  if (d->started && (d->kind == KIND_GZIP || d->kind == KIND_DEFLATE)) inflateEnd(&d->zs);
   free(d);
 }
-
 
 static int fail(tern_request_t *req, const char *what) {
   tern__request_set_error(req, TERN_EDECODE, "%s: %s", req->url.hostport, what);
@@ -72,6 +172,32 @@ static int start_deflate(tern__decoder *d) {
   if (inflateInit2(&d->zs, zlib ? 15 : -15) != Z_OK) return TERN_ENOMEM;
   d->started = true;
   return 0;
+}
+
+/* Output of `made` bytes in d->out after `in` input bytes: checked against the limits, then
+ * passed to the sink. */
+static int emit(tern__decoder *d, tern_request_t *req, size_t made, uint64_t in,
+                tern__sink_fn sink) {
+  d->out_total += made;
+  if (req->decoded_max_bytes && d->out_total > req->decoded_max_bytes) {
+    tern__request_set_error(req, TERN_EDECODELIMIT,
+                            "%s: decoded body exceeds its limit of %llu bytes", req->url.hostport,
+                            (unsigned long long)req->decoded_max_bytes);
+    return TERN_EDECODELIMIT;
+  }
+  uint64_t grace = req->sink_kind == TERN__SINK_MEM && !req->to_file ? RATIO_GRACE_MEMORY
+                                                                       : RATIO_GRACE_STREAM;
+  if (req->decoded_max_ratio && d->out_total > grace &&
+      d->out_total / (in ? in : 1) > req->decoded_max_ratio) {
+    tern__request_set_error(
+        req, TERN_EDECODELIMIT,
+        "%s: compressed body expands more than %u:1 (%llu bytes from %llu); refusing a likely "
+        "decompression bomb",
+        req->url.hostport, req->decoded_max_ratio, (unsigned long long)d->out_total,
+        (unsigned long long)in);
+    return TERN_EDECODELIMIT;
+  }
+  return sink(req, (const char *)d->out, made);
 }
 
 static int inflate_some(tern__decoder *d, tern_request_t *req, const unsigned char *p, size_t n,
@@ -95,35 +221,84 @@ static int inflate_some(tern__decoder *d, tern_request_t *req, const unsigned ch
       return fail(req, d->zs.msg ? d->zs.msg : "corrupt compressed body");
     }
     if (made) {
-      d->out_total += made;
-      uint64_t in = d->in_total - d->zs.avail_in;
-      if (req->decoded_max_bytes && d->out_total > req->decoded_max_bytes) {
-        tern__request_set_error(req, TERN_EDECODELIMIT,
-                                "%s: decoded body exceeds its limit of %llu bytes",
-                                req->url.hostport, (unsigned long long)req->decoded_max_bytes);
-        return TERN_EDECODELIMIT;
-      }
-      if (req->decoded_max_ratio && d->out_total > RATIO_GRACE &&
-          d->out_total / (in ? in : 1) > req->decoded_max_ratio) {
-        tern__request_set_error(
-            req, TERN_EDECODELIMIT,
-            "%s: compressed body expands more than %u:1 (%llu bytes from %llu); refusing a likely "
-            "decompression bomb",
-            req->url.hostport, req->decoded_max_ratio, (unsigned long long)d->out_total,
-            (unsigned long long)in);
-        return TERN_EDECODELIMIT;
-      }
-      int s = sink(req, (const char *)d->out, made);
-      if (s) return s;
+      int e = emit(d, req, made, d->in_total - d->zs.avail_in, sink);
+      if (e) return e;
     }
   }
   return 0;
 }
 
+#ifdef TERN_HAVE_BROTLI
+static int brotli_some(tern__decoder *d, tern_request_t *req, const unsigned char *p, size_t n,
+                       tern__sink_fn sink) {
+  size_t avail_in = n;
+  const uint8_t *next_in = p;
+  for (;;) {
+    if (d->ended) {
+      if (avail_in > 0) return fail(req, "data after the end of the brotli stream");
+      return 0;
+    }
+    size_t avail_out = OUT_SIZE;
+    uint8_t *next_out = d->out;
+    BrotliDecoderResult r =
+        BrotliDecoderDecompressStream(d->br, &avail_in, &next_in, &avail_out, &next_out, NULL);
+    if (r == BROTLI_DECODER_RESULT_ERROR)
+      return fail(req, BrotliDecoderErrorString(BrotliDecoderGetErrorCode(d->br)));
+    if (r == BROTLI_DECODER_RESULT_SUCCESS) d->ended = true;
+    size_t made = OUT_SIZE - avail_out;
+    if (made) {
+      int e = emit(d, req, made, d->in_total - avail_in, sink);
+      if (e) return e;
+    }
+    if (r == BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT && avail_in == 0) return 0;
+  }
+}
+#endif
+
+#ifdef TERN_HAVE_ZSTD
+static int zstd_some(tern__decoder *d, tern_request_t *req, const unsigned char *p, size_t n,
+                     tern__sink_fn sink) {
+  ZSTD_inBuffer in = {p, n, 0};
+  for (;;) {
+    /* Keep the frame's header: libzstd's streaming decoder (1.5.4) can finish a frame without
+     * checking the content size its header declares, when the frame arrived in pieces. */
+    size_t room = sizeof d->frame_head - d->frame_head_len, left = in.size - in.pos;
+    size_t k = room < left ? room : left;
+    memcpy(d->frame_head + d->frame_head_len, (const unsigned char *)in.src + in.pos, k);
+    d->frame_head_len += k;
+    ZSTD_outBuffer out = {d->out, OUT_SIZE, 0};
+    size_t r = ZSTD_decompressStream(d->zstd, &out, &in);
+    if (ZSTD_isError(r)) return fail(req, ZSTD_getErrorName(r));
+    d->frame_out += out.pos;
+    /* 0: a frame ended and is flushed; the next bytes, if any, start another frame. */
+    d->ended = r == 0;
+    if (d->ended) {
+      unsigned long long declared = ZSTD_getFrameContentSize(d->frame_head, d->frame_head_len);
+      if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR &&
+          declared != d->frame_out)
+        return fail(req, "zstd frame size differs from the size its header declares");
+      d->frame_head_len = 0;
+      d->frame_out = 0;
+    }
+    if (out.pos) {
+      int e = emit(d, req, out.pos, d->in_total - (n - in.pos), sink);
+      if (e) return e;
+    }
+    if (in.pos == in.size && out.pos < out.size) return 0;
+  }
+}
+#endif
+
 int tern__decoder_write(tern__decoder *d, tern_request_t *req, const char *data, size_t n,
                         tern__sink_fn sink) {
   const unsigned char *p = (const unsigned char *)data;
   d->in_total += n;
+#ifdef TERN_HAVE_BROTLI
+  if (d->kind == KIND_BR) return n ? brotli_some(d, req, p, n, sink) : 0;
+#endif
+#ifdef TERN_HAVE_ZSTD
+  if (d->kind == KIND_ZSTD) return n ? zstd_some(d, req, p, n, sink) : 0;
+#endif
   if (!d->started) {
     while (n && d->nhead < 2) {
       d->head[d->nhead++] = *p++;

@@ -241,8 +241,11 @@ bool tern__digest_supported(const tern__challenge *ch) {
   return ch->nonce[0] && digest_md(ch->algorithm, &sess) != NULL;
 }
 
-/* Quoted-string content: backslash before '"' and '\'. */
+/* Quoted-string content: backslash before '"' and '\'. Control characters cannot be quoted
+ * (a user name with CR LF would start a header line of its own): TERN_EBADHEADER. */
 static int append_quoted(tern__str *out, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if ((*p < 0x20 && *p != '\t') || *p == 0x7f) return TERN_EBADHEADER;
   int r = tern__str_append(out, "\"", 1);
   for (; !r && *s; s++) {
     if (*s == '"' || *s == '\\') r = tern__str_append(out, "\\", 1);

@@ -643,6 +643,22 @@ int tern__is_chunked_final(const char *value, size_t len)
     return last_s != last_e && range_is(v, last_s, last_e, "chunked");
 }
 
+int tern__is_chunked_only(const char *value, size_t len)
+{
+    const unsigned char *v = (const unsigned char *)value;
+    size_t pos = 0, s, e, codings = 0;
+    int more, chunked = 0;
+
+    do {
+        more = next_element(v, len, &pos, &s, &e);
+        if (s != e) {
+            codings++;
+            chunked = range_is(v, s, e, "chunked");
+        }
+    } while (more);
+    return codings == 1 && chunked;
+}
+
 int tern__parse_keep_alive_timeout(const char *value, size_t len, uint64_t *seconds)
 {
     const unsigned char *v = (const unsigned char *)value;

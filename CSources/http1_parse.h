@@ -85,6 +85,10 @@ int tern__has_token(const char *value, size_t len, const char *token);
 /* Non-zero if the last coding in a Transfer-Encoding list is "chunked". */
 int tern__is_chunked_final(const char *value, size_t len);
 
+/* Non-zero if "chunked" is the only coding in a Transfer-Encoding list (empty elements
+ * ignored): the only transfer coding the engine undoes. */
+int tern__is_chunked_only(const char *value, size_t len);
+
 /* Keep-Alive: "timeout=5, max=100" -> *seconds = 5. Returns 0, or -1 if absent or malformed. */
 int tern__parse_keep_alive_timeout(const char *value, size_t len, uint64_t *seconds);
 

@@ -71,8 +71,14 @@ void tern__str_free(tern__str *s);
 
 typedef struct tern__decoder tern__decoder;
 typedef int (*tern__sink_fn)(tern_request_t *req, const char *data, size_t n);
-/* The decoder kind for a Content-Encoding value, or -1 when not one we decode. */
+#define TERN__CODING_IDENTITY (-1) /* no Content-Encoding, or only "identity" */
+#define TERN__CODING_UNKNOWN (-2)  /* one this build cannot decode, or several stacked */
+/* The decoder kind (>= 0) for a Content-Encoding value, or one of the two above. */
 int tern__decoder_kind(const char *coding, size_t len);
+/* "gzip", "deflate", "br", "zstd" for a kind. */
+const char *tern__decoder_name(int kind);
+/* The Accept-Encoding value naming every coding this build decodes. */
+const char *tern__accept_encoding(void);
 tern__decoder *tern__decoder_new(int kind);
 /* Decodes and passes the output to `sink`; limits from the request. Returns 0 or TERN_E*. */
 int tern__decoder_write(tern__decoder *d, tern_request_t *req, const char *data, size_t n,
@@ -285,13 +291,16 @@ struct tern_request {
   char *resp_block; /* one block: header pointers, NUL-terminated strings, then the reason */
   size_t resp_count;
   tern__str body;
+  tern__str interim;     /* this hop's interim (1xx) heads as received, at most TERN__MAX_INTERIM */
   int dl_fd;
   bool to_file;          /* this response's body goes to dl_fd */
-  char *part_path;       /* dl_path + ".part": where a download lands until complete */
+  char *target_path;     /* the file written: dl_path, or the file its symlink points to */
+  char *part_path;       /* target_path + ".part": where a download lands until complete */
   char *validator_path;  /* part_path + ".validator": ETag or Last-Modified for If-Range */
   uint64_t resume_from;  /* bytes already in the file being continued */
   bool resume_in_place;  /* continuing dl_path itself (no .part existed) */
-  bool dl_special;       /* dl_path is a device or pipe (/dev/null): written in place */
+  bool dl_special;       /* dl_path is no regular file (/dev/null, a FIFO, a directory):
+                          * opened in place (a directory then fails with EISDIR) */
   bool writing_part;     /* this response's body goes to part_path */
   tern__decoder *decoder;
   const char *decoded_encoding;
@@ -431,6 +440,7 @@ struct tern__conn {
   struct bio_st *tls_spare_bio; /* an emptied output BIO, reused by the next write */
   uv_write_t tls_wreq;
   char *tunnel_head; /* the CONNECT request while it is being written */
+  size_t tunnel_interim; /* bytes of 1xx heads the proxy sent before answering CONNECT */
 };
 
 struct tern__origin {

@@ -124,8 +124,10 @@ static void destroy(tern_request_t *req) {
   free(req->body_mem);
   free(req->body_path);
   free(req->dl_path);
+  free(req->target_path);
   free(req->part_path);
   free(req->validator_path);
+  tern__str_free(&req->interim);
   tern__decoder_free(req->decoder);
   tern__encoder_free(req->encoder);
   free_segments(req);
@@ -342,6 +344,10 @@ int tern_request_set_download_file(tern_request_t *req, const char *path, uint64
   if (p == NULL) return TERN_ENOMEM;
   free(req->dl_path);
   req->dl_path = p;
+  free(req->target_path);
+  free(req->part_path);
+  free(req->validator_path);
+  req->target_path = req->part_path = req->validator_path = NULL;
   req->dl_offset = offset;
   req->dl_end = end;
   req->dl_resume = resume != 0;
@@ -654,6 +660,11 @@ const void *tern_request_get_body(const tern_request_t *req, size_t *len) {
   return req && req->body.len ? req->body.data : NULL;
 }
 
+const char *tern_request_get_interim_heads(const tern_request_t *req, size_t *len) {
+  if (len) *len = req ? req->interim.len : 0;
+  return req && req->interim.len ? req->interim.data : NULL;
+}
+
 uint64_t tern_request_get_bytes_received(const tern_request_t *req) {
   return req ? req->received : 0;
 }
@@ -857,22 +868,36 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   char validator[256] = "";
   if (req->sink_kind == TERN__SINK_FILE) {
     if (req->part_path == NULL) {
+      /* A symlink is written through: the temporary file goes beside the file it points to,
+       * and replaces that file, not the link. A dangling link is written in place (below). */
+      struct stat lst;
+      char *target = NULL;
+      if (lstat(req->dl_path, &lst) == 0 && S_ISLNK(lst.st_mode))
+        target = realpath(req->dl_path, NULL);
+      if (target == NULL) target = strdup(req->dl_path);
       tern__str pp = {0}, vp = {0};
-      if (tern__str_appendf(&pp, "%s.part", req->dl_path) ||
-          tern__str_appendf(&vp, "%s.part.validator", req->dl_path)) {
+      if (target == NULL || tern__str_appendf(&pp, "%s.part", target) ||
+          tern__str_appendf(&vp, "%s.part.validator", target)) {
+        free(target);
         tern__str_free(&pp);
         tern__str_free(&vp);
         return TERN_ENOMEM;
       }
+      req->target_path = target;
       req->part_path = pp.data;
       req->validator_path = vp.data;
     }
     req->resume_from = 0;
     req->resume_in_place = false;
-    struct stat dst;
+    struct stat dst, lst;
     /* A device or pipe (/dev/null, a FIFO) is written in place: renaming a .part over it would
-     * replace it with a regular file. */
-    req->dl_special = stat(req->dl_path, &dst) == 0 && !S_ISREG(dst.st_mode) && !S_ISDIR(dst.st_mode);
+     * replace it with a regular file. So is a directory, to fail on it with EISDIR and no .part
+     * debris, and a dangling symlink (open creates the file it names, as curl does). */
+    bool exists = stat(req->target_path, &dst) == 0;
+    req->dl_special = (exists && !S_ISREG(dst.st_mode)) ||
+                      strncmp(req->dl_path, "/dev/", 5) == 0 || /* /dev/stdout: the open fd */
+                      strncmp(req->target_path, "/proc/", 6) == 0 ||
+                      (!exists && lstat(req->target_path, &lst) == 0 && S_ISLNK(lst.st_mode));
     if (req->dl_resume && !req->dl_special) {
       struct stat st;
       if (stat(req->part_path, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -883,7 +908,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
           validator[strcspn(validator, "\r\n")] = '\0';
           fclose(f);
         }
-      } else if (!req->dl_part_only && stat(req->dl_path, &st) == 0 && S_ISREG(st.st_mode)) {
+      } else if (!req->dl_part_only && stat(req->target_path, &st) == 0 && S_ISREG(st.st_mode)) {
         req->resume_from = (uint64_t)st.st_size;
         req->resume_in_place = true;
       }
@@ -959,7 +984,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (!r && req->gzip_body && req->body_kind != TERN__BODY_NONE)
     r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
   if (!r && req->decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding)
-    r = cat(&h, "Accept-Encoding: gzip, deflate\r\n", NULL);
+    r = cat(&h, "Accept-Encoding: ", tern__accept_encoding(), "\r\n", NULL);
   if (!r) {
     if (req->body_len == UINT64_MAX)
       r = cat(&h, "Transfer-Encoding: chunked\r\n", NULL);
@@ -983,6 +1008,9 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (!r) r = tern__str_append(&h, "\r\n", 3); /* with a NUL, for tern_request_get_request_head */
   if (!r) h.len--;
   if (r) {
+    if (r == TERN_EBADHEADER)
+      tern__request_set_error(req, r, "%s: a control character in the Digest credentials",
+                              req->url.hostport);
     tern__str_free(&h);
     return r;
   }
@@ -1007,6 +1035,7 @@ void tern__request_rewind(tern_request_t *req) {
   req->resp_block = NULL;
   req->resp_count = 0;
   req->body.len = 0;
+  req->interim.len = 0;
   req->received = 0;
   req->content_length = -1;
   req->resp_offset = 0;
@@ -1052,9 +1081,35 @@ static int open_download(tern_request_t *req, bool part, bool truncate, uint64_t
     part = truncate = false;
     position = 0;
   }
-  const char *path = part ? req->part_path : req->dl_path;
+  const char *path = part ? req->part_path : req->target_path;
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0);
-  int fd = open(path, flags, 0666);
+  int fd;
+  if (part) {
+    /* Refuse what the target refuses (a read-only file: curl's exit 23) before any byte is
+     * written; the .part would otherwise replace a file the caller may not write. */
+    struct stat st;
+    if (stat(req->target_path, &st) == 0) {
+      int probe = open(req->target_path, O_WRONLY | O_CLOEXEC);
+      if (probe < 0) {
+        tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", req->target_path,
+                                strerror(errno));
+        return TERN_EFILEWRITE;
+      }
+      close(probe);
+    }
+    fd = open(path, flags, 0666);
+    if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+      /* No temporary file can be made beside the target (a read-only directory): write the
+       * target in place, as curl does. A failure then leaves it partial. */
+      part = false;
+      path = req->target_path;
+      flags |= O_TRUNC;
+      position = 0;
+      fd = open(path, flags, 0666);
+    }
+  } else {
+    fd = open(path, flags, 0666);
+  }
   if (fd < 0) {
     tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", path, strerror(errno));
     return TERN_EFILEWRITE;
@@ -1124,14 +1179,22 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
 int tern__request_setup_sink(tern_request_t *req) {
   int status = req->status;
   if (req->discard_body) return 0;
-  /* Decode gzip and deflate bodies unless asked not to. */
+  /* Decode the body unless asked not to; a coding this build cannot undo is an error then
+   * (curl's 61), never the encoded bytes passed off as the body. */
   const char *coding = tern__request_header_value(req, "content-encoding");
-  int kind = coding ? tern__decoder_kind(coding, strlen(coding)) : -1;
-  if (kind >= 0 && req->decode_mode == TERN_DECODE_AUTO && !req->is_head && status != 204 &&
+  if (coding && req->decode_mode == TERN_DECODE_AUTO && !req->is_head && status != 204 &&
       status != 304) {
-    req->decoder = tern__decoder_new(kind);
-    if (req->decoder == NULL) return TERN_ENOMEM;
-    req->decoded_encoding = kind == 0 ? "gzip" : "deflate";
+    int kind = tern__decoder_kind(coding, strlen(coding));
+    if (kind == TERN__CODING_UNKNOWN) {
+      tern__request_set_error(req, TERN_EDECODE, "%s: unsupported Content-Encoding \"%.64s\"",
+                              req->url.hostport, coding);
+      return TERN_EDECODE;
+    }
+    if (kind >= 0) {
+      req->decoder = tern__decoder_new(kind);
+      if (req->decoder == NULL) return TERN_ENOMEM;
+      req->decoded_encoding = tern__decoder_name(kind);
+    }
   }
 
   if (req->sink_kind != TERN__SINK_FILE) return 0;
@@ -1185,7 +1248,8 @@ static int sink_write(tern_request_t *req, const char *data, size_t n) {
       if (w < 0) {
         if (errno == EINTR) continue;
         tern__request_set_error(req, TERN_EFILEWRITE, "write %s: %s",
-                                req->writing_part ? req->part_path : req->dl_path, strerror(errno));
+                                req->writing_part ? req->part_path : req->target_path,
+                                strerror(errno));
         return TERN_EFILEWRITE;
       }
       data += w;
@@ -1423,15 +1487,84 @@ int tern__request_body_end(tern_request_t *req) {
   return req->decoder ? tern__decoder_end(req->decoder, req) : 0;
 }
 
+/* Copies the finished .part into the existing target in place (keeping its inode: hard links,
+ * owner, mode, ACLs), through a bounded stack buffer, then removes the .part. */
+static int copy_into_target(tern_request_t *req) {
+  int in = open(req->part_path, O_RDONLY | O_CLOEXEC);
+  if (in < 0) {
+    tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", req->part_path, strerror(errno));
+    return TERN_EFILEWRITE;
+  }
+  int out = open(req->target_path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (out < 0) {
+    tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", req->target_path, strerror(errno));
+    close(in);
+    return TERN_EFILEWRITE;
+  }
+  char buf[16384];
+  int r = 0;
+  for (;;) {
+    ssize_t n = read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      tern__request_set_error(req, TERN_EFILEWRITE, "read %s: %s", req->part_path, strerror(errno));
+      r = TERN_EFILEWRITE;
+      break;
+    }
+    if (n == 0) break;
+    for (ssize_t off = 0; off < n;) {
+      ssize_t w = write(out, buf + off, (size_t)(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        tern__request_set_error(req, TERN_EFILEWRITE, "write %s: %s", req->target_path,
+                                strerror(errno));
+        r = TERN_EFILEWRITE;
+        break;
+      }
+      off += w;
+    }
+    if (r) break;
+  }
+  close(in);
+  if (close(out) != 0 && r == 0) {
+    tern__request_set_error(req, TERN_EFILEWRITE, "close %s: %s", req->target_path, strerror(errno));
+    r = TERN_EFILEWRITE;
+  }
+  if (r == 0) unlink(req->part_path);
+  return r;
+}
+
+/* The finished .part becomes the target. A new target is simply renamed into place. An
+ * existing one keeps what makes it that file: its mode and owner are given to the .part before
+ * the rename, and when that cannot be done (another owner) or a rename would cut hard links,
+ * the bytes are copied into the target instead. */
+static int replace_target(tern_request_t *req) {
+  struct stat st;
+  if (stat(req->target_path, &st) == 0 && S_ISREG(st.st_mode)) {
+    bool copy = st.st_nlink > 1;
+    if (!copy && (st.st_uid != geteuid() || st.st_gid != getegid()) &&
+        chown(req->part_path, st.st_uid, st.st_gid) != 0)
+      copy = true;
+    if (!copy && chmod(req->part_path, st.st_mode & 07777) != 0) copy = true;
+    if (copy) return copy_into_target(req);
+  }
+  if (rename(req->part_path, req->target_path) != 0) {
+    tern__request_set_error(req, TERN_EFILEWRITE, "rename %s to %s: %s", req->part_path,
+                            req->target_path, strerror(errno));
+    return TERN_EFILEWRITE;
+  }
+  return 0;
+}
+
 int tern__request_finish_file(tern_request_t *req, int err) {
   if (req->sink_kind != TERN__SINK_FILE || req->part_path == NULL) return err;
   close_fd(&req->dl_fd);
   bool part_done = !err && (req->writing_part || (req->range_done && !req->resume_in_place));
   if (part_done) {
-    if (rename(req->part_path, req->dl_path) != 0) {
-      tern__request_set_error(req, TERN_EFILEWRITE, "rename %s to %s: %s", req->part_path,
-                              req->dl_path, strerror(errno));
-      return TERN_EFILEWRITE;
+    int r = replace_target(req);
+    if (r) {
+      if (!req->dl_resume) unlink(req->part_path);
+      return r;
     }
     unlink(req->validator_path);
   } else if (err && req->writing_part && !req->dl_resume) {

@@ -153,7 +153,9 @@ TERN_API int tern_config_set_log_cb(tern_config_t *config, tern_log_cb cb, tern_
 /* Engine                                                                                    */
 /* ---------------------------------------------------------------------------------------- */
 
-/** An engine with its own loop thread. `config` may be NULL for defaults; it is copied. */
+/** An engine with its own loop thread. `config` may be NULL for defaults; it is copied.
+ *  Both constructors open /dev/null on any of descriptors 0-2 that is closed (libuv must never
+ *  be handed those numbers) and leave it open. */
 TERN_API int tern_engine_new(tern_engine_t **out, const tern_config_t *config);
 /** An engine on the caller's loop. Callbacks run on that loop's thread. The caller must keep
  *  running the loop; tern_engine_free must then be called on the loop thread, and the loop run
@@ -248,6 +250,11 @@ TERN_API int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_
  *  receives exactly the bytes returned. With resume (1), an existing
  *  file is continued from its current size (Range from offset+size) and a 416 on a complete
  *  file counts as success; a server ignoring the range restarts the file from zero.
+ *  The body goes to PATH.part, which replaces PATH only when complete; an existing PATH stays
+ *  that file: a symlink is written through, mode, owner and hard links are kept, a file the
+ *  caller may not write fails with TERN_EFILEWRITE before any byte, and where no .part can be
+ *  made beside it (read-only directory) PATH is written in place. Devices, pipes and /dev/
+ *  names are written in place; a directory fails with TERN_EFILEWRITE.
  *  TERN_RESUME_PART (2) continues only what an earlier attempt left in FILE.part (never FILE
  *  itself) and keeps FILE.part when this attempt fails: the mode for retries, whose caller
  *  removes FILE.part once it gives up (since 0.2). */
@@ -331,14 +338,18 @@ TERN_API int tern_request_set_proxy_auth(tern_request_t *req, const char *user,
                                          const char *password, unsigned schemes);
 
 typedef enum {
-  TERN_DECODE_AUTO = 0, /* send Accept-Encoding: gzip, deflate and decode such bodies (default) */
+  TERN_DECODE_AUTO = 0, /* send Accept-Encoding: gzip, deflate (and br, zstd when built in) and
+                         * decode such bodies (default); a coding the build cannot decode, or
+                         * several stacked, fails the request with TERN_EDECODE */
   TERN_DECODE_RAW = 1,  /* send Accept-Encoding, deliver the body as sent (still encoded) */
   TERN_DECODE_OFF = 2   /* send no Accept-Encoding (unless added as a header); decode nothing */
 } tern_decode_mode;
 TERN_API int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode);
-/** Bounds on a decoded body: at most max_bytes (0: no bound) and, once past 1 MiB, at most
- *  max_ratio decoded bytes per received byte (default 200; 0: no bound). Beyond them the
- *  request fails with TERN_EDECODELIMIT. */
+/** Bounds on a decoded body: at most max_bytes (0: no bound) and at most max_ratio decoded
+ *  bytes per received byte (default 200; 0: no bound) once past 16 MiB for a body kept in
+ *  memory, or past 256 MiB for one streamed to a file or callback (so real, very compressible
+ *  bodies pass; a bomb is stopped there). Beyond them the request fails with
+ *  TERN_EDECODELIMIT. */
 TERN_API int tern_request_set_decoding_limits(tern_request_t *req, uint64_t max_bytes,
                                               unsigned max_ratio);
 
@@ -403,11 +414,17 @@ TERN_API int tern_request_get_header_at(const tern_request_t *req, size_t i, con
 TERN_API const char *tern_request_get_header(const tern_request_t *req, const char *name);
 /** The body kept in memory (the default sink); NULL with *len 0 for other sinks. */
 TERN_API const void *tern_request_get_body(const tern_request_t *req, size_t *len);
+/** The interim (1xx) response heads of the last hop, as received (status line, fields and blank
+ *  line each, in order), for curl's -i and -v; NULL with *len 0 when none came. At most 300 KiB
+ *  of them are accepted per hop: more (a server sending 100 Continue for ever) fails the request
+ *  with TERN_EHEADERSIZE. */
+TERN_API const char *tern_request_get_interim_heads(const tern_request_t *req, size_t *len);
 /** Body bytes received for this request as they came over the wire (after any resume offset). */
 TERN_API uint64_t tern_request_get_bytes_received(const tern_request_t *req);
 /** Body bytes delivered to the sink: the decoded size when the body was decoded. */
 TERN_API uint64_t tern_request_get_bytes_delivered(const tern_request_t *req);
-/** The response's Content-Encoding when the engine decoded it ("gzip", "deflate"), else NULL. */
+/** The response's Content-Encoding when the engine decoded it ("gzip", "deflate", "br",
+ *  "zstd"), else NULL. */
 TERN_API const char *tern_request_get_decoded_encoding(const tern_request_t *req);
 /** The body length the server announced (Content-Length, or Content-Size with chunked),
  *  or -1 when unknown. */

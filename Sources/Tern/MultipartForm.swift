@@ -128,7 +128,13 @@ public struct MultipartForm: Sendable {
             if let fileName { text += "; filename=\"\(escape(fileName))\"" }
             text += "\r\n"
             if let contentType {
-                text += "Content-Type: \(contentType.filter { $0 != "\r" && $0 != "\n" })\r\n"
+                // Per scalar: Swift's Character "\r\n" is neither "\r" nor "\n", so a
+                // Character filter let a CR LF pair through and start a header line of its own.
+                var value = String.UnicodeScalarView()
+                for scalar in contentType.unicodeScalars {
+                    value.append(scalar.value < 0x20 || scalar.value == 0x7f ? " " : scalar)
+                }
+                text += "Content-Type: \(String(value))\r\n"
             }
             return Data((text + "\r\n").utf8)
         }
@@ -157,15 +163,27 @@ public struct MultipartForm: Sendable {
     /// Creates an empty form.
     ///
     /// - Parameter boundary: The delimiter; `nil` picks a random one, which is what you want
-    ///   unless a test needs fixed bytes.
+    ///   unless a test needs fixed bytes. One that RFC 2046 does not allow (a line break, more
+    ///   than 70 characters) is replaced by a random one too.
     public init(boundary: String? = nil) {
-        if let boundary {
+        if let boundary, Self.isValidBoundary(boundary) {
             self.boundary = boundary
         } else {
             let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
             var generator = SystemRandomNumberGenerator()
             self.boundary = "tern-"
                 + String((0..<32).map { _ in alphabet.randomElement(using: &generator)! })
+        }
+    }
+
+    /// RFC 2046's rule: 1 to 70 of `bchars` (digits, letters, `'()+_,-./:=? ` and space),
+    /// not ending in a space. Anything else (a CR LF above all) would corrupt the head.
+    static func isValidBoundary(_ text: String) -> Bool {
+        let scalars = Array(text.unicodeScalars)
+        guard (1...70).contains(scalars.count), scalars.last != " " else { return false }
+        return scalars.allSatisfy { s in
+            (s.value >= 0x30 && s.value <= 0x39) || (s.value >= 0x41 && s.value <= 0x5a)
+                || (s.value >= 0x61 && s.value <= 0x7a) || "'()+_,-./:=? ".unicodeScalars.contains(s)
         }
     }
 

@@ -107,7 +107,7 @@ final class CommandRunner {
         return .basic
     }
 
-    /// Fetches every URL in turn; returns the first failure's exit code, or 0.
+    /// Fetches every URL in turn; returns the last transfer's exit code, as curl does.
     ///
     /// SIGINT and SIGTERM cancel the transfer in progress, so the engine cleans up (a
     /// download's `.part` file goes unless -C keeps it for a later resume; the file at the -o
@@ -117,7 +117,7 @@ final class CommandRunner {
         var exitCode: Int32 = 0
         for (index, url) in options.urls.enumerated() {
             let code = transferWithRetries(url, index: index)
-            if exitCode == 0 { exitCode = code }
+            exitCode = code
             if interrupts.caught != 0 { break }
         }
         interrupts.exitIfCaught()
@@ -187,13 +187,17 @@ final class CommandRunner {
             parts.percentEncodedPath = (parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath) + encoded
             text = parts.string ?? text
         }
+        // The scheme first: file:///x has no host, yet its trouble is the scheme (curl: 1).
+        if let colon = text.range(of: "://") {
+            let scheme = text[..<colon.lowerBound].lowercased()
+            if scheme != "http" && scheme != "https" {
+                return failure(1, "Protocol \"\(scheme)\" not supported")
+            }
+        }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
             let host = url.host, !host.isEmpty
         else {
             return failure(3, "URL rejected: Malformed input to a URL function")
-        }
-        guard scheme == "http" || scheme == "https" else {
-            return failure(1, "Protocol \"\(scheme)\" not supported")
         }
 
         let request = Request(url: url)

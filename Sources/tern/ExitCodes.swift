@@ -10,7 +10,8 @@ enum ExitCodes {
         case .unsupported: return 4  // a feature not built in
         case .resolveFailed: return 6  // couldn't resolve host
         case .connectionRefused, .connectFailed: return 7  // couldn't connect
-        case .protocolError, .headersTooLarge: return 8  // weird server reply
+        case .protocolError: return 8  // weird server reply
+        case .headersTooLarge: return 56  // curl: "Too large response headers" (recv error)
         case .partialBody: return 18  // partial file
         case .fileWriteFailed: return 23  // write error
         case .fileReadFailed: return 26  // read error

@@ -67,7 +67,7 @@ struct TernCommand: ParsableCommand {
     var uploadFile: String?
 
     @Flag(name: .customLong("compressed"),
-          help: "Ask for a compressed response (Accept-Encoding: gzip, deflate) and decode it.")
+          help: "Ask for a compressed response (Accept-Encoding: gzip, deflate, br, zstd) and decode it; another coding fails (61).")
     var compressed = false
 
     @Option(name: .customLong("cacert"), parsing: .unconditional,
@@ -95,7 +95,7 @@ struct TernCommand: ParsableCommand {
     var pass: String?
 
     @Option(name: [.customShort("o"), .customLong("output")], parsing: .unconditionalSingleValue,
-            help: ArgumentHelp("Write the body to FILE instead of stdout (one per URL); it goes to FILE.part and replaces FILE only when complete.", valueName: "file"))
+            help: ArgumentHelp("Write the body to FILE instead of stdout (one per URL); it goes to FILE.part and replaces FILE only when complete, keeping its mode, owner, links and symlink.", valueName: "file"))
     var outputs: [String] = []
 
     @Flag(name: [.customShort("O"), .customLong("remote-name")],
@@ -235,6 +235,13 @@ struct TernCommand: ParsableCommand {
 
     func validate() throws {
         if urls.isEmpty { throw ValidationError("no URL specified") }
+        // curl's rules for seconds: 0 means no limit; negative, infinite and NaN are refused.
+        for (flag, value) in [("-m", maxTime), ("--connect-timeout", connectTimeout)] {
+            guard let value else { continue }
+            if value.isNaN { throw ValidationError("\(flag): expected a proper numerical parameter") }
+            if value < 0 { throw ValidationError("\(flag): expected a positive numerical parameter") }
+            if value.isInfinite || value > 1e9 { throw ValidationError("\(flag): too large number") }
+        }
         if retry < 0 { throw ValidationError("--retry needs a number >= 0") }
         if let range, range.isEmpty { throw ValidationError("-r needs a range") }
         if let c = continueAt, c != "-", UInt64(c) == nil {
@@ -255,11 +262,18 @@ struct TernCommand: ParsableCommand {
 @main
 enum Main {
     static func main() {
+        reopenStandardDescriptors()
         signal(SIGPIPE, SIG_IGN)  // a closed pipe becomes a write error (exit 23)
-        let arguments = CurlArguments.normalize(Array(CommandLine.arguments.dropFirst()))
-        let command: TernCommand
+        let argv = CurlArguments.commandLine()
+        let arguments = CurlArguments.normalize(argv.words)
+        // URLs go around swift-argument-parser, whose handling of positional arguments is
+        // quadratic (10,000 URLs took seconds); it sees at most the first one.
+        let (options, urls) = CurlArguments.splitURLs(arguments, urlForms: argv.urlForms)
+        var command: TernCommand
         do {
-            command = try TernCommand.parse(arguments)
+            command = try TernCommand.parse(options + urls.prefix(1))
+            command.urls = urls
+            try command.validate()
         } catch {
             if TernCommand.exitCode(for: error) == .success {
                 TernCommand.exit(withError: error)  // --help, --version
@@ -276,6 +290,18 @@ enum Main {
                 of: ["--proxy-basic", "--proxy-digest", "--proxy-anyauth"], in: arguments)
         ).run())
     }
+}
+
+/// Started with 0, 1 or 2 closed (`tern URL <&-`), the first file or socket opened would take
+/// that number and output meant for a file could land on "stdout": each closed one is opened on
+/// /dev/null first, as curl does. open() returns the lowest free number, so this fills exactly
+/// the closed ones.
+func reopenStandardDescriptors() {
+    var fd: Int32
+    repeat {
+        fd = open("/dev/null", O_RDWR)
+    } while fd >= 0 && fd <= 2
+    if fd > 2 { close(fd) }
 }
 
 /// Rewrites argv the way curl reads it, so swift-argument-parser sees one option per word:
@@ -377,6 +403,68 @@ enum CurlArguments {
             }
         }
         return found
+    }
+
+    /// argv as Strings. An argument that is not valid UTF-8 comes out of
+    /// CommandLine.arguments with U+FFFD in place of its bytes; for URLs the second result maps
+    /// that form to the bytes percent-encoded as curl sends them ("%e9"). Other arguments (file
+    /// names, data) are taken as CommandLine.arguments gives them.
+    static func commandLine() -> (words: [String], urlForms: [String: String]) {
+        let words = Array(CommandLine.arguments.dropFirst())
+        var forms: [String: String] = [:]
+        for index in words.indices {
+            guard let raw = CommandLine.unsafeArgv[index + 1] else { continue }
+            let bytes = UnsafeBufferPointer(
+                start: UnsafeRawPointer(raw).assumingMemoryBound(to: UInt8.self), count: strlen(raw))
+            if String(validating: bytes, as: UTF8.self) == nil {
+                forms[words[index]] = percentEncodingNonASCII(bytes)
+            }
+        }
+        return (words, forms)
+    }
+
+    static func percentEncodingNonASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        var out = ""
+        for byte in bytes {
+            if byte >= 0x80 {
+                out += "%" + String(byte, radix: 16)
+            } else {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            }
+        }
+        return out
+    }
+
+    /// Normalized arguments split into options (with their values) and the URLs, in order.
+    /// Everything after "--" is a URL.
+    static func splitURLs(_ arguments: [String], urlForms: [String: String] = [:])
+        -> (options: [String], urls: [String])
+    {
+        var options: [String] = []
+        var urls: [String] = []
+        options.reserveCapacity(arguments.count)
+        var index = 0
+        while index < arguments.count {
+            let word = arguments[index]
+            index += 1
+            if word == "--" {
+                urls.append(contentsOf: arguments[index...])
+                break
+            }
+            if word.hasPrefix("-"), word.count > 1 {
+                options.append(word)
+                if longWithValue.contains(word)
+                    || (word.count == 2 && shortWithValue.contains(word.last!)),
+                    index < arguments.count
+                {
+                    options.append(arguments[index])
+                    index += 1
+                }
+            } else {
+                urls.append(urlForms[word] ?? word)
+            }
+        }
+        return (options, urls)
     }
 
     /// Stands for "-O" in the output list: -o and -O pair with URLs in the order given.

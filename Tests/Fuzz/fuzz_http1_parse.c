@@ -102,6 +102,8 @@ static void run_helpers(const char *value, size_t len)
         CHECK(v <= UINT64_C(0xffffffff));
     if (tern__is_chunked_final(value, len))
         CHECK(tern__has_token(value, len, "chunked"));
+    if (tern__is_chunked_only(value, len))
+        CHECK(tern__is_chunked_final(value, len));
     (void)tern__has_token(value, len, "close");
     (void)tern__has_token(value, len, "keep-alive");
     (void)tern__name_is(value, len, "content-length");

@@ -672,6 +672,43 @@ class Connection:
             ("Content-Type", "text/plain"), ("Transfer-Encoding", "chunked")])
         return await self.raw_then_close(head + self.BAD_CHUNK[variant])
 
+    async def h_random(self, req):
+        """`size` random-looking bytes (deterministic from `seed`) instead of a response, then
+        FIN: no status line at all."""
+        import random
+        rng = random.Random(req.q_int("seed", 1))
+        return await self.raw_then_close(bytes(rng.getrandbits(8) for _ in range(req.q_int("size", 4096))))
+
+    async def h_endless(self, req):
+        """A 200 whose body never ends: chunked (`chunked=1`, the default) or close-delimited,
+        pattern bytes as fast as the client reads, until it goes."""
+        chunked = req.q_bool("chunked", True)
+        headers = [("Content-Type", "application/octet-stream")]
+        headers += [("Transfer-Encoding", "chunked")] if chunked else [("Connection", "close")]
+        await self.write(self.head_bytes(200, self.std_headers() + headers))
+        block = pattern(0, BLOCK)
+        data = (b"%x\r\n" % len(block)) + block + b"\r\n" if chunked else block
+        while True:
+            await self.write(data)
+
+    LENGTHS = {
+        "conflict": b"Content-Length: 5\r\nContent-Length: 6\r\n",
+        "negative": b"Content-Length: -5\r\n",
+        "huge": b"Content-Length: 99999999999999999999999\r\n",
+        "garbage": b"Content-Length: 12abc\r\n",
+        "te-and-cl": b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n",
+        "te-unknown": b"Transfer-Encoding: snappy\r\n",
+        "short": b"Content-Length: 100000\r\n",
+    }
+
+    async def h_lengths(self, req):
+        """Bad or conflicting framing (`variant=`, see LENGTHS), a little body, then FIN."""
+        variant = req.q("variant", "conflict")
+        if variant not in self.LENGTHS:
+            raise BadRequest("variant must be one of: %s" % ", ".join(sorted(self.LENGTHS)))
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + self.LENGTHS[variant] + b"\r\n"
+        return await self.raw_then_close(head + b"5\r\nhello\r\n")
+
     async def h_closepooled(self, req):
         keep = await self.respond(req, 200, [("Content-Type", "text/plain")], b"ok\n")
         self.idle_timeout = max(req.q_int("after_ms", 50), 1) / 1000
@@ -814,6 +851,19 @@ class Connection:
                                   chunked=req.q_bool("chunked"))
 
     async def h_interim(self, req):
+        """100 and 103 before a 200 of `size` bytes; with count=N (0: for ever, until the client
+        goes) instead N interim 102 heads, each padded with a field of pad=BYTES."""
+        if req.q("count") is not None:
+            count = req.q_int("count", 0)
+            pad = req.q_int("pad", 0)
+            one = b"HTTP/1.1 102 Processing\r\n" + (
+                b"X-Pad: " + b"p" * pad + b"\r\n" if pad else b"") + b"\r\n"
+            sent = 0
+            while count == 0 or sent < count:
+                await self.write(one * 16 if count == 0 else one)
+                sent += 16 if count == 0 else 1
+            return await self.respond(req, 200, [("Content-Type", "application/octet-stream")],
+                                      size=req.q_int("size", 64))
         if not self.sent_100:
             self.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         self.writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
@@ -881,9 +931,11 @@ class Connection:
         return await self.raw_then_close(data)
 
     async def h_gzip(self, req):
-        """A compressed body made here, for what nginx cannot produce: kind=gzip|deflate|rawdeflate
-        (Content-Encoding gzip or deflate; rawdeflate is a deflate body without its zlib
-        wrapper), members=N splits gzip into N concatenated members, truncate=K drops the last
+        """A compressed body made here, for what nginx cannot produce: kind=gzip|deflate|rawdeflate|
+        br|zstd (Content-Encoding gzip, deflate, br or zstd; rawdeflate is a deflate body without
+        its zlib wrapper; br and zstd through the system's libbrotlienc and libzstd), coding=X
+        sends X as the Content-Encoding instead, members=N splits gzip (zstd) into N
+        concatenated members (frames), truncate=K drops the last
         K encoded bytes, corrupt=I flips bits of encoded byte I, zeros=1 compresses zeros instead of the pattern (a bomb when size is
         large), chunked=1 sends it chunked. The decoded body is `size` bytes of the pattern."""
         size = req.q_int("size", 100000)
@@ -892,7 +944,17 @@ class Connection:
         zeros = req.q_bool("zeros")
         key = (size, kind, members, zeros)
         data = GZIP_CACHE.get(key)
+        if data is None and kind in ("br", "zstd"):
+            parts, step = [], -(-size // members) if size else 0
+            for m in range(members if kind == "zstd" else 1):
+                start, end = (m * step, min(size, (m + 1) * step)) if kind == "zstd" else (0, size)
+                block = bytes(end - start) if zeros else pattern_bytes(end - start, start)
+                parts.append(native_compress(kind, block))
+            data = b"".join(parts)
+            GZIP_CACHE[key] = data
         if data is None:
+            if kind not in ("gzip", "deflate", "rawdeflate"):
+                raise BadRequest("kind=gzip|deflate|rawdeflate|br|zstd")
             wbits = {"gzip": 31, "deflate": 15, "rawdeflate": -15}[kind]
             parts, step = [], -(-size // members) if size else 0
             for m in range(members):
@@ -913,7 +975,7 @@ class Connection:
         bad = req.q_int("corrupt", -1)
         if 0 <= bad < len(data):
             data = data[:bad] + bytes([data[bad] ^ 0x55]) + data[bad + 1:]
-        coding = "gzip" if kind == "gzip" else "deflate"
+        coding = req.q("coding") or {"rawdeflate": "deflate"}.get(kind, kind)
         return await self.respond(req, 200, [("Content-Type", "application/octet-stream"),
                                              ("Content-Encoding", coding)], data,
                                   chunked=req.q_bool("chunked"))
@@ -987,6 +1049,7 @@ class MultipartSink:
         self.part = {"name": name.group(1) if name else None,
                      "filename": fname.group(1) if fname else None,
                      "content_type": headers.get("content-type"), "size": 0}
+        self.fields = sorted(headers)
         self.hash = hashlib.sha256()
 
     def _content(self, data):
@@ -997,6 +1060,7 @@ class MultipartSink:
     def _close_part(self):
         if self.state == "body":
             self.part["sha256"] = self.hash.hexdigest()
+            self.part["fields"] = self.fields  # last: tests match the keys before it verbatim
             self.parts.append(self.part)
             self.part = None
 
@@ -1007,6 +1071,39 @@ class MultipartSink:
 
 
 GZIP_CACHE = {}
+
+
+def native_compress(kind, data):
+    """br or zstd through the system libraries (ctypes: the standard library has neither)."""
+    import ctypes
+    import ctypes.util
+    if kind == "br":
+        lib = ctypes.CDLL(ctypes.util.find_library("brotlienc") or "libbrotlienc.so.1")
+        lib.BrotliEncoderMaxCompressedSize.restype = ctypes.c_size_t
+        lib.BrotliEncoderMaxCompressedSize.argtypes = [ctypes.c_size_t]
+        lib.BrotliEncoderCompress.restype = ctypes.c_int
+        lib.BrotliEncoderCompress.argtypes = [
+            ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p]
+        cap = ctypes.c_size_t(max(lib.BrotliEncoderMaxCompressedSize(len(data)), 1024))
+        out = ctypes.create_string_buffer(cap.value)
+        if not lib.BrotliEncoderCompress(5, 22, 0, len(data), data, ctypes.byref(cap), out):
+            raise BadRequest("brotli compression failed", 500)
+        return out.raw[:cap.value]
+    lib = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
+    lib.ZSTD_compressBound.restype = ctypes.c_size_t
+    lib.ZSTD_compressBound.argtypes = [ctypes.c_size_t]
+    lib.ZSTD_compress.restype = ctypes.c_size_t
+    lib.ZSTD_compress.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                  ctypes.c_size_t, ctypes.c_int]
+    lib.ZSTD_isError.restype = ctypes.c_uint
+    lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
+    cap = lib.ZSTD_compressBound(len(data))
+    out = ctypes.create_string_buffer(cap)
+    n = lib.ZSTD_compress(out, cap, data, len(data), 3)
+    if lib.ZSTD_isError(n):
+        raise BadRequest("zstd compression failed", 500)
+    return out.raw[:n]
 
 
 ROUTES = {
@@ -1023,6 +1120,9 @@ ROUTES = {
     "/bigheaders": Connection.h_bigheaders,
     "/badchunk": Connection.h_badchunk,
     "/closepooled": Connection.h_closepooled,
+    "/random": Connection.h_random,
+    "/endless": Connection.h_endless,
+    "/lengths": Connection.h_lengths,
     "/closenext": Connection.h_closenext,
     "/echo": Connection.h_echo,
     "/redirect": Connection.h_redirect,
