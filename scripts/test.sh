@@ -49,15 +49,19 @@ cmake -S . -B build/tsan -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DTERN_
 cmake --build build/tsan -j"$JOBS"
 run_ctest build/tsan env TSAN_OPTIONS=halt_on_error=1
 
-step "fuzz the response parser for ${FUZZ_SECONDS}s"
+step "fuzz the response parser and the content decoders for ${FUZZ_SECONDS}s each"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER="$CLANG" -DTERN_FUZZ=ON -DTERN_BUILD_TESTS=OFF \
   -DTERN_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build/fuzz -j"$JOBS" --target fuzz_http1_parse 2>&1 | grep -v "Cannot export local symbol '__asan" || true
-corpus=$(mktemp -d)
-cp Tests/Fuzz/corpus/http1_parse/* "$corpus"/
-build/fuzz/fuzz_http1_parse -max_total_time="$FUZZ_SECONDS" -dict=Tests/Fuzz/http.dict \
-  -print_final_stats=1 "$corpus" 2>&1 | tail -n 5
-rm -rf "$corpus"
+cmake --build build/fuzz -j"$JOBS" --target fuzz_http1_parse fuzz_decode 2>&1 | grep -v "Cannot export local symbol '__asan" || true
+for target in http1_parse decode; do
+  corpus=$(mktemp -d)
+  cp Tests/Fuzz/corpus/$target/* "$corpus"/
+  dict=()
+  [ "$target" = http1_parse ] && dict=(-dict=Tests/Fuzz/http.dict)
+  build/fuzz/fuzz_$target -max_total_time="$FUZZ_SECONDS" "${dict[@]}" \
+    -print_final_stats=1 "$corpus" 2>&1 | tail -n 5
+  rm -rf "$corpus"
+done
 
 step "install, build examples/fetch.c through pkg-config, valgrind, resume, flat memory"
 scripts/check-install.sh

@@ -54,11 +54,11 @@ extension TernTests {
             #expect(events.all.last == Event(state: .download, percent: 100, onQueue: true))
         }
 
-        /// A command-line program that blocks its main thread until a request is done: with the
+        /// A command-line program that blocks its main queue until a request is done: with the
         /// default queue, its listener and completion run and the wait ends.
         @MainActor @Test func aBlockedMainThreadDoesNotHangTheDefaults() throws {
             let servers = try Servers.get()
-            #expect(Thread.isMainThread)
+            #expect(QueueProbe(.main).isCurrent, "a @MainActor test runs on the main queue")
             let done = DispatchSemaphore(value: 0)
             let events = Recorder<Int>()
             let request = Request(url: servers.nginx("/64k.txt"))
