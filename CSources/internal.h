@@ -222,6 +222,7 @@ struct tern_request {
   uint64_t dl_offset, dl_end;
   bool dl_resume;
   bool dl_part_only; /* TERN_RESUME_PART: continue only a .part, never the target */
+  bool dl_any_status; /* a non-2xx body goes to the file too (curl's -o) */
   tern_data_cb data_cb;
   void *data_cb_data;
   tern_complete_cb complete_cb;

@@ -335,6 +335,12 @@ int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_read_cb c
   return 0;
 }
 
+int tern_request_set_download_any_status(tern_request_t *req, int enabled) {
+  CHECK_NEW(req);
+  req->dl_any_status = enabled != 0;
+  return 0;
+}
+
 int tern_request_set_download_file(tern_request_t *req, const char *path, uint64_t offset,
                                    uint64_t end, int resume) {
   CHECK_NEW(req);
@@ -1228,6 +1234,12 @@ int tern__request_setup_sink(tern_request_t *req) {
   }
   if (status == 416 && req->dl_resume && req->resume_from > 0) {
     req->range_done = true; /* the partial file is already whole */
+  } else if (req->dl_any_status && !req->dl_resume && !req->discard_body) {
+    /* The caller wants whatever the final response says in the file, as curl's -o does; it
+     * is not a piece of the resource, so nothing is kept to resume it. */
+    req->skip_bytes = 0;
+    req->resume_from = 0;
+    return open_download(req, true, true, 0);
   }
   req->keep_error_body = true;
   return 0;

@@ -261,6 +261,10 @@ TERN_API int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_
 #define TERN_RESUME_PART 2
 TERN_API int tern_request_set_download_file(tern_request_t *req, const char *path,
                                             uint64_t offset, uint64_t end, int resume);
+/** Non-zero sends the body of a final non-2xx response to the download file too, replacing
+ *  the file when complete as a 2xx body would (curl's -o without -f); ignored with resume, so a
+ *  partial download is never overwritten by an error page. Default 0 (since 0.2). */
+TERN_API int tern_request_set_download_any_status(tern_request_t *req, int enabled);
 /** Streams the body to `cb` instead of keeping it; nothing is accumulated. */
 TERN_API int tern_request_set_data_cb(tern_request_t *req, tern_data_cb cb, void *user_data);
 TERN_API int tern_request_set_complete_cb(tern_request_t *req, tern_complete_cb cb,

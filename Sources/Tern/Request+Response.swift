@@ -10,6 +10,7 @@ struct Outcome: Sendable {
     var endDate: Date?
     var head: ResponseHead?
     var sentHead: String?
+    var interimHeads: String?
     var progress = Request.Progress()
     var result: Result<Response, TernError>?
     var data: Data?
@@ -122,6 +123,12 @@ extension Request {
     /// The request head as last sent (request line and header fields), once the response
     /// head arrived or the request finished; for logs and curl-style `-v` output.
     public var sentRequestHead: String? { outcome(\.sentHead) }
+
+    /// The interim (1xx) response heads that came before the head of the latest hop, as
+    /// received (status line, fields and blank line for each, such as `100 Continue` or
+    /// `103 Early Hints`), or `nil` when none came. Readable in ``headHandler`` and after;
+    /// at most 300 KiB of them are accepted per hop.
+    public var interimResponseHeads: String? { outcome(\.interimHeads) }
 
     /// The body kept in memory by the latest attempt, once finished; also set for failures
     /// (holding what arrived) and `nil` while running.

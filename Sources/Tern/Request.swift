@@ -149,6 +149,7 @@ public final class Request: Sendable {
         var downloadOffset: UInt64 = 0
         var downloadEnd: UInt64 = 0
         var resume = false
+        var downloadsErrorBodies = false
         var headOnly = false
         var persistent = true
         var allowsPipelining = false
@@ -483,6 +484,18 @@ public final class Request: Sendable {
     public var downloadEnd: UInt64 {
         get { setting(\.downloadEnd) }
         set { set(\.downloadEnd, newValue) }
+    }
+
+    /// Whether the body of a final response with a non-2xx status also goes to
+    /// ``downloadFile``, replacing the file once complete as a 2xx body would (curl's `-o`
+    /// without `-f`). Default `false`: an error status keeps up to 1 MiB of its body in
+    /// ``data`` and leaves the file alone, so an error page never replaces a good download.
+    ///
+    /// Either way, a transfer that fails (reset, timeout, truncated) never replaces the file,
+    /// and with ``resume`` an error page never overwrites the partial file.
+    public var downloadsErrorBodies: Bool {
+        get { setting(\.downloadsErrorBodies) }
+        set { set(\.downloadsErrorBodies, newValue) }
     }
 
     /// Continues an earlier, interrupted download of ``downloadFile``.

@@ -146,8 +146,10 @@ final class CommandRunner {
         var left = options.retry
         var delay: TimeInterval = 1
         while true {
-            let outcome = transfer(url, index: index)
-            guard outcome.code != 0, outcome.transient, left > 0, Interrupts.shared.caught == 0
+            let outcome = transfer(url, index: index, retriesLeft: left)
+            // A transient failure, or (as in curl, with or without -f) a 408, 429, 500, 502,
+            // 503 or 504 response, is tried again; the last attempt's outcome stands.
+            guard outcome.transient, left > 0, Interrupts.shared.caught == 0
             else { return outcome.code }
             if !options.silent || options.showError {
                 Output.stderr(
@@ -175,7 +177,9 @@ final class CommandRunner {
 
     // MARK: - One transfer
 
-    private func transfer(_ rawURL: String, index: Int) -> TransferOutcome {
+    /// One attempt at one URL. `retriesLeft` tells whether a transient outcome will be tried
+    /// again: then, as in curl, neither -w nor the error message is printed for it.
+    private func transfer(_ rawURL: String, index: Int, retriesLeft: Int) -> TransferOutcome {
         var text = rawURL
         if !text.contains("://") { text = "http://" + text }
         // -T to a URL without a file name (ending in /) uploads under the file's own name.
@@ -330,6 +334,9 @@ final class CommandRunner {
         if let range = options.range { fields[.range] = "bytes=\(range)" }
         if let path = outputPath {
             request.downloadFile = path
+            // curl's -o writes whatever the final response says, error pages included; -f
+            // writes nothing for them.
+            request.downloadsErrorBodies = !options.fail
             if options.continueAt == "-" {
                 request.resume = true
             } else if let offset = options.continueAt.flatMap(UInt64.init), offset > 0 {
@@ -369,7 +376,8 @@ final class CommandRunner {
         let failOnError = options.fail
         let dump = dumpFD
         request.headHandler = { request in
-            let head = Self.headText(request)
+            // Interim 1xx heads come first, as curl prints them with -i, -D and -v.
+            let head = (request.interimResponseHeads ?? "") + Self.headText(request)
             if verbose {
                 Self.printSentHead(request)
                 Output.stderr(head.split(separator: "\r\n", omittingEmptySubsequences: false)
@@ -453,6 +461,9 @@ final class CommandRunner {
             !options.silent
         {
             Output.stderr("tern: the server asked for a client certificate; use -E/--cert\n")
+        }
+        if outcome.transient, retriesLeft > 0, Interrupts.shared.caught == 0 {
+            return outcome  // the retry loop says what happened and tries again
         }
         if let format = options.writeOut {
             WriteOut.print(

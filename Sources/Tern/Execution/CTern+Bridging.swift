@@ -299,6 +299,9 @@ extension Execution {
             try check(
                 tern_request_set_download_file(h, d.path, d.offset, d.end, mode),
                 "download file \(d.path) (offset \(d.offset), end \(d.end))")
+            if d.anyStatus {
+                try check(tern_request_set_download_any_status(h, 1), "downloadsErrorBodies")
+            }
         }
         let t = p.timeouts
         if t.connect != 30 {
@@ -453,6 +456,12 @@ extension Execution {
             values.append(String(decoding: UnsafeRawBufferPointer(start: value, count: strlen(value)), as: UTF8.self))
         }
         return values
+    }
+
+    func readInterimHeads(_ h: OpaquePointer) -> String? {
+        var length = 0
+        guard let heads = tern_request_get_interim_heads(h, &length), length > 0 else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(start: heads, count: length), as: UTF8.self)
     }
 
     func readSentHead(_ h: OpaquePointer) -> String? {

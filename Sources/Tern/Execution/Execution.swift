@@ -375,8 +375,10 @@ final class Execution: @unchecked Sendable {
         let attempt = local.number
         lock.withLock { machine.headArrived(attempt: attempt) }
         let sent = wantsFields ? readSentHead(handle) : nil
+        let interim = readInterimHeads(handle)
         request.storage.withLock { s in
             s.outcome.head = head
+            s.outcome.interimHeads = interim
             if let sent { s.outcome.sentHead = sent }
         }
         return callOnEngineThread({ $0.headHandler }) { $0(request) }

@@ -20,6 +20,7 @@ struct Plan: Sendable {
         var offset: UInt64
         var end: UInt64
         var resume: Bool
+        var anyStatus: Bool
     }
 
     let requestID: UInt64
@@ -269,7 +270,8 @@ struct Plan: Sendable {
 
         if let path = s.downloadFile {
             download = Download(
-                path: path, offset: s.downloadOffset, end: s.downloadEnd, resume: s.resume)
+                path: path, offset: s.downloadOffset, end: s.downloadEnd, resume: s.resume,
+                anyStatus: s.downloadsErrorBodies)
             if s.dataHandler != nil {
                 fail(.invalidArgument, "set either downloadFile or dataHandler, not both")
             }
