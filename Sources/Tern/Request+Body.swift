@@ -33,13 +33,15 @@ extension Request {
         public static let always = ExpectContinue(threshold: 0)
     }
 
-    /// Bounds on a decoded (gzip or deflate) response body, so a decompression bomb ends with
+    /// Bounds on a decoded (gzip, deflate, br or zstd) response body, so a decompression bomb ends with
     /// ``TernError/Code/decodeLimitExceeded`` instead of filling memory or disk.
     public struct DecodingLimits: Sendable, Hashable {
         /// The most decoded bytes accepted, or `nil` for no bound (the default).
         public var maxBytes: UInt64?
-        /// Once past 1 MiB, the most decoded bytes accepted per received byte (default 200),
-        /// or `nil` for no bound. Ordinary text compresses 3–20 times; a bomb of zeros a
+        /// The most decoded bytes accepted per received byte (default 200), or `nil` for no
+        /// bound, counted once the decoded body passes 16 MiB when it is kept in memory and
+        /// 256 MiB when it streams to a file or handler (which cost no memory). Ordinary text
+        /// compresses 3–20 times, repetitive JSON or logs a few hundred; a bomb of zeros a
         /// thousand times.
         public var maxRatio: Int?
 
@@ -47,7 +49,7 @@ extension Request {
         ///
         /// - Parameters:
         ///   - maxBytes: The largest decoded body; `nil` for no bound.
-        ///   - maxRatio: The largest expansion ratio past 1 MiB; `nil` for no bound.
+        ///   - maxRatio: The largest expansion ratio (see ``maxRatio``); `nil` for no bound.
         public init(maxBytes: UInt64? = nil, maxRatio: Int? = 200) {
             self.maxBytes = maxBytes
             self.maxRatio = maxRatio
@@ -131,7 +133,7 @@ extension Request {
     }
 
     /// Bounds on decoded response bodies (default: any size, but at most 200 times the bytes
-    /// received once past 1 MiB).
+    /// received once past 16 MiB in memory or 256 MiB streamed).
     public var decodingLimits: DecodingLimits {
         get { setting(\.decodingLimits) }
         set { set(\.decodingLimits, newValue) }
@@ -167,7 +169,8 @@ extension Request {
     /// whether or not Tern decoded it (ASIHTTPRequest's `isResponseCompressed`).
     public var isResponseCompressed: Bool { isCompressedEncoding(responseEncoding) }
 
-    /// The encoding the engine decoded the latest response from (`"gzip"` or `"deflate"`),
+    /// The encoding the engine decoded the latest response from (`"gzip"`, `"deflate"`,
+    /// `"br"` or `"zstd"`),
     /// or `nil` when the body was delivered as sent.
     public var decodedEncoding: String? { storage.withLock { $0.outcome.decodedEncoding } }
 

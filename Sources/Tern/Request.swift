@@ -71,7 +71,8 @@ public final class Request: Sendable {
 
     /// What to do about compressed (`Content-Encoding`) response bodies.
     public enum Decoding: Sendable, Hashable {
-        /// Send `Accept-Encoding: gzip, deflate` and decode such bodies (the default).
+        /// Send `Accept-Encoding` (gzip, deflate, and br and zstd when the engine was built
+        /// with them) and decode such bodies (the default); an unknown coding is an error.
         case automatic
         /// Send `Accept-Encoding` but keep the body as sent, still encoded.
         case raw

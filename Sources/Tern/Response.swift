@@ -75,7 +75,8 @@ public struct Response: Sendable {
     /// The TLS facts of the connection (version, resumption, client certificate asked),
     /// or `nil` for plain HTTP.
     public let tlsInfo: TLSInfo?
-    /// The encoding Tern decoded the body from (`"gzip"` or `"deflate"`), or `nil` when
+    /// The encoding Tern decoded the body from (`"gzip"`, `"deflate"`, `"br"` or `"zstd"`),
+    /// or `nil` when
     /// ``data`` is the body as sent.
     public let decodedEncoding: String?
     /// Body bytes delivered to memory, the download file or the data handler: the decoded
