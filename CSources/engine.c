@@ -24,17 +24,51 @@ static bool on_loop_thread(const tern_engine_t *eng) {
  * code, and without a round trip through uv_async. */
 void tern__engine_enter(tern_engine_t *eng) { eng->depth++; }
 
+/* A function queued by tern_engine_call. */
+typedef struct {
+  tern__list node;
+  void (*fn)(void *arg);
+  void *arg;
+} loop_call;
+
 void tern__engine_leave(tern_engine_t *eng) {
   if (eng->depth > 1) {
     eng->depth--;
     return;
   }
-  while (!tern__list_empty(&eng->ready)) {
-    tern__list *n = eng->ready.next;
-    tern__list_remove(n);
-    start_request(tern__container_of(n, tern_request_t, node));
+  /* Calls may submit requests and requests' callbacks may queue calls: run both until quiet. */
+  while (!tern__list_empty(&eng->ready) || !tern__list_empty(&eng->ready_calls)) {
+    while (!tern__list_empty(&eng->ready)) {
+      tern__list *n = eng->ready.next;
+      tern__list_remove(n);
+      start_request(tern__container_of(n, tern_request_t, node));
+    }
+    if (!tern__list_empty(&eng->ready_calls)) {
+      tern__list *n = eng->ready_calls.next;
+      tern__list_remove(n);
+      loop_call *call = tern__container_of(n, loop_call, node);
+      call->fn(call->arg);
+      free(call);
+    }
   }
   eng->depth--;
+}
+
+int tern_engine_call(tern_engine_t *eng, void (*fn)(void *arg), void *arg) {
+  if (eng == NULL || fn == NULL) return TERN_EINVAL;
+  loop_call *call = malloc(sizeof *call);
+  if (call == NULL) return TERN_ENOMEM;
+  call->fn = fn;
+  call->arg = arg;
+  if (on_loop_thread(eng) && eng->depth > 0) {
+    tern__list_insert_tail(&eng->ready_calls, &call->node);
+    return 0;
+  }
+  uv_mutex_lock(&eng->lock);
+  tern__list_insert_tail(&eng->calls, &call->node);
+  uv_mutex_unlock(&eng->lock);
+  uv_async_send(&eng->async);
+  return 0;
 }
 
 static void thread_main(void *arg) {
@@ -60,6 +94,8 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__list_init(&eng->submitted);
   tern__list_init(&eng->cancels);
   tern__list_init(&eng->ready);
+  tern__list_init(&eng->calls);
+  tern__list_init(&eng->ready_calls);
   tern__list_init(&eng->origins);
   tern__list_init(&eng->tls_ctxs);
   for (int i = 0; i < 8; i++) atomic_init(&eng->stats[i], 0);
@@ -126,7 +162,17 @@ int tern_engine_new_on_loop(tern_engine_t **out, struct uv_loop_s *loop,
   return 0;
 }
 
+static void drop_calls(tern__list *l) {
+  while (!tern__list_empty(l)) {
+    tern__list *n = l->next;
+    tern__list_remove(n);
+    free(tern__container_of(n, loop_call, node));
+  }
+}
+
 static void engine_destroy(tern_engine_t *eng) {
+  drop_calls(&eng->calls);
+  drop_calls(&eng->ready_calls);
   uv_mutex_destroy(&eng->lock);
   tern__config_clear(&eng->config);
   free(eng);
@@ -225,18 +271,21 @@ static void abort_request(tern_request_t *req, int err) {
 
 static void on_async(uv_async_t *handle) {
   tern_engine_t *eng = handle->data;
-  tern__list subs, cancels;
+  tern__list subs, cancels, calls;
   tern__list_init(&subs);
   tern__list_init(&cancels);
+  tern__list_init(&calls);
   uv_mutex_lock(&eng->lock);
   bool stopping = eng->stopping;
-  /* Splice both queues out so that callbacks may queue more while we work. */
+  /* Splice the queues out so that callbacks may queue more while we work. */
   tern__list_splice_tail(&subs, &eng->submitted);
   tern__list_splice_tail(&cancels, &eng->cancels);
+  tern__list_splice_tail(&calls, &eng->calls);
   uv_mutex_unlock(&eng->lock);
 
   tern__engine_enter(eng);
   tern__list_splice_tail(&eng->ready, &subs);
+  tern__list_splice_tail(&eng->ready_calls, &calls);
   while (!tern__list_empty(&cancels)) {
     tern__list *n = cancels.next;
     tern__list_remove(n);

@@ -478,6 +478,8 @@ struct tern_engine {
   bool stopping;        /* guarded by lock */
   bool stopped;         /* loop thread: shutdown done */
   tern__list ready;     /* loop thread: submitted from a callback, started on return */
+  tern__list calls;     /* guarded by lock: tern_engine_call from other threads */
+  tern__list ready_calls; /* loop thread: calls run when the outermost callback returns */
   int depth;            /* loop thread: nesting of engine callbacks */
   tern__list origins;
   tern__list tls_ctxs; /* tern__tls_ctx, one per distinct TLS settings */

@@ -170,6 +170,12 @@ TERN_API void tern_engine_free(tern_engine_t *engine);
  *  reference until the request completes, and the complete callback runs exactly once, on the
  *  loop thread. On error nothing runs and the request may be changed and submitted again. */
 TERN_API int tern_engine_submit(tern_engine_t *engine, tern_request_t *req);
+/** Runs fn(arg) on the engine's loop thread, in the order of the calls: when called from inside
+ *  an engine callback, right after that callback returns (no wake-up); from any other thread,
+ *  soon, through the loop's wake-up. Lets a caller move work (such as resuming a task) onto
+ *  the loop thread. fn must not block. Calls not yet run when the engine is freed are dropped.
+ *  Any thread; since 0.2. */
+TERN_API int tern_engine_call(tern_engine_t *eng, void (*fn)(void *arg), void *arg);
 
 /** Engine counters, readable from any thread at any time. */
 typedef enum {

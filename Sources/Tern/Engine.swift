@@ -4,6 +4,7 @@
 
 public import Foundation
 public import Logging
+import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
@@ -147,14 +148,35 @@ public final class Engine: Sendable {
     /// The settings this engine was created with.
     public let configuration: Configuration
 
-    // The tern_engine_t. Only passed to C calls documented as callable from any thread
-    // (submit, stats, free), so sharing the pointer across threads is safe.
-    nonisolated(unsafe) let handle: OpaquePointer
-    // Receives the C log; kept alive until after tern_engine_free, which stops all logging.
-    private let logBridge: LogBridge?
-    // The loop thread's id once a callback has seen it (0 before): lets deinit and
-    // executeAndWait() avoid blocking the loop thread on itself.
-    private let loopThread = Atomic<UInt>(0)
+    /// Owns the tern_engine_t: freed when the engine and every task that prefers its
+    /// ``executor`` are gone.
+    let core: EngineCore
+    /// The tern_engine_t. Only passed to C calls documented as callable from any thread
+    /// (submit, call, stats, free), so sharing the pointer across threads is safe.
+    var handle: OpaquePointer { core.handle }
+
+    /// A task executor that runs jobs on this engine's I/O thread.
+    ///
+    /// A task that prefers it runs on the engine's thread between network events, so that
+    /// submitting a request and resuming after its response involve no thread switch (the
+    /// fastest way to run many small requests from async code):
+    ///
+    /// ```swift
+    /// await withTaskGroup(of: Void.self) { group in
+    ///     for url in urls {
+    ///         group.addTask(executorPreference: engine.executor) {
+    ///             let request = Request(url: url)
+    ///             request.engine = engine
+    ///             _ = try? await request.response()
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Code on this executor shares the thread with every request of the engine: keep it
+    /// short, and never block it (no `executeAndWait()`, no waiting on a semaphore or lock
+    /// another task holds). Tasks that prefer it keep the engine's thread alive.
+    public let executor: EngineExecutor
 
     var logger: Logger { configuration.logger }
 
@@ -168,17 +190,41 @@ public final class Engine: Sendable {
         let bridge =
             CEngine.wantsLog(for: configuration.logger)
             ? LogBridge(logger: configuration.logger) : nil
-        self.logBridge = bridge
-        self.handle = try CEngine.makeEngine(configuration, log: bridge)
+        core = EngineCore(handle: try CEngine.makeEngine(configuration, log: bridge), logBridge: bridge)
+        executor = EngineExecutor(core: core)
+    }
+
+    /// The engine's counters right now. Not API (see ``_Stats``).
+    public var _stats: _Stats { CEngine.stats(handle) }
+
+    /// True on the engine's loop thread (known after its first callback).
+    var isLoopThread: Bool { core.isLoopThread }
+
+    /// Called from every callback: remembers which thread is the loop thread.
+    func noteLoopThread() { core.noteLoopThread() }
+}
+
+/// The C engine's lifetime and loop thread, shared by the Engine and its executor.
+final class EngineCore: Sendable {
+    nonisolated(unsafe) let handle: OpaquePointer
+    // Receives the C log; kept alive until after tern_engine_free, which stops all logging.
+    private let logBridge: LogBridge?
+    // The loop thread's id once a callback has seen it (0 before): lets deinit and
+    // executeAndWait() avoid blocking the loop thread on itself.
+    private let loopThread = Atomic<UInt>(0)
+
+    init(handle: OpaquePointer, logBridge: LogBridge?) {
+        self.handle = handle
+        self.logBridge = logBridge
     }
 
     deinit {
         // tern_engine_free joins the loop thread, so it must not run on it. The last
-        // reference can go there (a completing request held it): hand the join to a thread
-        // of its own then. The log bridge is captured so it outlives the engine.
+        // reference can go there (a completing request held it): hand the join to another
+        // thread then. The log bridge is captured so it outlives the engine.
         if isLoopThread {
             let doomed = UncheckedBox((handle, logBridge))
-            Thread.detachNewThread {
+            DispatchQueue.global().async {
                 CEngine.freeEngine(doomed.value.0)
                 _ = doomed.value.1
             }
@@ -187,16 +233,11 @@ public final class Engine: Sendable {
         }
     }
 
-    /// The engine's counters right now. Not API (see ``_Stats``).
-    public var _stats: _Stats { CEngine.stats(handle) }
-
-    /// True on the engine's loop thread (known after its first callback).
     var isLoopThread: Bool {
         let id = loopThread.load(ordering: .relaxed)
         return id != 0 && id == currentThreadID()
     }
 
-    /// Called from every callback: remembers which thread is the loop thread.
     func noteLoopThread() {
         if loopThread.load(ordering: .relaxed) == 0 {
             loopThread.store(currentThreadID(), ordering: .relaxed)

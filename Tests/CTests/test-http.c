@@ -545,3 +545,64 @@ TEST(http_next_address_after_failure) {
   ASSERT_EQ(s.failed_connects, testsrv_has_ipv6() ? 1 : 2);
   test_finish(eng);
 }
+
+/* ---- tern_engine_call ---- */
+
+typedef struct {
+  uv_mutex_t lock;
+  uv_cond_t cond;
+  int order[4];
+  int ran;
+  tern_engine_t *eng;
+} call_log;
+
+static call_log calls;
+
+static void note_call(void *arg) {
+  int id = (int)(intptr_t)arg;
+  uv_mutex_lock(&calls.lock);
+  if (calls.ran < 4) calls.order[calls.ran] = id;
+  calls.ran++;
+  uv_cond_broadcast(&calls.cond);
+  uv_mutex_unlock(&calls.lock);
+}
+
+static void complete_then_call(tern_request_t *req, int err, void *data) {
+  (void)req;
+  (void)data;
+  ASSERT_EQ(err, 0);
+  /* Inside a callback: runs after this callback returns, before anything else it queued. */
+  ASSERT_EQ(tern_engine_call(calls.eng, note_call, (void *)(intptr_t)3), 0);
+  ASSERT_EQ(tern_engine_call(calls.eng, note_call, (void *)(intptr_t)4), 0);
+  uv_mutex_lock(&calls.lock);
+  ASSERT_EQ(calls.ran, 2); /* not yet: they run after this returns */
+  uv_mutex_unlock(&calls.lock);
+}
+
+TEST(http_engine_call_runs_on_the_loop_in_order) {
+  uv_mutex_init(&calls.lock);
+  uv_cond_init(&calls.cond);
+  tern_engine_t *eng = test_engine_new(NULL);
+  calls.eng = eng;
+  ASSERT_EQ(tern_engine_call(NULL, note_call, NULL), TERN_EINVAL);
+  ASSERT_EQ(tern_engine_call(eng, NULL, NULL), TERN_EINVAL);
+  ASSERT_EQ(tern_engine_call(eng, note_call, (void *)(intptr_t)1), 0);
+  ASSERT_EQ(tern_engine_call(eng, note_call, (void *)(intptr_t)2), 0);
+  uv_mutex_lock(&calls.lock);
+  while (calls.ran < 2) uv_cond_wait(&calls.cond, &calls.lock);
+  uv_mutex_unlock(&calls.lock);
+  tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(tern_request_set_complete_cb(req, complete_then_call, NULL), 0);
+  ASSERT_EQ(tern_engine_submit(eng, req), 0);
+  uv_mutex_lock(&calls.lock);
+  while (calls.ran < 4) uv_cond_wait(&calls.cond, &calls.lock);
+  uv_mutex_unlock(&calls.lock);
+  for (int i = 0; i < 4; i++) ASSERT_EQ(calls.order[i], i + 1);
+  /* A call still queued when the engine goes is dropped, not leaked or run on a dead loop. */
+  ASSERT_EQ(tern_engine_call(eng, note_call, (void *)(intptr_t)5), 0);
+  tern_request_free(req);
+  test_finish(eng);
+  ASSERT(calls.ran == 4 || calls.ran == 5);
+  uv_cond_destroy(&calls.cond);
+  uv_mutex_destroy(&calls.lock);
+}

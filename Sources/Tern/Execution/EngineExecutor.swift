@@ -1,0 +1,51 @@
+// EngineExecutor: Swift tasks run on the engine's loop thread. Jobs wait in a queue; the first
+// job of an empty queue asks the engine (tern_engine_call) to drain it, which happens right
+// after the current engine callback when enqueued from the loop thread itself (a request's
+// completion resuming its task), else after one wake-up.
+
+internal import CTern
+
+/// Runs tasks on an ``Engine``'s I/O thread; see ``Engine/executor``.
+public final class EngineExecutor: TaskExecutor, @unchecked Sendable {
+    // `jobs` is guarded by `lock`; `core` is immutable.
+    private let core: EngineCore
+    private let lock = ConditionLock()
+    private var jobs: [UnownedJob] = []
+
+    init(core: EngineCore) {
+        self.core = core
+    }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        let first: Bool = lock.withLock {
+            jobs.append(unowned)
+            return jobs.count == 1
+        }
+        guard first else { return }
+        // The retain keeps the executor (and the engine under it) until the drain has run.
+        let context = Unmanaged.passRetained(self).toOpaque()
+        if tern_engine_call(core.handle, drainCallback, context) != 0 {
+            // Out of memory: run the jobs elsewhere rather than never.
+            Unmanaged<EngineExecutor>.fromOpaque(context).release()
+            DispatchQueue.global().async { self.drain() }
+        }
+    }
+
+    fileprivate func drain() {
+        core.noteLoopThread()
+        let batch: [UnownedJob] = lock.withLock {
+            defer { jobs.removeAll(keepingCapacity: true) }
+            return jobs
+        }
+        let me = asUnownedTaskExecutor()
+        for job in batch { job.runSynchronously(on: me) }
+    }
+}
+
+private let drainCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { context in
+    guard let context else { return }
+    Unmanaged<EngineExecutor>.fromOpaque(context).takeRetainedValue().drain()
+}
+
+import Dispatch
