@@ -7,7 +7,7 @@
 // (Tests/TestServer/README.md). scripts/test.sh starts both and runs this program, which
 // checks every result and exits 1 when any task fails.
 //
-// Each region between "README: begin" and "README: end" is copied verbatim into README.md;
+// Each region between the README markers below is copied verbatim into README.md;
 // scripts/check-readme.sh fails when they differ.
 
 import Foundation
@@ -35,6 +35,16 @@ struct NewUser: Encodable, Sendable {
     let name: String
     let age: Int
 }
+
+/// Collects what `@Sendable` handlers receive, under a lock: handlers run on the request's
+/// `callbackQueue` (a global queue by default), not on the thread that set them.
+final class Collected<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [Value] = []
+
+    func append(_ value: Value) { lock.withLock { values.append(value) } }
+    var all: [Value] { lock.withLock { values } }
+}
 // README: end
 
 /// A check that did not hold.
@@ -44,16 +54,6 @@ struct Failure: Error, CustomStringConvertible {
 
 func expect(_ condition: Bool, _ what: @autoclosure () -> String) throws {
     if !condition { throw Failure(description: what()) }
-}
-
-/// Values handed to a `@Sendable` handler, collected under a lock: Tern's handlers run on
-/// `callbackQueue` (a global queue by default), not on the thread that set them.
-final class Collected<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var values: [Value] = []
-
-    func append(_ value: Value) { lock.withLock { values.append(value) } }
-    var all: [Value] { lock.withLock { values } }
 }
 
 @main
@@ -117,13 +117,12 @@ struct Everyday {
     }
 
     static func download(nginx: URL, into directory: URL) async throws {
-        let file = directory.appending(path: "100m.bin")
-        let events = Collected<Request.Progress>()
         // README: begin
         let request = Request(url: nginx.appending(path: "100m.bin"))
-        request.downloadFileURL = file  // written to file.part, renamed when complete
+        request.downloadFileURL = directory.appending(path: "100m.bin")  // 100m.bin.part until complete
         request.resume = true  // run again after a failure: continues the .part file
         request.progressInterval = 0.2  // seconds between progress events, at most
+        let events = Collected<Request.Progress>()
         request.progressHandler = { _, progress in  // on request.callbackQueue: .global() by default
             events.append(progress)
             print(progress.bytesReceived, "of", progress.bytesExpected ?? 0, "bytes")
@@ -131,6 +130,7 @@ struct Everyday {
         let response = try await request.response()
         print(response.statusCode, response.downloadFile ?? "", response.bytesReceived)
         // README: end
+        let file = directory.appending(path: "100m.bin")
         let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int
         try expect(response.statusCode == 200, "status \(response.statusCode)")
         try expect(size == 100 << 20, "the file has \(size ?? -1) bytes")
