@@ -2,8 +2,8 @@
 # The whole test suite: warnings-as-errors build + ctest, the same under ASan+UBSan (with
 # LeakSanitizer) and under TSan, a bounded fuzz run, the installed library used through
 # pkg-config (valgrind, resume, flat memory), the Swift build and tests (plain, then under
-# TSan), the CLI's memory, the README's examples, the demo, and a smoke pass of the benchmark
-# drivers.
+# TSan), the Swift example package (examples/swift-everyday), the CLI's memory, the README's
+# examples, the demo, and a smoke pass of the benchmark drivers.
 # Usage: scripts/test.sh [--quick]   (--quick: the plain build and ctest only)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -96,6 +96,36 @@ if [ "$tsan_rc" != 0 ] || [ "$races" != 0 ] || ! grep -q "✔ Test run with" <<<
   exit 1
 fi
 passed=$((passed + $(sed -E 's/.*with ([0-9]+) tests?.*/\1/' <<<"$line")))
+
+step "examples/swift-everyday: a package using Tern by path builds and does the README's tasks"
+# Its own scratch path under build/ (outside git). The program checks every result and exits
+# non-zero when a task fails; its output is shown either way. Servers in a state dir of its own.
+ex=(--package-path examples/swift-everyday --scratch-path build/swift-everyday)
+if ! swift build "${ex[@]}" -Xswiftc -warnings-as-errors >build/swift-everyday.log 2>&1; then
+  tail -n 40 build/swift-everyday.log
+  echo "examples/swift-everyday does not build (build/swift-everyday.log)"
+  echo "$passed passed, 1 failed"
+  exit 1
+fi
+ex_bin=$(swift build "${ex[@]}" --show-bin-path)
+ex_state=$(mktemp -d)
+chmod 755 "$ex_state" # the test servers (Apache as www-data, squid as proxy) read below it
+trap 'python3 Tests/TestServer/servers.py stop "$ex_state" >/dev/null 2>&1 || true; rm -rf "$ex_state"' EXIT
+python3 Tests/TestServer/servers.py start "$ex_state" >/dev/null
+ex_nginx=http://127.0.0.1:$(sed -n 's/^NGINX_PORT=//p' "$ex_state/env")
+ex_fault=http://127.0.0.1:$(sed -n 's/^FAULT_PORT=//p' "$ex_state/env")
+ex_rc=0
+timeout 60 "$ex_bin/first" "$ex_nginx/64k.txt" || ex_rc=$?
+[ "$ex_rc" = 0 ] && { timeout 60 "$ex_bin/everyday" "$ex_nginx" "$ex_fault" || ex_rc=$?; }
+python3 Tests/TestServer/servers.py stop "$ex_state" >/dev/null 2>&1 || true
+rm -rf "$ex_state"
+trap - EXIT
+if [ "$ex_rc" != 0 ]; then
+  echo "examples/swift-everyday failed (exit $ex_rc; 124: timed out)"
+  echo "$passed passed, 1 failed"
+  exit 1
+fi
+passed=$((passed + 1))
 
 step "the tern CLI's memory is flat (release build, static Swift runtime)"
 scripts/check-cli-memory.sh

@@ -11,8 +11,7 @@ extension TernTests {
             let url = servers.nginx("/64k.txt")
             // README: begin
             let request = Request(url: url)
-            request.callbackQueue = .global()  // listener events go here (default: .main)
-            request.listener = { request, state, percent in
+            request.listener = { request, state, percent in  // on request.callbackQueue
                 print("\(state) \(percent)%")  // upload/download, 0...100, -1 on error
                 return true  // false cancels
             }
