@@ -97,6 +97,13 @@ static char *part_of(const char *path) {
   return p;
 }
 
+/* No PATH.part was left behind. */
+static void assert_no_part(const char *path) {
+  char *part = part_of(path);
+  ASSERT(!test_exists(part));
+  free(part);
+}
+
 static void assert_file_is(const char *path, const char *content) {
   char buf[256] = "";
   int fd = open(path, O_RDONLY);
@@ -118,11 +125,9 @@ TEST(hostile_download_keeps_mode_and_owner) {
   struct stat st;
   ASSERT_EQ(stat(path, &st), 0);
   ASSERT_EQ(st.st_mode & 07777, 0600); /* was widened to 0644 by the rename of a new file */
-  char *part = part_of(path);
-  ASSERT(!test_exists(part));
+  assert_no_part(path);
   unlink(path);
   rmdir(dir);
-  free(part);
   free(path);
   free(dir);
 }
@@ -140,12 +145,10 @@ TEST(hostile_download_keeps_hard_links) {
   ASSERT_UEQ(after.st_ino, before.st_ino);
   ASSERT_EQ(after.st_nlink, 2);
   test_assert_file_sha(other, "SHA_1K"); /* the other name sees the new bytes */
-  char *part = part_of(path);
-  ASSERT(!test_exists(part));
+  assert_no_part(path);
   unlink(path);
   unlink(other);
   rmdir(dir);
-  free(part);
   free(path);
   free(other);
   free(dir);
@@ -185,11 +188,9 @@ TEST(hostile_download_refuses_read_only_file) {
   ASSERT_EQ(download_to(path, "NGINX_PORT", "/1k.bin", msg, sizeof msg), TERN_EFILEWRITE);
   ASSERT(strstr(msg, "Permission denied") != NULL);
   assert_file_is(path, "keep");
-  char *part = part_of(path);
-  ASSERT(!test_exists(part));
+  assert_no_part(path);
   unlink(path);
   rmdir(dir);
-  free(part);
   free(path);
   free(dir);
 }
@@ -207,12 +208,10 @@ TEST(hostile_download_into_read_only_dir) {
   ASSERT_EQ(chmod(dir, 0755), 0);
   if (r) TEST_FAIL_("download into a read-only directory: %s", msg);
   test_assert_file_sha(path, "SHA_1K"); /* written in place, as curl does */
-  char *part = part_of(path);
-  ASSERT(!test_exists(part));
+  assert_no_part(path);
   unlink(path);
   rmdir(dir);
   rmdir(top);
-  free(part);
   free(path);
   free(dir);
   free(top);
@@ -225,14 +224,12 @@ TEST(hostile_download_onto_directory) {
   char msg[512];
   ASSERT_EQ(download_to(target, "NGINX_PORT", "/1k.bin", msg, sizeof msg), TERN_EFILEWRITE);
   ASSERT(strstr(msg, "Is a directory") != NULL);
-  char *part = part_of(target);
-  ASSERT(!test_exists(part));
+  assert_no_part(target);
   struct stat st;
   ASSERT_EQ(stat(target, &st), 0);
   ASSERT(S_ISDIR(st.st_mode));
   rmdir(target);
   rmdir(dir);
-  free(part);
   free(target);
   free(dir);
 }
@@ -243,11 +240,9 @@ TEST(hostile_download_failure_keeps_file) {
   test_write_file(path, "good", 4);
   ASSERT_EQ(download_to(path, "FAULT_PORT", "/truncate", NULL, 0), TERN_EPARTIAL);
   assert_file_is(path, "good");
-  char *part = part_of(path);
-  ASSERT(!test_exists(part));
+  assert_no_part(path);
   unlink(path);
   rmdir(dir);
-  free(part);
   free(path);
   free(dir);
 }
@@ -364,11 +359,9 @@ TEST(hostile_decode_bombs_bounded) {
   ASSERT_EQ(tern_request_set_decoding_limits(req, 1u << 20, 0), 0);
   ASSERT_EQ(test_run(eng, req), TERN_EDECODELIMIT);
   assert_file_is(dest, "good");
-  char *part = part_of(dest);
-  ASSERT(!test_exists(part));
+  assert_no_part(dest);
   tern_request_free(req);
   unlink(dest);
-  free(part);
   free(dest);
   test_finish(eng);
 }
