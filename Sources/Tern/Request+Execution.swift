@@ -118,7 +118,9 @@ extension Request {
             let handlers = Handlers(
                 listener: settings.listener, completions: settings.completions,
                 headHandler: settings.headHandler, dataHandler: settings.dataHandler,
-                progressHandler: settings.progressHandler)
+                progressHandler: settings.progressHandler,
+                progressStreams: settings.progressStreams)
+            s.settings.progressStreams = []  // each stream follows one execution
             let run = Execution(request: self, plan: plan, handlers: handlers)
             s.run = run
             s.outcome = Outcome(

@@ -25,6 +25,30 @@ extension Request {
         set { set(\.progressHandler, newValue) }
     }
 
+    /// The byte counts of the request's next execution as an asynchronous sequence: the same
+    /// events as ``progressHandler`` (at most one per ``progressInterval``, the last one
+    /// always), ending when that execution completes, before ``response()`` returns.
+    ///
+    /// Ask for it before the execution starts; each stream follows one execution:
+    ///
+    /// ```swift
+    /// let events = request.progressEvents
+    /// async let response = request.response()
+    /// for await progress in events {
+    ///     print(progress.bytesReceived, "of", progress.bytesExpected ?? 0)
+    /// }
+    /// let done = try await response
+    /// ```
+    ///
+    /// A consumer that falls behind misses intermediate events (the newest 16 are kept), never
+    /// the end of the sequence.
+    public var progressEvents: AsyncStream<Progress> {
+        let (stream, continuation) = AsyncStream<Progress>.makeStream(
+            bufferingPolicy: .bufferingNewest(16))
+        storage.withLock { $0.settings.progressStreams.append(continuation) }
+        return stream
+    }
+
     /// The shortest time between two ``progressHandler`` events, in seconds (default 0.1; 0
     /// reports every step of the engine, one per buffer at most).
     public var progressInterval: TimeInterval {

@@ -194,6 +194,8 @@ public final class Request: Sendable {
         var headHandler: HeadHandler?
         var dataHandler: DataHandler?
         var progressHandler: ProgressHandler?
+        /// Streams handed out by progressEvents, fed by the next execution only.
+        var progressStreams: [AsyncStream<Progress>.Continuation] = []
         var progressInterval: TimeInterval = 0.1
         /// A name given to setHeader(_:_:) that cannot be sent: the execution fails with it.
         var invalidHeader: String?

@@ -106,6 +106,25 @@ extension TernTests {
             #expect(percents.all == percents.all.sorted())
         }
 
+        @Test func progressAsAnAsyncSequence() async throws {
+            let servers = try Servers.get()
+            let file = temporaryPath("newcomer-progress")
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            let request = Request(url: servers.nginx("/100m.bin"))
+            request.downloadFile = file
+            request.progressInterval = 0.01
+            let events = request.progressEvents
+            async let response = request.response()
+            var seen: [Request.Progress] = []
+            for await progress in events { seen.append(progress) }
+            let done = try await response
+            #expect(done.statusCode == 200)
+            #expect(seen.count > 1, "\(seen.count) events")
+            #expect(seen.map(\.bytesReceived) == seen.map(\.bytesReceived).sorted())
+            #expect(seen.last?.bytesReceived == 100 << 20)
+            #expect(seen.last?.bytesExpected == 100 << 20)
+        }
+
         @Test func fileLocationsAsURLs() async throws {
             let servers = try Servers.get()
             let file = URL(fileURLWithPath: temporaryPath("newcomer-url"))

@@ -36,6 +36,10 @@ struct Handlers: Sendable {
     var headHandler: Request.HeadHandler?
     var dataHandler: Request.DataHandler?
     var progressHandler: Request.ProgressHandler?
+    var progressStreams: [AsyncStream<Request.Progress>.Continuation] = []
+
+    /// Someone wants byte counts: a handler or a stream.
+    var wantsBytes: Bool { progressHandler != nil || !progressStreams.isEmpty }
 }
 
 /// A response head as seen when it arrived.
@@ -126,8 +130,7 @@ final class Execution: @unchecked Sendable {
             authentication = nil
         }
         deliversOnQueue =
-            handlers.listener != nil || !handlers.completions.isEmpty
-            || handlers.progressHandler != nil
+            handlers.listener != nil || !handlers.completions.isEmpty || handlers.wantsBytes
         handlerGate =
             handlers.headHandler != nil || handlers.dataHandler != nil || plan.authHandler != nil
             ? ConditionLock(recursive: true) : nil
@@ -249,8 +252,12 @@ final class Execution: @unchecked Sendable {
     /// is waited for).
     func silence() {
         handlerGate?.lock()
-        lock.withLock { handlers = nil }
+        let streams = lock.withLock {
+            defer { handlers = nil }
+            return handlers?.progressStreams ?? []
+        }
         handlerGate?.unlock()
+        for stream in streams { stream.finish() }
     }
 
     /// Records the result once, updates the request's fields, then resumes awaiting tasks and
@@ -290,7 +297,7 @@ final class Execution: @unchecked Sendable {
                 if let closing, handlers?.listener != nil {
                     schedule = enqueue(.progress(closing.upload ? .upload : .download, closing.percent, isFinal: true)) || schedule
                 }
-                if handlers?.progressHandler != nil, bytesEventPending || success {
+                if handlers?.wantsBytes == true, bytesEventPending || success {
                     bytesEventPending = false
                     schedule = enqueue(.bytes(snapshot)) || schedule
                 }
@@ -394,7 +401,7 @@ final class Execution: @unchecked Sendable {
             if let p = delivered, handlers?.listener != nil {
                 schedule = enqueue(.progress(upload ? .upload : .download, p, isFinal: false))
             }
-            if handlers?.progressHandler != nil, !machine.cancelRequested {
+            if handlers?.wantsBytes == true, !machine.cancelRequested {
                 let now = monotonicSeconds()
                 if now - lastBytesEvent >= plan.progressInterval {
                     lastBytesEvent = now
@@ -589,10 +596,16 @@ final class Execution: @unchecked Sendable {
             }
             if let listener, !listener(request, state, percent) { cancel() }
         case .bytes(let progress):
-            let handler = lock.withLock { handlers?.progressHandler }
+            let (handler, streams) = lock.withLock {
+                (handlers?.progressHandler, handlers?.progressStreams ?? [])
+            }
             handler?(request, progress)
+            for stream in streams { stream.yield(progress) }
         case .completion:
-            let completions = lock.withLock { handlers?.completions ?? [] }
+            let (completions, streams) = lock.withLock {
+                (handlers?.completions ?? [], handlers?.progressStreams ?? [])
+            }
+            for stream in streams { stream.finish() }
             for completion in completions { completion(request) }
             let (waiting, result) = lock.withLock {
                 handlers = nil  // release what the closures captured
