@@ -717,6 +717,10 @@ final class AuthenticationCoordinator: Sendable {
     ///   - challenges: The values of the hop's `WWW-Authenticate` fields (on a 401) or
     ///     `Proxy-Authenticate` fields (on a 407), to learn the realm of a credential the engine
     ///     answered by itself.
+    /// True when a credential went out (or is ready to) on this request: only then can a
+    /// response confirm one.
+    var hasAttempts: Bool { state.withLock { !$0.current.isEmpty } }
+
     func hopResponded(status: Int, url: URL, challenges: [String] = []) {
         var toStore: [Attempt] = []
         state.withLock { state in

@@ -362,9 +362,12 @@ final class Execution: @unchecked Sendable {
     /// A hop's response head: its cookies go to the jar (a proxy's 407 sets none for the
     /// origin), the credential coordinator learns whether credentials worked, then the head
     /// handler runs. The fields are read now only when someone may look at them before the
-    /// end (a handler, a listener, the coordinator); otherwise once, at completion.
+    /// end (a handler, a listener, the coordinator on a challenge); otherwise once, at
+    /// completion.
     func didReceiveHead(_ handle: OpaquePointer, status: Int) -> Bool {
-        let wantsFields = deliversOnQueue || handlerGate != nil || authentication != nil
+        let challenged = status == 401 || status == 407
+        let wantsFields =
+            deliversOnQueue || handlerGate != nil || (authentication != nil && challenged)
         let head = readHead(handle, withFields: wantsFields)
         local.lastHead = head
         local.lastHeadHasFields = wantsFields
@@ -372,7 +375,7 @@ final class Execution: @unchecked Sendable {
             let values = wantsFields ? head.fields[values: .setCookie] : setCookieValues(handle)
             if !values.isEmpty { _ = jar.store(setCookieHeaders: values, from: local.hopURL) }
         }
-        if let auth = authentication {
+        if let auth = authentication, challenged || auth.hasAttempts {
             let challenges =
                 status == 401
                 ? head.fields[values: .wwwAuthenticate]
