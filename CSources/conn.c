@@ -480,8 +480,13 @@ void tern__conn_send(tern__conn *c, tern_request_t *req) {
   if (!c->writing) write_next(c);
 }
 
+static bool receive_paused(const tern__conn *c) {
+  tern_request_t *req = first_request(c);
+  return req != NULL && atomic_load(&req->recv_paused);
+}
+
 static void start_reading(tern__conn *c) {
-  if (c->reading || c->state == TERN__CONN_CLOSING) return;
+  if (c->reading || c->state == TERN__CONN_CLOSING || receive_paused(c)) return;
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->reading = true;
 }
 
@@ -1009,6 +1014,23 @@ static void throttle(tern__conn *c) {
   uv_timer_start(&c->timer, on_timer, wait, 0);
 }
 
+void tern__conn_apply_pause(tern_request_t *req) {
+  tern__conn *c = req->conn;
+  if (c == NULL || first_request(c) != req || c->state != TERN__CONN_ACTIVE) return;
+  if (atomic_load(&req->recv_paused)) {
+    /* Silence while paused is the caller's, not the server's: no body timeout meanwhile. */
+    if (c->timer_kind == TERN__TIMER_BODY) set_timer(c, TERN__TIMER_NONE, 0);
+    stop_reading(c);
+    return;
+  }
+  if (c->timer_kind == TERN__TIMER_NONE)
+    set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
+  start_reading(c);
+  int r = pump(c); /* plaintext OpenSSL kept meanwhile */
+  if (r < 0) tern__conn_fail(c, NULL, r);
+  else if (r == 1 && c->state != TERN__CONN_CLOSING) on_eof(c, UV_EOF);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   (void)buf;
   tern__conn *c = s->data;
@@ -1030,6 +1052,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     else if (closed && c->state != TERN__CONN_CLOSING) on_eof(c, UV_EOF); /* close_notify */
     else if (c->len == c->cap && c->state == TERN__CONN_ACTIVE)
       stop_reading(c); /* full while a request is still being sent; resumes after */
+    else if (receive_paused(c))
+      stop_reading(c); /* the caller's consumer is behind: bytes read so far were delivered */
     else
       throttle(c);
   } else if (nread < 0) {

@@ -54,6 +54,23 @@ void tern__engine_leave(tern_engine_t *eng) {
   eng->depth--;
 }
 
+static void apply_pause(void *arg) {
+  tern_request_t *req = arg;
+  if (atomic_load(&req->state) == TERN__REQ_SUBMITTED) tern__conn_apply_pause(req);
+  tern__request_unref(req);
+}
+
+int tern_request_pause_receive(tern_request_t *req, int paused) {
+  if (req == NULL) return TERN_EINVAL;
+  atomic_store(&req->recv_paused, paused != 0);
+  tern_engine_t *eng = req->engine;
+  if (eng == NULL || atomic_load(&req->state) != TERN__REQ_SUBMITTED) return 0;
+  tern__request_ref(req);
+  int r = tern_engine_call(eng, apply_pause, req);
+  if (r) tern__request_unref(req);
+  return r;
+}
+
 int tern_engine_call(tern_engine_t *eng, void (*fn)(void *arg), void *arg) {
   if (eng == NULL || fn == NULL) return TERN_EINVAL;
   loop_call *call = malloc(sizeof *call);

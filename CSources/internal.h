@@ -188,6 +188,7 @@ struct tern_request {
   atomic_int refs;              /* caller's + engine's */
   atomic_int state;             /* TERN__REQ_* (any thread reads) */
   atomic_bool cancel_requested; /* any thread */
+  atomic_bool recv_paused;      /* any thread: tern_request_pause_receive */
   atomic_bool cancel_queued;    /* in engine->cancels */
   atomic_bool released;         /* the caller let go: no more callbacks */
   tern__list cancel_node;
@@ -493,6 +494,9 @@ struct tern_engine {
 #define TERN__STAT_SUB(eng, which, n) atomic_fetch_sub(&(eng)->stats[which], (uint64_t)(n))
 
 extern atomic_uint_fast64_t tern__requests_live;
+
+/* conn.c: applies the request's receive pause or resume (loop thread). */
+void tern__conn_apply_pause(tern_request_t *req);
 
 /* engine.c */
 void tern__engine_enter(tern_engine_t *eng);

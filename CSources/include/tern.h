@@ -271,6 +271,11 @@ TERN_API int tern_request_set_download_file(tern_request_t *req, const char *pat
  *  the file when complete as a 2xx body would (curl's -o without -f); ignored with resume, so a
  *  partial download is never overwritten by an error page. Default 0 (since 0.2). */
 TERN_API int tern_request_set_download_any_status(tern_request_t *req, int enabled);
+/** Pauses (non-zero) or resumes (0) reading this request's response from its connection, for
+ *  a consumer that fell behind: bytes already read are still delivered, then the connection
+ *  reads nothing more (TCP flow control slows the server) until resumed; the body timeout does
+ *  not run while paused. Any thread, before or during the request; since 0.2. */
+TERN_API int tern_request_pause_receive(tern_request_t *req, int paused);
 /** Streams the body to `cb` instead of keeping it; nothing is accumulated. */
 TERN_API int tern_request_set_data_cb(tern_request_t *req, tern_data_cb cb, void *user_data);
 TERN_API int tern_request_set_complete_cb(tern_request_t *req, tern_complete_cb cb,

@@ -606,3 +606,37 @@ TEST(http_engine_call_runs_on_the_loop_in_order) {
   uv_cond_destroy(&calls.cond);
   uv_mutex_destroy(&calls.lock);
 }
+
+/* ---- tern_request_pause_receive ---- */
+
+static uint64_t pause_seen;
+
+static int pause_on_first_data(tern_request_t *req, const void *data, size_t len, void *ud) {
+  (void)data;
+  (void)ud;
+  if (pause_seen == 0) ASSERT_EQ(tern_request_pause_receive(req, 1), 0);
+  pause_seen += len;
+  return 0;
+}
+
+static void resume_later(void *arg) {
+  usleep(300000);
+  ASSERT_EQ(tern_request_pause_receive(arg, 0), 0);
+}
+
+TEST(http_pause_receive_holds_reading_and_the_body_timer) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/100m.bin");
+  /* Paused for 300 ms with a 100 ms body timeout: the silence is ours, not the server's. */
+  ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_BODY, 100), 0);
+  ASSERT_EQ(tern_request_set_data_cb(req, pause_on_first_data, NULL), 0);
+  ASSERT_EQ(tern_request_pause_receive(NULL, 1), TERN_EINVAL);
+  uv_thread_t resumer;
+  ASSERT_EQ(uv_thread_create(&resumer, resume_later, req), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  uv_thread_join(&resumer);
+  ASSERT_UEQ(pause_seen, (uint64_t)100 << 20);
+  ASSERT(tern_request_get_time(req, TERN_TIME_END) >= 0.3);
+  tern_request_free(req);
+  test_finish(eng);
+}

@@ -143,6 +143,11 @@ func cancelCRequest(_ request: CRequest) {
     tern_request_cancel(request.pointer)
 }
 
+/// Pauses or resumes reading the response, from any thread.
+func pauseReceiving(_ request: CRequest, _ paused: Bool) {
+    _ = tern_request_pause_receive(request.pointer, paused ? 1 : 0)
+}
+
 /// A number unique to each attempt in the process: names the attempt to the stream body it
 /// reads.
 func nextAttemptToken() -> UInt64 {

@@ -242,6 +242,12 @@ final class Execution: @unchecked Sendable {
         }
     }
 
+    /// Pauses or resumes reading the current attempt's response (a streamed body whose
+    /// consumer fell behind).
+    func setReceivePaused(_ paused: Bool) {
+        if let target = lock.withLock({ current }) { pauseReceiving(target, paused) }
+    }
+
     /// Cancels the execution: the current attempt, a pending retry, or the start.
     func cancel() {
         let step = lock.withLock { machine.cancel() }
