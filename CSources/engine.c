@@ -63,7 +63,8 @@ static void apply_pause(void *arg) {
 int tern_request_pause_receive(tern_request_t *req, int paused) {
   if (req == NULL) return TERN_EINVAL;
   atomic_store(&req->recv_paused, paused != 0);
-  tern_engine_t *eng = req->engine;
+  /* Not yet submitted (or just now): the flag alone is enough, reading checks it. */
+  tern_engine_t *eng = atomic_load(&req->submitted_to);
   if (eng == NULL || atomic_load(&req->state) != TERN__REQ_SUBMITTED) return 0;
   tern__request_ref(req);
   int r = tern_engine_call(eng, apply_pause, req);
@@ -233,6 +234,7 @@ int tern_engine_submit(tern_engine_t *eng, tern_request_t *req) {
   if (!atomic_compare_exchange_strong(&req->state, &expected, TERN__REQ_SUBMITTED))
     return TERN_EBUSY;
   req->engine = eng;
+  atomic_store(&req->submitted_to, eng);
   req->start_ns = uv_hrtime();
   req->times_ns[TERN_TIME_START] = 0;
   tern__request_ref(req);
@@ -256,6 +258,7 @@ int tern_engine_submit(tern_engine_t *eng, tern_request_t *req) {
   return 0;
 
 refused:
+  atomic_store(&req->submitted_to, NULL);
   atomic_store(&req->state, TERN__REQ_NEW);
   req->engine = NULL;
   tern__request_unref(req);
@@ -266,8 +269,9 @@ void tern_request_cancel(tern_request_t *req) {
   if (req == NULL) return;
   atomic_store(&req->cancel_requested, true);
   if (atomic_load(&req->state) != TERN__REQ_SUBMITTED) return;
+  tern_engine_t *eng = atomic_load(&req->submitted_to);
+  if (eng == NULL) return; /* submit is under way: it sees cancel_requested */
   if (atomic_exchange(&req->cancel_queued, true)) return;
-  tern_engine_t *eng = req->engine;
   tern__request_ref(req);
   uv_mutex_lock(&eng->lock);
   tern__list_insert_tail(&eng->cancels, &req->cancel_node);

@@ -189,6 +189,8 @@ struct tern_request {
   atomic_int state;             /* TERN__REQ_* (any thread reads) */
   atomic_bool cancel_requested; /* any thread */
   atomic_bool recv_paused;      /* any thread: tern_request_pause_receive */
+  /* `engine` as other threads may read it (cancel, pause): published after submit set it. */
+  _Atomic(tern_engine_t *) submitted_to;
   atomic_bool cancel_queued;    /* in engine->cancels */
   atomic_bool released;         /* the caller let go: no more callbacks */
   tern__list cancel_node;
