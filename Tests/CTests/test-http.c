@@ -317,10 +317,11 @@ TEST(http_100_concurrent) {
   tern_engine_t *eng = test_engine_new(NULL);
   run_concurrent(eng, 100, false);
   ASSERT_LE(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 100);
-  /* A second wave reuses the pooled connections instead of opening new ones. */
-  uint64_t opened = tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED);
+  /* A second wave reuses the pooled connections and opens only what the first lacked: when a
+   * first-wave request finished before the last one started, that wave needed (and pooled)
+   * fewer than 100, so together they still open at most 100 (without reuse: about 200). */
   run_concurrent(eng, 100, false);
-  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), opened);
+  ASSERT_LE(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 100);
   test_finish(eng);
 }
 
