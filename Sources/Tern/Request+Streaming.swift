@@ -99,6 +99,11 @@ final class BodyPipe: @unchecked Sendable {
         self.limit = limit
     }
 
+    /// Pauses or resumes reading the running execution's response.
+    private func setReceivePaused(_ paused: Bool) {
+        request?.storage.withLock { $0.run }?.setReceivePaused(paused)
+    }
+
     func awaitHead(_ continuation: CheckedContinuation<StreamingResponse, any Error>) {
         lock.withLock { headWaiter = continuation }
     }
@@ -121,8 +126,12 @@ final class BodyPipe: @unchecked Sendable {
     /// stops the request (the consumer went away).
     func push(_ data: Data) -> Bool {
         var pause = false
+        var gone = false
         let (release, resume): ((CheckedContinuation<StreamingResponse, any Error>, StreamingResponse)?, CheckedContinuation<Data?, any Error>?) = lock.withLock {
-            if consumerGone { return (nil, nil) }
+            if consumerGone {
+                gone = true
+                return (nil, nil)
+            }
             let release = releaseHeadLocked()
             if let waiter {
                 self.waiter = nil
@@ -137,8 +146,8 @@ final class BodyPipe: @unchecked Sendable {
             }
             return (release, nil)
         }
-        if lock.withLock({ consumerGone }) { return false }
-        if pause { request?.storage.withLock { $0.run }?.setReceivePaused(true) }
+        if gone { return false }
+        if pause { setReceivePaused(true) }
         release.map { $0.0.resume(returning: $0.1) }
         resume?.resume(returning: data)
         return true
@@ -206,7 +215,7 @@ final class BodyPipe: @unchecked Sendable {
                     waiter = continuation
                     return nil
                 }
-                if resumeReading { request?.storage.withLock { $0.run }?.setReceivePaused(false) }
+                if resumeReading { setReceivePaused(false) }
                 if let ready { continuation.resume(with: ready.mapError { $0 as any Error }) }
             }
         } onCancel: {

@@ -106,6 +106,20 @@ extension TernTests {
         }
     
 
+        /// A /flaky URL with a key of its own (the server counts requests per key).
+        func flaky(_ servers: Servers, _ query: String) -> (url: URL, key: String) {
+            let key = "retry-\(UInt64.random(in: 0...UInt64.max))"
+            return (servers.fault("/flaky?key=\(key)&\(query)"), key)
+        }
+
+        /// A directory removed by the caller's defer, and a file path in it.
+        func scratchFile() throws -> (dir: URL, file: String) {
+            let dir = FileManager.default.temporaryDirectory
+                .appendingPathComponent("tern-retry-\(UInt64.random(in: 0...UInt64.max))")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            return (dir, dir.appendingPathComponent("out.bin").path)
+        }
+
         /// How many requests the fault server saw for a /flaky key.
         func flakyCount(_ servers: Servers, _ key: String) throws -> Int {
             let request = Request(url: servers.fault("/flaky-count?key=\(key)"))
@@ -116,8 +130,8 @@ extension TernTests {
 
         @Test func transientStatusesAreRetriedUntilASuccess() throws {
             let servers = try Servers.get()
-            let key = "status-\(UInt64.random(in: 0...UInt64.max))"
-            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=2&status=503&size=4096"))
+            let (url, key) = flaky(servers, "fail=2&status=503&size=4096")
+            let request = Request(url: url)
             request.maxRetries = 3
             request.callbackQueue = .global()
             let response = try request.executeAndWait()
@@ -129,8 +143,8 @@ extension TernTests {
 
         @Test func whenRetriesRunOutTheLastResponseIsTheResult() throws {
             let servers = try Servers.get()
-            let key = "spent-\(UInt64.random(in: 0...UInt64.max))"
-            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=5&status=502"))
+            let (url, key) = flaky(servers, "fail=5&status=502")
+            let request = Request(url: url)
             request.maxRetries = 1
             request.callbackQueue = .global()
             let response = try request.executeAndWait()
@@ -142,8 +156,8 @@ extension TernTests {
 
         @Test func retryAfterIsHonoured() throws {
             let servers = try Servers.get()
-            let key = "after-\(UInt64.random(in: 0...UInt64.max))"
-            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=1&status=429&retry_after=1"))
+            let (url, _) = flaky(servers, "fail=1&status=429&retry_after=1")
+            let request = Request(url: url)
             request.maxRetries = 1
             request.callbackQueue = .global()
             let started = Date()
@@ -155,8 +169,8 @@ extension TernTests {
 
         @Test func aPostIsNotRepeatedAfterA503() throws {
             let servers = try Servers.get()
-            let key = "post-\(UInt64.random(in: 0...UInt64.max))"
-            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=1&status=503"), method: .post)
+            let (url, key) = flaky(servers, "fail=1&status=503")
+            let request = Request(url: url, method: .post)
             request.body = Data("x".utf8)
             request.maxRetries = 3
             request.callbackQueue = .global()
@@ -166,13 +180,11 @@ extension TernTests {
 
         @Test func aRetriedDownloadContinuesFromItsPartFile() throws {
             let servers = try Servers.get()
-            let key = "download-\(UInt64.random(in: 0...UInt64.max))"
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tern-retry-\(key)")
-            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            let (dir, file) = try scratchFile()
             defer { try? FileManager.default.removeItem(at: dir) }
-            let file = dir.appendingPathComponent("out.bin").path
             let size = 300_000
-            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=1&how=truncate&size=\(size)"))
+            let (url, _) = flaky(servers, "fail=1&how=truncate&size=\(size)")
+            let request = Request(url: url)
             request.downloadFile = file
             request.maxRetries = 2
             request.callbackQueue = .global()
@@ -186,13 +198,11 @@ extension TernTests {
 
         @Test func aDownloadThatRunsOutOfRetriesLeavesNoPartFile() throws {
             let servers = try Servers.get()
-            let key = "gaveup-\(UInt64.random(in: 0...UInt64.max))"
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tern-retry-\(key)")
-            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            let (dir, file) = try scratchFile()
             defer { try? FileManager.default.removeItem(at: dir) }
-            let file = dir.appendingPathComponent("out.bin").path
             try Data("good".utf8).write(to: URL(fileURLWithPath: file))
-            let request = Request(url: servers.fault("/flaky?key=\(key)&fail=9&how=truncate&size=100000"))
+            let (url, key) = flaky(servers, "fail=9&how=truncate&size=100000")
+            let request = Request(url: url)
             request.downloadFile = file
             request.maxRetries = 2
             request.callbackQueue = .global()

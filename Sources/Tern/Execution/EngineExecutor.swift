@@ -4,6 +4,7 @@
 // completion resuming its task), else after one wake-up.
 
 internal import CTern
+import Dispatch
 
 /// Runs tasks on an ``Engine``'s I/O thread; see ``Engine/executor``.
 public final class EngineExecutor: TaskExecutor, @unchecked Sendable {
@@ -47,5 +48,3 @@ private let drainCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = {
     guard let context else { return }
     Unmanaged<EngineExecutor>.fromOpaque(context).takeRetainedValue().drain()
 }
-
-import Dispatch

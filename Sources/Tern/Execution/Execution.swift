@@ -282,7 +282,7 @@ final class Execution: @unchecked Sendable {
             removePartialDownload(download.path)  // kept for retries that will not come
         }
         let closing: (upload: Bool, percent: Int)? = lock.withLock { machine.finalEvent(success: success) }
-        request.storage.withLock { s in
+        let snapshot: Request.Progress = request.storage.withLock { s in
             s.outcome.result = result
             s.outcome.endDate = Date()
             s.outcome.attempts = attempts
@@ -294,11 +294,11 @@ final class Execution: @unchecked Sendable {
                 s.outcome.progress.percent = closing.percent
             }
             if s.run === self { s.run = nil }
+            return s.outcome.progress
         }
         if plan.logsDebug { logSummary(result, attempts: attempts) }
         if deliversOnQueue {
             var schedule = false
-            let snapshot = request.storage.withLock { $0.outcome.progress }
             lock.withLock {
                 if let closing, handlers?.listener != nil {
                     schedule = enqueue(.progress(closing.upload ? .upload : .download, closing.percent, isFinal: true)) || schedule

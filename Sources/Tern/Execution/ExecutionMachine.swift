@@ -19,8 +19,6 @@ struct ExecutionMachine: Sendable {
         var totalTimeout: Double = 0
         /// Whether the method may be sent twice (GET, HEAD, PUT, DELETE, OPTIONS, TRACE).
         var idempotent = true
-        /// Whether statuses 408, 429, 500, 502, 503 and 504 are retried.
-        var retriesStatuses = true
         /// Download bytes between two listener events when coalescing (concatData), else 0.
         var coalesceBytes: UInt64 = 0
     }
@@ -216,7 +214,6 @@ struct ExecutionMachine: Sendable {
                 return false
             }
         }
-        guard policy.retriesStatuses else { return false }
         switch end.status {
         case 408, 429: return true
         case 500, 502, 503, 504: return policy.idempotent

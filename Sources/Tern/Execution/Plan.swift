@@ -112,7 +112,7 @@ struct Plan: Sendable {
         policy = ExecutionMachine.Policy(
             maxRetries: max(0, s.maxRetries), retryDelay: max(0, s.retryDelay),
             maxRetryDelay: max(0, s.maxRetryDelay), totalTimeout: max(0, s.timeouts.total),
-            idempotent: idempotent, retriesStatuses: true,
+            idempotent: idempotent,
             coalesceBytes: s.concatData
                 ? UInt64(s.bufferSize > 0 ? s.bufferSize : engine.configuration.bufferSize) : 0)
 
