@@ -195,3 +195,24 @@ public func fanOut(count: Int, inflight: Int, _ body: @escaping @Sendable () asy
         }
     }
 }
+
+/// The GET workloads' load: with `inflight`, every request its own child task (``fanOut``);
+/// otherwise `connections` workers, each sending one request after another until `counter`
+/// has handed out all of them. `preference` (tern-swift's engine executor) is where the
+/// workers run.
+public func runLoad(
+    count: Int, connections: Int, inflight: Int?, counter: RequestCounter,
+    preference: (any TaskExecutor)? = nil, _ one: @escaping @Sendable () async -> Void
+) async {
+    if let inflight {
+        await fanOut(count: count, inflight: inflight, one)
+        return
+    }
+    await withTaskGroup(of: Void.self) { group in
+        for _ in 0..<connections {
+            group.addTask(executorPreference: preference) {
+                while counter.claim() { await one() }
+            }
+        }
+    }
+}

@@ -74,18 +74,14 @@ func runGet(url: URL, count: Int, connections: Int, inflight: Int? = nil) async 
     let engine = makeEngine(connections: connections)
     let counter = RequestCounter(total: count)
     let start = monotonicNow()
-    if let inflight {
-        await fanOut(count: count, inflight: inflight) { await fetch(url, engine: engine, into: counter) }
-    } else {
-        await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<connections {
-                // Each worker runs on the engine's own thread (Engine.executor): submitting a
-                // request and resuming after its response then cost no thread switch.
-                group.addTask(executorPreference: engine.executor) {
-                    while counter.claim() { await fetch(url, engine: engine, into: counter) }
-                }
-            }
-        }
+    // The workers run on the engine's own thread (Engine.executor): submitting a request and
+    // resuming after its response then cost no thread switch. Fan-out tasks run as an app's
+    // would, on the default executor.
+    await runLoad(
+        count: count, connections: connections, inflight: inflight, counter: counter,
+        preference: inflight == nil ? engine.executor : nil
+    ) {
+        await fetch(url, engine: engine, into: counter)
     }
     let elapsed = monotonicNow() - start
     let result = counter.snapshot

@@ -57,16 +57,8 @@ func runGet(url: URL, count: Int, connections: Int, inflight: Int? = nil) async 
         }
     }
     let start = monotonicNow()
-    if let inflight {
-        await fanOut(count: count, inflight: inflight) { await one() }
-    } else {
-        await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<connections {
-                group.addTask {
-                    while counter.claim() { await one() }
-                }
-            }
-        }
+    await runLoad(count: count, connections: connections, inflight: inflight, counter: counter) {
+        await one()
     }
     let elapsed = monotonicNow() - start
     let result = counter.snapshot
