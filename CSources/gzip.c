@@ -266,6 +266,15 @@ static int zstd_some(tern__decoder *d, tern_request_t *req, const unsigned char 
     size_t k = room < left ? room : left;
     memcpy(d->frame_head + d->frame_head_len, (const unsigned char *)in.src + in.pos, k);
     d->frame_head_len += k;
+    /* HTTP's zstd coding is the RFC 8878 format: standard and skippable frames only. libzstd
+     * may also take legacy (pre-1.0) frames, and decodes them differently when they arrive in
+     * pieces (found by fuzz_decode): refuse them by their magic number. */
+    if (d->frame_head_len >= 4) {
+      uint32_t magic = (uint32_t)d->frame_head[0] | (uint32_t)d->frame_head[1] << 8 |
+                       (uint32_t)d->frame_head[2] << 16 | (uint32_t)d->frame_head[3] << 24;
+      if (magic != ZSTD_MAGICNUMBER && (magic & ZSTD_MAGIC_SKIPPABLE_MASK) != ZSTD_MAGIC_SKIPPABLE_START)
+        return fail(req, "not a zstd frame (RFC 8878)");
+    }
     ZSTD_outBuffer out = {d->out, OUT_SIZE, 0};
     size_t r = ZSTD_decompressStream(d->zstd, &out, &in);
     if (ZSTD_isError(r)) return fail(req, ZSTD_getErrorName(r));

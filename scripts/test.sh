@@ -58,8 +58,16 @@ for target in http1_parse decode; do
   cp Tests/Fuzz/corpus/$target/* "$corpus"/
   dict=()
   [ "$target" = http1_parse ] && dict=(-dict=Tests/Fuzz/http.dict)
-  build/fuzz/fuzz_$target -max_total_time="$FUZZ_SECONDS" "${dict[@]}" \
-    -print_final_stats=1 "$corpus" 2>&1 | tail -n 5
+  # The stats on success; on a finding, the report and the input's path (the tail alone would
+  # hide what failed).
+  if ! build/fuzz/fuzz_$target -max_total_time="$FUZZ_SECONDS" "${dict[@]}" \
+    -print_final_stats=1 "$corpus" >"build/fuzz-$target.log" 2>&1; then
+    grep -vE '^(INFO|#[0-9])' "build/fuzz-$target.log" | tail -n 40
+    echo "fuzz_$target found a failure (input saved as crash-*/leak-* in $ROOT)"
+    echo "$passed passed, 1 failed"
+    exit 1
+  fi
+  tail -n 5 "build/fuzz-$target.log"
   rm -rf "$corpus"
 done
 
