@@ -79,7 +79,7 @@ static struct addrinfo *pinned_addrs(const tern_config_t *cfg, const char *host,
         struct {
           struct addrinfo ai;
           struct sockaddr_storage ss;
-        } *node = calloc(1, sizeof *node);
+        } *node = tern__calloc(1, sizeof *node);
         if (node == NULL) break;
         node->ai.ai_addr = (struct sockaddr *)&node->ss;
         node->ai.ai_socktype = SOCK_STREAM;
@@ -139,10 +139,10 @@ static void set_timer(tern__conn *c, int kind, uint64_t ms) {
 
 tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms) {
   tern_engine_t *eng = first->engine;
-  tern__conn *c = calloc(1, sizeof *c);
+  tern__conn *c = tern__calloc(1, sizeof *c);
   if (c == NULL) return NULL;
   c->cap = o->buffer_size;
-  c->buf = malloc(c->cap);
+  c->buf = tern__malloc(c->cap);
   if (c->buf == NULL) {
     free(c);
     return NULL;

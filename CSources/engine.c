@@ -74,7 +74,7 @@ int tern_request_pause_receive(tern_request_t *req, int paused) {
 
 int tern_engine_call(tern_engine_t *eng, void (*fn)(void *arg), void *arg) {
   if (eng == NULL || fn == NULL) return TERN_EINVAL;
-  loop_call *call = malloc(sizeof *call);
+  loop_call *call = tern__malloc(sizeof *call);
   if (call == NULL) return TERN_ENOMEM;
   call->fn = fn;
   call->arg = arg;
@@ -131,7 +131,7 @@ int tern_engine_new(tern_engine_t **out, const tern_config_t *config) {
   if (out == NULL) return TERN_EINVAL;
   *out = NULL;
   hold_std_fds();
-  tern_engine_t *eng = calloc(1, sizeof *eng);
+  tern_engine_t *eng = tern__calloc(1, sizeof *eng);
   if (eng == NULL) return TERN_ENOMEM;
   if (uv_loop_init(&eng->own_loop)) {
     free(eng);
@@ -166,7 +166,7 @@ int tern_engine_new_on_loop(tern_engine_t **out, struct uv_loop_s *loop,
   if (out == NULL || loop == NULL) return TERN_EINVAL;
   *out = NULL;
   hold_std_fds();
-  tern_engine_t *eng = calloc(1, sizeof *eng);
+  tern_engine_t *eng = tern__calloc(1, sizeof *eng);
   if (eng == NULL) return TERN_ENOMEM;
   eng->loop = loop;
   eng->loop_thread = uv_thread_self();
@@ -435,13 +435,13 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
       return o;
     }
   }
-  tern__origin *o = calloc(1, sizeof *o);
+  tern__origin *o = tern__calloc(1, sizeof *o);
   if (o == NULL) {
     free(pid);
     return NULL;
   }
   o->proxy_id = pid;
-  o->host = strdup(req->url.host);
+  o->host = tern__strdup(req->url.host);
   if (o->host == NULL) {
     free(pid);
     free(o);
@@ -450,7 +450,7 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   o->port = req->url.port;
   o->tls = req->url.tls;
   if (req->proxy_host) {
-    if ((o->proxy_host = strdup(req->proxy_host)) == NULL) {
+    if ((o->proxy_host = tern__strdup(req->proxy_host)) == NULL) {
       free(o->proxy_id);
       free(o->host);
       free(o);
@@ -459,7 +459,7 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
     o->proxy_port = req->proxy_port;
   }
   if (o->tls) {
-    o->tls_id = strdup(req->tls_id);
+    o->tls_id = tern__strdup(req->tls_id);
     o->tls_ctx = o->tls_id ? tern__tls_ctx_get(eng, req) : NULL;
     if (o->tls_ctx == NULL) {
       free(o->tls_id);

@@ -78,7 +78,7 @@ int tern__str_reserve(tern__str *s, size_t extra) {
   size_t need = s->len + extra;
   size_t cap = s->cap ? s->cap : 64;
   while (cap < need) cap *= 2;
-  char *p = realloc(s->data, cap);
+  char *p = tern__realloc(s->data, cap);
   if (p == NULL) return TERN_ENOMEM;
   s->data = p;
   s->cap = cap;
@@ -132,7 +132,7 @@ int tern__config_copy(tern_config_t *dst, const tern_config_t *src) {
   memset(&dst->resolve, 0, sizeof dst->resolve);
   if (tern__str_append(&dst->resolve, src->resolve.data, src->resolve.len)) return TERN_ENOMEM;
   if (src->user_agent) {
-    dst->user_agent = strdup(src->user_agent);
+    dst->user_agent = tern__strdup(src->user_agent);
     if (dst->user_agent == NULL) return TERN_ENOMEM;
   }
   return 0;
@@ -145,7 +145,7 @@ void tern__config_clear(tern_config_t *c) {
 }
 
 tern_config_t *tern_config_new(void) {
-  tern_config_t *c = malloc(sizeof *c);
+  tern_config_t *c = tern__malloc(sizeof *c);
   if (c) tern__config_defaults(c);
   return c;
 }
@@ -244,7 +244,7 @@ void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *r
 int tern_config_set_user_agent(tern_config_t *c, const char *ua) {
   if (c == NULL) return TERN_EINVAL;
   if (ua && strpbrk(ua, "\r\n")) return TERN_EBADHEADER;
-  char *copy = strdup(ua ? ua : "");
+  char *copy = tern__strdup(ua ? ua : "");
   if (copy == NULL) return TERN_ENOMEM;
   free(c->user_agent);
   c->user_agent = copy;

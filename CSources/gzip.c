@@ -111,7 +111,7 @@ const char *tern__accept_encoding(void) {
 }
 
 tern__decoder *tern__decoder_new(int kind) {
-  tern__decoder *d = calloc(1, sizeof *d);
+  tern__decoder *d = tern__calloc(1, sizeof *d);
   if (d == NULL) return NULL;
   d->kind = kind;
   if (kind == KIND_GZIP) {
@@ -333,7 +333,7 @@ struct tern__encoder {
 };
 
 tern__encoder *tern__encoder_new(void) {
-  tern__encoder *e = calloc(1, sizeof *e);
+  tern__encoder *e = tern__calloc(1, sizeof *e);
   if (e == NULL) return NULL;
   if (deflateInit2(&e->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
       Z_OK) {

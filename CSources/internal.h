@@ -19,6 +19,27 @@ typedef struct tern__tls_ctx tern__tls_ctx;
 #include <stdbool.h>
 #include <uv.h>
 
+/* ---- allocation ------------------------------------------------------------------------------
+ * Every allocation of the engine goes through these, so that the allocation-failure torture run
+ * (a build with -DTERN_TORTURE, scripts/test.sh) can make the N-th one fail. Such a build leaves
+ * tern__alloc_should_fail to the test harness; a normal build compiles these to the libc calls. */
+#include <stdlib.h>
+#include <string.h>
+#ifdef TERN_TORTURE
+bool tern__alloc_should_fail(void);
+#define TERN__ALLOC_FAILS() tern__alloc_should_fail()
+#else
+#define TERN__ALLOC_FAILS() false
+#endif
+static inline void *tern__malloc(size_t n) { return TERN__ALLOC_FAILS() ? NULL : malloc(n); }
+static inline void *tern__calloc(size_t k, size_t n) {
+  return TERN__ALLOC_FAILS() ? NULL : calloc(k, n);
+}
+static inline void *tern__realloc(void *p, size_t n) {
+  return TERN__ALLOC_FAILS() ? NULL : realloc(p, n);
+}
+static inline char *tern__strdup(const char *s) { return TERN__ALLOC_FAILS() ? NULL : strdup(s); }
+
 /* ---- intrusive doubly linked list (circular, with a sentinel head) ----------------------- */
 
 typedef struct tern__list {

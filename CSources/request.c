@@ -23,9 +23,9 @@
 atomic_uint_fast64_t tern__requests_live;
 
 tern_request_t *tern_request_new(void) {
-  tern_request_t *req = calloc(1, sizeof *req);
+  tern_request_t *req = tern__calloc(1, sizeof *req);
   if (req == NULL) return NULL;
-  req->method = strdup("GET");
+  req->method = tern__strdup("GET");
   if (req->method == NULL) {
     free(req);
     return NULL;
@@ -70,7 +70,7 @@ static void clear_auth(tern__auth *a) {
 
 /* Percent-decodes n bytes of userinfo ("alice", "p%40ss"). */
 static char *pct_decode(const char *s, size_t n) {
-  char *out = malloc(n + 1);
+  char *out = tern__malloc(n + 1);
   if (out == NULL) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
@@ -88,8 +88,8 @@ static char *pct_decode(const char *s, size_t n) {
 }
 
 static int set_auth(tern__auth *a, const char *user, const char *password, unsigned schemes) {
-  char *u = user ? strdup(user) : NULL;
-  char *p = strdup(password ? password : "");
+  char *u = user ? tern__strdup(user) : NULL;
+  char *p = tern__strdup(password ? password : "");
   if ((user && u == NULL) || p == NULL) {
     free(u);
     free(p);
@@ -109,7 +109,7 @@ static int set_auth_userinfo(tern__auth *a, const char *userinfo) {
   const char *colon = strchr(userinfo, ':');
   size_t ulen = colon ? (size_t)(colon - userinfo) : strlen(userinfo);
   char *u = pct_decode(userinfo, ulen);
-  char *p = colon ? pct_decode(colon + 1, strlen(colon + 1)) : strdup("");
+  char *p = colon ? pct_decode(colon + 1, strlen(colon + 1)) : tern__strdup("");
   int r = (u && p) ? set_auth(a, u, p, TERN_AUTH_ANY) : TERN_ENOMEM;
   if (p) memset(p, 0, strlen(p));
   free(u);
@@ -189,7 +189,7 @@ int tern_request_set_url(tern_request_t *req, const char *url) {
   tern__url u;
   int r = tern__url_parse(&u, url);
   if (r) return r;
-  char *copy = strdup(url);
+  char *copy = tern__strdup(url);
   if (copy == NULL) {
     tern__url_free(&u);
     return TERN_ENOMEM;
@@ -210,7 +210,7 @@ int tern_request_set_url(tern_request_t *req, const char *url) {
 int tern_request_set_method(tern_request_t *req, const char *method) {
   CHECK_NEW(req);
   if (!is_token(method)) return TERN_EINVAL;
-  char *m = strdup(method);
+  char *m = tern__strdup(method);
   if (m == NULL) return TERN_ENOMEM;
   free(req->method);
   req->method = m;
@@ -267,7 +267,7 @@ int tern_request_set_body(tern_request_t *req, const void *data, size_t len) {
   if (data == NULL && len > 0) return TERN_EINVAL;
   void *copy = NULL;
   if (len > 0) {
-    copy = malloc(len);
+    copy = tern__malloc(len);
     if (copy == NULL) return TERN_ENOMEM;
     memcpy(copy, data, len);
   }
@@ -282,7 +282,7 @@ int tern_request_set_body_file(tern_request_t *req, const char *path, uint64_t o
                                uint64_t end) {
   CHECK_NEW(req);
   if (path == NULL || (end != 0 && end < offset)) return TERN_EINVAL;
-  char *p = strdup(path);
+  char *p = tern__strdup(path);
   if (p == NULL) return TERN_ENOMEM;
   clear_body(req);
   req->body_kind = TERN__BODY_FILE;
@@ -297,13 +297,13 @@ static int add_segment(tern_request_t *req, const void *data, size_t len, const 
   CHECK_NEW(req);
   if ((data == NULL && len > 0 && path == NULL) || (end != 0 && end < offset)) return TERN_EINVAL;
   if (req->body_kind != TERN__BODY_SEGMENTS) clear_body(req);
-  tern__segment *grown = realloc(req->segments, (req->nsegments + 1) * sizeof *grown);
+  tern__segment *grown = tern__realloc(req->segments, (req->nsegments + 1) * sizeof *grown);
   if (grown == NULL) return TERN_ENOMEM;
   req->segments = grown;
   tern__segment seg = {NULL, NULL, offset, end, len, -1};
   if (path) {
-    if ((seg.path = strdup(path)) == NULL) return TERN_ENOMEM;
-  } else if ((seg.data = malloc(len ? len : 1)) == NULL) {
+    if ((seg.path = tern__strdup(path)) == NULL) return TERN_ENOMEM;
+  } else if ((seg.data = tern__malloc(len ? len : 1)) == NULL) {
     return TERN_ENOMEM;
   } else if (len) {
     memcpy(seg.data, data, len);
@@ -346,7 +346,7 @@ int tern_request_set_download_file(tern_request_t *req, const char *path, uint64
   CHECK_NEW(req);
   if (path == NULL || (end != 0 && end <= offset) || resume < 0 || resume > TERN_RESUME_PART)
     return TERN_EINVAL;
-  char *p = strdup(path);
+  char *p = tern__strdup(path);
   if (p == NULL) return TERN_ENOMEM;
   free(req->dl_path);
   req->dl_path = p;
@@ -514,7 +514,7 @@ int tern_request_set_proxy(tern_request_t *req, const char *proxy_url) {
     tern__url_free(&u);
     return TERN_EUNSUPPORTED;
   }
-  char *host = strdup(u.host);
+  char *host = tern__strdup(u.host);
   if (host == NULL) r = TERN_ENOMEM;
   if (!r && u.userinfo) r = set_auth_userinfo(&req->proxy_auth, u.userinfo);
   if (!r) {
@@ -572,7 +572,7 @@ int tern_request_set_tls_verify(tern_request_t *req, int verify) {
 /* Replaces *slot with a copy of value (NULL clears it). */
 static int set_string(char **slot, const char *value) {
   char *copy = NULL;
-  if (value && (copy = strdup(value)) == NULL) return TERN_ENOMEM;
+  if (value && (copy = tern__strdup(value)) == NULL) return TERN_ENOMEM;
   free(*slot);
   *slot = copy;
   return 0;
@@ -880,7 +880,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
       char *target = NULL;
       if (lstat(req->dl_path, &lst) == 0 && S_ISLNK(lst.st_mode))
         target = realpath(req->dl_path, NULL);
-      if (target == NULL) target = strdup(req->dl_path);
+      if (target == NULL) target = tern__strdup(req->dl_path);
       tern__str pp = {0}, vp = {0};
       if (target == NULL || tern__str_appendf(&pp, "%s.part", target) ||
           tern__str_appendf(&vp, "%s.part.validator", target)) {
@@ -1160,7 +1160,7 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
   size_t strings = 0;
   for (size_t i = 0; i < n; i++) strings += h[i].name_len + h[i].value_len + 2;
   size_t ptrs = 2 * n * sizeof(char *);
-  char *block = malloc(ptrs + strings + reason_len + 1);
+  char *block = tern__malloc(ptrs + strings + reason_len + 1);
   if (block == NULL) return TERN_ENOMEM;
   char **pairs = (char **)(void *)block;
   char *s = block + ptrs;
@@ -1436,7 +1436,7 @@ int tern__request_next_hop(tern_request_t *req) {
                   (status == 301 && post && !(req->redirect_flags & TERN_REDIRECT_POST_301)) ||
                   (status == 302 && post && !(req->redirect_flags & TERN_REDIRECT_POST_302));
     if (to_get) {
-      char *get = strdup("GET");
+      char *get = tern__strdup("GET");
       if (get == NULL) {
         tern__url_free(&next);
         free(abs);

@@ -103,7 +103,7 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
   }
   /* Always our callback: OpenSSL's default one would prompt on the terminal and block the
    * loop thread when an encrypted key comes without a password. */
-  if (req->tls_password) t->password = strdup(req->tls_password);
+  if (req->tls_password) t->password = tern__strdup(req->tls_password);
   SSL_CTX_set_default_passwd_cb(ctx, on_password);
   SSL_CTX_set_default_passwd_cb_userdata(ctx, t->password);
   if (req->tls_cert) {
@@ -125,9 +125,9 @@ tern__tls_ctx *tern__tls_ctx_get(tern_engine_t *eng, const tern_request_t *req) 
     if (strcmp(t->id, req->tls_id) == 0) return t;
   }
   uv_once(&index_once, init_index);
-  tern__tls_ctx *t = calloc(1, sizeof *t);
+  tern__tls_ctx *t = tern__calloc(1, sizeof *t);
   if (t == NULL) return NULL;
-  t->id = strdup(req->tls_id);
+  t->id = tern__strdup(req->tls_id);
   t->ctx = SSL_CTX_new(TLS_client_method());
   if (t->id == NULL || t->ctx == NULL) {
     SSL_CTX_free(t->ctx);

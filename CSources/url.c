@@ -7,7 +7,7 @@
 #include <string.h>
 
 static char *dup_range(const char *p, size_t n) {
-  char *s = malloc(n + 1);
+  char *s = tern__malloc(n + 1);
   if (s) {
     memcpy(s, p, n);
     s[n] = '\0';
@@ -100,7 +100,7 @@ int tern__url_parse(tern__url *out, const char *url) {
 
   bool default_port = u.port == (u.tls ? 443 : 80);
   size_t hpcap = strlen(u.host) + 16;
-  u.hostport = malloc(hpcap);
+  u.hostport = tern__malloc(hpcap);
   if (u.hostport == NULL) goto nomem;
   if (u.ipv6)
     snprintf(u.hostport, hpcap, default_port ? "[%s]" : "[%s]:%u", u.host, (unsigned)u.port);
@@ -110,7 +110,7 @@ int tern__url_parse(tern__url *out, const char *url) {
   size_t tlen = strcspn(rest, "#");
   if (tlen == 0 || rest[0] != '/') {
     /* "http://h?q" has an empty path: the request target still starts with "/". */
-    u.target = malloc(tlen + 2);
+    u.target = tern__malloc(tlen + 2);
     if (u.target == NULL) goto nomem;
     u.target[0] = '/';
     memcpy(u.target + 1, rest, tlen);
