@@ -13,16 +13,27 @@
 static void on_async(uv_async_t *handle);
 static void start_request(tern_request_t *req);
 static void shutdown_all(tern_engine_t *eng);
+static void drain(tern_engine_t *eng);
+static void complete(tern_request_t *req, int err);
+static void hop_continue(tern_request_t *req);
+static void redispatch(tern_request_t *req, int err, bool counts_as_retry);
+static void handle_gone(tern_engine_t *eng);
+
+/* What the pool and the connections report upward (internal.h says why it is a table). */
+static const tern__owner_ops engine_ops = {
+    .complete = complete,
+    .hop_continue = hop_continue,
+    .redispatch = redispatch,
+    .release = tern__pool_release,
+    .conn_gone = tern__pool_conn_gone,
+    .handle_gone = handle_gone,
+    .drain = drain,
+};
 
 static bool on_loop_thread(const tern_engine_t *eng) {
   uv_thread_t self = uv_thread_self();
   return uv_thread_equal(&self, &eng->loop_thread);
 }
-
-/* Every entry from libuv into the engine is bracketed by enter/leave: requests submitted from
- * inside a callback are started on the way out, never re-entrantly in the middle of connection
- * code, and without a round trip through uv_async. */
-void tern__engine_enter(tern_engine_t *eng) { eng->depth++; }
 
 /* A function queued by tern_engine_call. */
 typedef struct {
@@ -31,11 +42,8 @@ typedef struct {
   void *arg;
 } loop_call;
 
-void tern__engine_leave(tern_engine_t *eng) {
-  if (eng->depth > 1) {
-    eng->depth--;
-    return;
-  }
+/* The outermost callback returns (tern__engine_leave at depth 1). */
+static void drain(tern_engine_t *eng) {
   /* Calls may submit requests and requests' callbacks may queue calls: run both until quiet. */
   while (!tern__list_empty(&eng->ready) || !tern__list_empty(&eng->ready_calls)) {
     while (!tern__list_empty(&eng->ready)) {
@@ -51,12 +59,11 @@ void tern__engine_leave(tern_engine_t *eng) {
       free(call);
     }
   }
-  eng->depth--;
 }
 
 static void apply_pause(void *arg) {
   tern_request_t *req = arg;
-  if (atomic_load(&req->state) == TERN__REQ_SUBMITTED) tern__conn_apply_pause(req);
+  if (atomic_load(&req->state) == TERN__REQ_SUBMITTED) tern__http1_apply_pause(req);
   tern__request_unref(req);
 }
 
@@ -107,6 +114,7 @@ static void hold_std_fds(void) {
 }
 
 static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
+  eng->ops = &engine_ops;
   tern__config_defaults(&eng->config);
   if (config && tern__config_copy(&eng->config, config)) return TERN_ENOMEM;
   tern__list_init(&eng->submitted);
@@ -196,11 +204,11 @@ static void engine_destroy(tern_engine_t *eng) {
   free(eng);
 }
 
-void tern__engine_handle_gone(tern_engine_t *eng) {
+static void handle_gone(tern_engine_t *eng) {
   if (--eng->handles == 0 && eng->free_when_closed) engine_destroy(eng);
 }
 
-static void on_async_closed(uv_handle_t *h) { tern__engine_handle_gone(h->data); }
+static void on_async_closed(uv_handle_t *h) { handle_gone(h->data); }
 
 void tern_engine_free(tern_engine_t *eng) {
   if (eng == NULL) return;
@@ -286,7 +294,7 @@ static void abort_request(tern_request_t *req, int err) {
     tern__conn_fail(req->conn, req, err);
   } else {
     tern__list_remove(&req->node);
-    tern__complete(req, err);
+    complete(req, err);
   }
 }
 
@@ -325,7 +333,7 @@ static void on_async(uv_async_t *handle) {
 
 static void on_total_closed(uv_handle_t *h) { tern__request_unref(h->data); }
 
-void tern__complete(tern_request_t *req, int err) {
+static void complete(tern_request_t *req, int err) {
   if (atomic_load(&req->state) == TERN__REQ_DONE) return;
   tern_engine_t *eng = req->engine;
   err = tern__request_finish_file(req, err);
@@ -380,11 +388,11 @@ static void on_total_timeout(uv_timer_t *t) {
 static void start_request(tern_request_t *req) {
   tern_engine_t *eng = req->engine;
   if (eng->stopped) {
-    tern__complete(req, TERN_ESHUTDOWN);
+    complete(req, TERN_ESHUTDOWN);
     return;
   }
   if (atomic_load(&req->cancel_requested)) {
-    tern__complete(req, TERN_ECANCELED);
+    complete(req, TERN_ECANCELED);
     return;
   }
   if (req->timeouts[TERN_TIMEOUT_TOTAL]) {
@@ -397,133 +405,26 @@ static void start_request(tern_request_t *req) {
   }
   int r = tern__request_prepare(req, &eng->config);
   if (r) {
-    tern__complete(req, r);
+    complete(req, r);
     return;
   }
   if (req->sink_kind == TERN__SINK_FILE && req->dl_end && req->range_start >= req->dl_end) {
     req->range_done = true;
-    tern__complete(req, 0); /* a resumed file that already holds the whole range */
+    complete(req, 0); /* a resumed file that already holds the whole range */
     return;
   }
-  tern__dispatch(req);
+  tern__pool_dispatch(req);
 }
 
-/* ---- origins and the pool ---- */
-
-/* "user\npassword" for the request's proxy credentials, "" without any: part of the pool key. */
-static char *proxy_identity(const tern_request_t *req) {
-  const tern__auth *a = &req->proxy_auth;
-  tern__str id = {0};
-  if (tern__str_appendf(&id, "%s\n%s", a->user ? a->user : "", a->password ? a->password : ""))
-    return NULL;
-  return id.data;
-}
-
-tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
-  size_t bufsize = req->buffer_size ? req->buffer_size : eng->config.buffer_size;
-  char *pid = req->proxy_host ? proxy_identity(req) : NULL;
-  if (req->proxy_host && pid == NULL) return NULL;
-  for (tern__list *n = eng->origins.next; n != &eng->origins; n = n->next) {
-    tern__origin *o = tern__container_of(n, tern__origin, node);
-    if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
-        strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls_id) == 0) &&
-        o->proxy_port == req->proxy_port &&
-        (o->proxy_host == NULL) == (req->proxy_host == NULL) &&
-        (o->proxy_host == NULL ||
-         (strcmp(o->proxy_host, req->proxy_host) == 0 && strcmp(o->proxy_id, pid) == 0))) {
-      free(pid);
-      return o;
-    }
-  }
-  tern__origin *o = tern__calloc(1, sizeof *o);
-  if (o == NULL) {
-    free(pid);
-    return NULL;
-  }
-  o->proxy_id = pid;
-  o->host = tern__strdup(req->url.host);
-  if (o->host == NULL) {
-    free(pid);
-    free(o);
-    return NULL;
-  }
-  o->port = req->url.port;
-  o->tls = req->url.tls;
-  if (req->proxy_host) {
-    if ((o->proxy_host = tern__strdup(req->proxy_host)) == NULL) {
-      free(o->proxy_id);
-      free(o->host);
-      free(o);
-      return NULL;
-    }
-    o->proxy_port = req->proxy_port;
-  }
-  if (o->tls) {
-    o->tls_id = tern__strdup(req->tls_id);
-    o->tls_ctx = o->tls_id ? tern__tls_ctx_get(eng, req) : NULL;
-    if (o->tls_ctx == NULL) {
-      free(o->tls_id);
-      free(o->proxy_id);
-      free(o->proxy_host);
-      free(o->host);
-      free(o);
-      return NULL;
-    }
-  }
-  o->buffer_size = bufsize;
-  tern__list_init(&o->idle);
-  tern__list_init(&o->busy);
-  tern__list_init(&o->waiting);
-  /* Most recently used first: a crawler's hot origin is found at once. */
-  tern__list_insert_head(&eng->origins, &o->node);
-  return o;
-}
-
-static bool may_open(const tern_engine_t *eng, const tern__origin *o) {
-  return eng->config.max_conns_per_origin == 0 || o->nconns < eng->config.max_conns_per_origin;
-}
-
-void tern__dispatch(tern_request_t *req) {
-  tern_engine_t *eng = req->engine;
-  if (req->origin == NULL) {
-    req->origin = tern__origin_get(eng, req);
-    if (req->origin == NULL) {
-      tern__complete(req, TERN_ENOMEM);
-      return;
-    }
-  }
-  tern__origin *o = req->origin;
-  if (!req->force_new_conn && !tern__list_empty(&o->idle)) {
-    tern__conn *c = tern__container_of(o->idle.next, tern__conn, node);
-    tern__conn_send(c, req);
-    return;
-  }
-  if (!req->force_new_conn && eng->config.pipeline_depth > 1) {
-    for (tern__list *n = o->busy.next; n != &o->busy; n = n->next) {
-      tern__conn *c = tern__container_of(n, tern__conn, node);
-      if (tern__conn_can_pipeline(c, req, eng->config.pipeline_depth)) {
-        tern__conn_send(c, req);
-        return;
-      }
-    }
-  }
-  if (may_open(eng, o)) {
-    if (tern__conn_open(o, req, req->timeouts[TERN_TIMEOUT_CONNECT]) == NULL)
-      tern__complete(req, TERN_ENOMEM);
-    return;
-  }
-  tern__list_insert_tail(&o->waiting, &req->node);
-}
-
-void tern__hop_continue(tern_request_t *req) {
+static void hop_continue(tern_request_t *req) {
   tern_engine_t *eng = req->engine;
   if (eng->stopped) {
-    tern__complete(req, TERN_ESHUTDOWN);
+    complete(req, TERN_ESHUTDOWN);
     return;
   }
   int r = tern__request_next_hop(req);
   if (r) {
-    tern__complete(req, r);
+    complete(req, r);
     return;
   }
   tern__log(eng, TERN_LOG_INFO, req, "next hop: %s %s", req->method,
@@ -533,22 +434,22 @@ void tern__hop_continue(tern_request_t *req) {
   req->origin = NULL;                         /* a redirect may lead elsewhere */
   r = tern__request_prepare(req, &eng->config);
   if (r) {
-    tern__complete(req, r);
+    complete(req, r);
     return;
   }
-  tern__dispatch(req);
+  tern__pool_dispatch(req);
 }
 
-void tern__redispatch(tern_request_t *req, int err, bool counts_as_retry) {
+static void redispatch(tern_request_t *req, int err, bool counts_as_retry) {
   tern_engine_t *eng = req->engine;
   req->conn = NULL;
   if (eng->stopped) {
-    tern__complete(req, TERN_ESHUTDOWN);
+    complete(req, TERN_ESHUTDOWN);
     return;
   }
   if (counts_as_retry) {
     if (req->retried) {
-      tern__complete(req, err);
+      complete(req, err);
       return;
     }
     req->retried = true;
@@ -556,54 +457,18 @@ void tern__redispatch(tern_request_t *req, int err, bool counts_as_retry) {
     TERN__STAT_ADD(eng, TERN_STAT_RETRIES, 1);
   }
   if (!tern__request_can_replay(req)) {
-    tern__complete(req, err);
+    complete(req, err);
     return;
   }
   tern__request_rewind(req);
-  tern__dispatch(req);
-}
-
-void tern__pool_release(tern__conn *c) {
-  tern__origin *o = c->origin;
-  tern_engine_t *eng = c->engine;
-  if (!tern__list_empty(&o->waiting)) {
-    tern__list *n = o->waiting.next;
-    tern__list_remove(n);
-    tern__conn_send(c, tern__container_of(n, tern_request_t, node));
-    return;
-  }
-  uint64_t idle = eng->config.idle_timeout_ms;
-  if (c->idle_ms && c->idle_ms < idle) idle = c->idle_ms;
-  if (idle == 0 || eng->stopped) {
-    tern__conn_close(c);
-    return;
-  }
-  tern__list_remove(&c->node);
-  tern__list_insert_head(&o->idle, &c->node);
-  c->state = TERN__CONN_IDLE;
-  TERN__STAT_ADD(eng, TERN_STAT_CONNECTIONS_IDLE, 1);
-  c->timer_kind = TERN__TIMER_IDLE;
-  c->timer_ms = idle;
-  c->last_activity = uv_now(eng->loop);
-  tern__conn_arm_timer(c);
-}
-
-void tern__origin_conn_gone(tern__origin *o) {
-  o->nconns--;
-  if (tern__list_empty(&o->waiting)) return;
-  tern__list *n = o->waiting.next;
-  tern_request_t *req = tern__container_of(n, tern_request_t, node);
-  if (!may_open(req->engine, o)) return;
-  tern__list_remove(n);
-  if (tern__conn_open(o, req, req->timeouts[TERN_TIMEOUT_CONNECT]) == NULL)
-    tern__complete(req, TERN_ENOMEM);
+  tern__pool_dispatch(req);
 }
 
 static void fail_list(tern__list *l, int err) {
   while (!tern__list_empty(l)) {
     tern_request_t *req = tern__container_of(l->next, tern_request_t, node);
     tern__list_remove(&req->node);
-    tern__complete(req, err);
+    complete(req, err);
   }
 }
 
@@ -623,25 +488,7 @@ static void shutdown_all(tern_engine_t *eng) {
   uv_mutex_unlock(&eng->lock);
   fail_list(&subs, TERN_ESHUTDOWN);
   fail_list(&eng->ready, TERN_ESHUTDOWN);
-  while (!tern__list_empty(&eng->origins)) {
-    tern__origin *o = tern__container_of(eng->origins.next, tern__origin, node);
-    fail_list(&o->waiting, TERN_ESHUTDOWN);
-    while (!tern__list_empty(&o->busy)) {
-      tern__conn *c = tern__container_of(o->busy.next, tern__conn, node);
-      if (!tern__list_empty(&c->requests))
-        tern__conn_fail(c, NULL, TERN_ESHUTDOWN);
-      else
-        tern__conn_close(c);
-    }
-    while (!tern__list_empty(&o->idle))
-      tern__conn_close(tern__container_of(o->idle.next, tern__conn, node));
-    tern__list_remove(&o->node);
-    tern__tls_origin_free(o);
-    free(o->proxy_id);
-    free(o->proxy_host);
-    free(o->host);
-    free(o);
-  }
+  tern__pool_shutdown(eng);
   tern__tls_ctx_free_all(eng); /* connections still closing hold their own references */
   uv_close((uv_handle_t *)&eng->async, on_async_closed);
 }

@@ -408,10 +408,29 @@ enum {
 
 enum { TERN__RESP_HEAD, TERN__RESP_LENGTH, TERN__RESP_CHUNKED, TERN__RESP_CLOSE };
 
+#define TERN__MAX_HEADERS 256
+/* All interim (1xx) heads of one hop together: a server sending 100 Continue for ever must not
+ * keep a request alive for ever (curl stops at 300 KB of headers too). */
+#define TERN__MAX_INTERIM (300u * 1024u)
+
+/* What a connection (conn.c) reports to the protocol that drives it (http1.c). The protocol
+ * installs the table when it opens the connection; conn.c never names a protocol function. */
+typedef struct {
+  void (*connected)(tern__conn *c); /* TCP is up: start the tunnel, TLS or the exchange */
+  void (*ready)(tern__conn *c);     /* the TLS handshake finished */
+  /* Bytes were added to c->buf (decrypted already); tls is tern__tls_recv's result: 0, 1 when
+   * the peer sent close_notify, or a TERN_E* code. */
+  void (*received)(tern__conn *c, int tls);
+  void (*eof)(tern__conn *c, int uverr); /* the peer closed, or reading failed */
+  void (*written)(tern__conn *c, int status); /* a tern__conn_write finished */
+  void (*timer)(tern__conn *c); /* the protocol's own timer kinds: EXPECT, THROTTLE */
+} tern__conn_events;
+
 struct tern__conn {
   tern__list node; /* origin->idle or origin->busy */
   tern__origin *origin;
   tern_engine_t *engine;
+  const tern__conn_events *events;
   uv_tcp_t tcp;
   uv_timer_t timer;
   uv_connect_t connect_req;
@@ -487,9 +506,29 @@ struct tern__origin {
   struct ssl_session_st *session;  /* the latest session, offered by new connections */
 };
 
-/* ---- engine ----------------------------------------------------------------------------------- */
+/* ---- the engine and what the layers below report to it ---------------------------------------
+ * Calls point one way: engine.c -> pool.c -> http1.c -> http1_read.c, http1_write.c, proxy.c ->
+ * conn.c -> tls.c -> the request's files -> coding, parsing, URLs, errors. What a lower layer
+ * must tell an upper one goes through this table, which the engine installs. */
+typedef struct {
+  /* Completes a request once: error code, callbacks, statistics, engine reference. */
+  void (*complete)(tern_request_t *req, int err);
+  /* The request's current hop ended and leads to another: rewrite it and send it again. */
+  void (*hop_continue)(tern_request_t *req);
+  /* A connection lost a request that never saw a response byte: send it on a fresh one. */
+  void (*redispatch)(tern_request_t *req, int err, bool counts_as_retry);
+  /* A connection finished its requests and may be reused: hand it to a waiter or park it. */
+  void (*release)(tern__conn *c);
+  /* A connection just closed: wake waiters of its origin. */
+  void (*conn_gone)(tern__origin *o);
+  /* A closed connection's memory is gone: the engine may finish shutting down. */
+  void (*handle_gone)(tern_engine_t *eng);
+  /* The outermost engine callback returns: start requests submitted meanwhile. */
+  void (*drain)(tern_engine_t *eng);
+} tern__owner_ops;
 
 struct tern_engine {
+  const tern__owner_ops *ops;
   uv_loop_t *loop;
   uv_loop_t own_loop;
   bool owns_loop;
@@ -518,49 +557,117 @@ struct tern_engine {
 
 extern atomic_uint_fast64_t tern__requests_live;
 
-/* conn.c: applies the request's receive pause or resume (loop thread). */
-void tern__conn_apply_pause(tern_request_t *req);
+/* Every entry from libuv into the engine is bracketed by enter/leave: requests submitted from
+ * inside a callback are started on the way out, never re-entrantly in the middle of connection
+ * code, and without a round trip through uv_async. */
+static inline void tern__engine_enter(tern_engine_t *eng) { eng->depth++; }
+static inline void tern__engine_leave(tern_engine_t *eng) {
+  if (eng->depth == 1) eng->ops->drain(eng);
+  eng->depth--;
+}
+static inline void tern__owner_complete(tern_request_t *req, int err) {
+  req->engine->ops->complete(req, err);
+}
+static inline void tern__owner_hop_continue(tern_request_t *req) {
+  req->engine->ops->hop_continue(req);
+}
+static inline void tern__owner_redispatch(tern_request_t *req, int err, bool counts_as_retry) {
+  req->engine->ops->redispatch(req, err, counts_as_retry);
+}
 
-/* engine.c */
-void tern__engine_enter(tern_engine_t *eng);
-void tern__engine_leave(tern_engine_t *eng);
-/* Completes a request once: error code, callbacks, statistics, engine reference. */
-void tern__complete(tern_request_t *req, int err);
-/* Sends or queues a request on its origin's pool. */
-void tern__dispatch(tern_request_t *req);
-/* A connection lost requests that never saw a response byte: retry them on fresh ones. */
-void tern__redispatch(tern_request_t *req, int err, bool counts_as_retry);
+/* pool.c: origins and the connections they keep */
 /* Finds or creates the origin for a request. NULL when out of memory. */
 tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req);
-/* A connection just closed: wake waiters of its origin. */
-void tern__origin_conn_gone(tern__origin *o);
-/* The request's current hop ended and leads to another: rewrite it and send it again. */
-void tern__hop_continue(tern_request_t *req);
-/* A connection finished its requests and may be reused: hand it to a waiter or park it. */
+/* Sends or queues a request on its origin's pool. */
+void tern__pool_dispatch(tern_request_t *req);
 void tern__pool_release(tern__conn *c);
-/* A closed connection's memory is gone: the engine may finish shutting down. */
-void tern__engine_handle_gone(tern_engine_t *eng);
+void tern__pool_conn_gone(tern__origin *o);
+/* Shutdown: fails every waiting and active request with TERN_ESHUTDOWN, closes every
+ * connection and frees the origins. */
+void tern__pool_shutdown(tern_engine_t *eng);
 
-/* conn.c */
-tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms);
-void tern__conn_send(tern__conn *c, tern_request_t *req);
+/* http1.c: HTTP/1.1 exchanges on a connection */
+/* Opens a connection for `first` (taken off whatever list it is on). NULL when out of memory. */
+tern__conn *tern__http1_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms);
+/* Queues a request on an idle or pipelining connection and writes it when its turn comes. */
+void tern__http1_send(tern__conn *c, tern_request_t *req);
+bool tern__http1_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth);
+/* Applies the request's receive pause or resume (loop thread). */
+void tern__http1_apply_pause(tern_request_t *req);
+
+/* http1_write.c: the request's bytes */
+/* Composes and starts the next write: the head of the next unsent request and, with it, the
+ * first piece of its body, or the next piece of a body under way. */
+void tern__http1_write_next(tern__conn *c);
+/* The request is wholly on the wire: the head timer starts, reading resumes. */
+void tern__http1_request_sent(tern__conn *c, tern_request_t *req);
+
+/* http1_read.c: response framing */
+enum {
+  TERN__READ_MORE = 0,     /* everything in the buffer is handled: wait for more bytes */
+  TERN__READ_DONE = 1,     /* the oldest request's response is complete */
+  TERN__READ_CONTINUE = 2, /* a 100 Continue: the held-back body may go now */
+};
+/* Frames what the buffer holds for the oldest request, up to one event. Returns a
+ * TERN__READ_* value or a TERN_E* code for the oldest request. */
+int tern__http1_read(tern__conn *c);
+
+/* proxy.c: CONNECT tunnels */
+/* Sends CONNECT for the connection's origin. Returns 0 or a TERN_E* code. */
+int tern__proxy_tunnel_start(tern__conn *c);
+/* The proxy's answer so far. Returns 0 (wait, or the tunnel is up and TLS started), or a
+ * TERN_E* code. */
+int tern__proxy_tunnel_read(tern__conn *c);
+
+/* conn.c: a socket with its one buffer, resolve, connect, timers, reads, writes (through TLS) */
+tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms,
+                            const tern__conn_events *events);
+static inline tern_request_t *tern__conn_first(const tern__conn *c) {
+  return tern__list_empty(&c->requests)
+             ? NULL
+             : tern__container_of(c->requests.next, tern_request_t, node);
+}
+static inline int tern__conn_head_limit(const tern__conn *c) {
+  size_t lim = c->engine->config.max_header_size;
+  return (int)(lim < c->cap ? lim : c->cap);
+}
+/* Drops the first n bytes of the buffer. */
+void tern__conn_consume(tern__conn *c, size_t n);
+/* Starts the connection timer for `kind`, limited to `ms` (0: none). */
+void tern__conn_set_timer(tern__conn *c, int kind, uint64_t ms);
+/* (Re)starts the connection timer for c->timer_kind and c->timer_ms. */
+void tern__conn_arm_timer(tern__conn *c);
+/* Starts a timer of the protocol's own kind (events->timer fires) after `ms`. */
+void tern__conn_wait(tern__conn *c, int kind, uint64_t ms);
+void tern__conn_start_reading(tern__conn *c);
+void tern__conn_stop_reading(tern__conn *c);
+/* Writes the pieces (encrypted on TLS connections); events->written reports the end. Returns
+ * 0 or a TERN_E* code (set on req). */
+int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, unsigned nb);
+/* Starts the TLS handshake. Returns 0 or a TERN_E* code (set on the oldest request). */
+int tern__conn_start_tls(tern__conn *c);
+/* Decrypts what OpenSSL still holds into the buffer's free room. Same results as
+ * tern__tls_recv. */
+int tern__conn_tls_more(tern__conn *c);
 void tern__conn_close(tern__conn *c);
 /* Fails the connection: `req` (or the oldest request) gets `err`, the others are retried. */
 void tern__conn_fail(tern__conn *c, tern_request_t *req, int err);
-/* (Re)starts the connection timer for c->timer_kind and c->timer_ms. */
-void tern__conn_arm_timer(tern__conn *c);
-bool tern__conn_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth);
 
-/* tls.c */
+/* tls.c: OpenSSL as a filter on a connection's bytes; it reports by its return values */
 /* The context for a request's TLS settings; NULL when out of memory. Load failures are kept
  * in the context and reported by tern__tls_start. */
 tern__tls_ctx *tern__tls_ctx_get(tern_engine_t *eng, const tern_request_t *req);
 void tern__tls_ctx_free_all(tern_engine_t *eng);
 /* Starts the handshake on a connected socket. Returns 0 or a TERN_E* (set on the request). */
 int tern__tls_start(tern__conn *c);
-/* Ciphertext arrived at buf[len, len+n): decrypt in place, driving the handshake. Returns 0,
- * 1 when the peer sent close_notify, or a TERN_E* code (set on the oldest request). */
+/* Ciphertext arrived at buf[len, len+n): decrypt in place, driving the handshake (which is
+ * done when c->handshaking turns false). Returns 0, 1 when the peer sent close_notify, or a
+ * TERN_E* code (set on the oldest request). */
 int tern__tls_recv(tern__conn *c, size_t n);
+/* Handshake or alert bytes OpenSSL produced outside a request write, when no such write is
+ * under way: *out is set and 1 returned; the bytes stay owned until tern__tls_output_done. */
+int tern__tls_take_output(tern__conn *c, uv_buf_t *out);
+void tern__tls_output_done(tern__conn *c);
 /* Encrypts the plaintext pieces; *out is the ciphertext to write (owned by c->tls_req_bio). */
 int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t *out);
 void tern__tls_conn_free(tern__conn *c);
@@ -571,8 +678,6 @@ bool tern__tls_pending(tern__conn *c);
 /* Copies the connection's TLS facts (version, resumption) into the request. */
 void tern__tls_note(tern__conn *c, tern_request_t *req);
 void tern__tls_origin_free(tern__origin *o);
-/* conn.c: the handshake finished; start sending. */
-void tern__conn_ready(tern__conn *c);
 
 /* error.c */
 int tern__map_uv_error(int uverr, int fallback);

@@ -196,41 +196,20 @@ static BIO *detach_output(tern__conn *c) {
   return old;
 }
 
-static void on_extra_written(uv_write_t *wr, int status) {
-  tern__conn *c = tern__container_of(wr, tern__conn, tls_wreq);
-  BIO_free(c->tls_extra_bio);
-  c->tls_extra_bio = NULL;
-  if (c->state == TERN__CONN_CLOSING) return;
-  if (status < 0) {
-    tern_engine_t *eng = c->engine;
-    tern__engine_enter(eng);
-    tern_request_t *req = oldest(c);
-    if (req)
-      tern__request_set_error(req, TERN_ETLSHANDSHAKE, "TLS handshake with %s: send failed: %s",
-                              req->url.hostport, uv_strerror(status));
-    tern__conn_fail(c, NULL, TERN_ETLSHANDSHAKE);
-    tern__engine_leave(eng);
-  }
+int tern__tls_take_output(tern__conn *c, uv_buf_t *out) {
+  if (c->tls_extra_bio || BIO_ctrl_pending(SSL_get_wbio(c->ssl)) == 0) return 0;
+  BIO *bio = detach_output(c);
+  if (bio == NULL) return TERN_ENOMEM;
+  char *data;
+  long n = BIO_get_mem_data(bio, &data);
+  c->tls_extra_bio = bio;
+  *out = uv_buf_init(data, (unsigned)n);
+  return 1;
 }
 
-/* Sends handshake and alert bytes that OpenSSL produced outside a request write. Only one such
- * write is under way at a time; anything newer waits in the BIO and leaves with the next one
- * (or with the next request write, which takes the whole BIO in order). */
-static int flush_extra(tern__conn *c) {
-  if (c->tls_extra_bio || BIO_ctrl_pending(SSL_get_wbio(c->ssl)) == 0) return 0;
-  BIO *out = detach_output(c);
-  if (out == NULL) return TERN_ENOMEM;
-  char *data;
-  long n = BIO_get_mem_data(out, &data);
-  c->tls_extra_bio = out;
-  uv_buf_t b = uv_buf_init(data, (unsigned)n);
-  int r = uv_write(&c->tls_wreq, (uv_stream_t *)&c->tcp, &b, 1, on_extra_written);
-  if (r) {
-    BIO_free(out);
-    c->tls_extra_bio = NULL;
-    return TERN_ETLSHANDSHAKE;
-  }
-  return 0;
+void tern__tls_output_done(tern__conn *c) {
+  BIO_free(c->tls_extra_bio);
+  c->tls_extra_bio = NULL;
 }
 
 int tern__tls_start(tern__conn *c) {
@@ -317,12 +296,9 @@ static int handshake_failed(tern__conn *c, int ssl_err) {
 static int handshake_step(tern__conn *c) {
   ERR_clear_error();
   int r = SSL_do_handshake(c->ssl);
-  int fr = flush_extra(c);
-  if (fr) return fr;
   if (r == 1) {
     c->handshaking = false;
     c->tls_resumed = SSL_session_reused(c->ssl) != 0;
-    tern__conn_ready(c);
     return 0;
   }
   int e = SSL_get_error(c->ssl, r);
@@ -372,8 +348,6 @@ int tern__tls_recv(tern__conn *c, size_t n) {
       }
       return err;
     }
-    int fr = flush_extra(c); /* e.g. a KeyUpdate answer */
-    if (fr) return fr;
     if (fed == n) break;
     size_t piece = n - fed < FEED_PIECE ? n - fed : FEED_PIECE;
     if (BIO_write(rb, c->buf + base + fed, (int)piece) != (int)piece) return TERN_ENOMEM;

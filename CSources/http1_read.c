@@ -1,0 +1,212 @@
+/* Reading an HTTP/1.1 response: the head (parsed in place by http1_parse.c, interim 1xx heads
+ * kept for the caller), what it says about the connection (keep-alive, framing), and the body
+ * framed by Content-Length, chunked coding or the connection's end, delivered to the sink. */
+#include "internal.h"
+
+static int setup_response(tern__conn *c, tern_request_t *req, int minor, int status,
+                          const char *reason, size_t reason_len, tern__header_t *h, size_t n) {
+  int r = tern__request_set_response(req, minor, status, reason, reason_len, h, n);
+  if (r) return r;
+  const tern__header_t *te = NULL, *conn_hdr = NULL, *ka = NULL, *csize = NULL;
+  bool have_cl = false;
+  uint64_t cl = 0;
+  for (size_t i = 0; i < n; i++) {
+    /* The length picks the one name worth comparing: most fields match none. */
+    const char *nm = h[i].name;
+    size_t nl = h[i].name_len;
+    if (nl == 14 && tern__name_is(nm, nl, "content-length")) {
+      uint64_t v;
+      if (tern__parse_content_length(h[i].value, h[i].value_len, &v) || (have_cl && v != cl)) {
+        tern__request_set_error(req, TERN_EPROTO, "%s: invalid Content-Length", req->url.hostport);
+        return TERN_EPROTO;
+      }
+      have_cl = true;
+      cl = v;
+    } else if (nl == 17 && tern__name_is(nm, nl, "transfer-encoding")) {
+      te = &h[i];
+    } else if (nl == 10 && tern__name_is(nm, nl, "connection")) {
+      conn_hdr = &h[i];
+    } else if (nl == 10 && tern__name_is(nm, nl, "keep-alive")) {
+      ka = &h[i];
+    } else if (nl == 12 && tern__name_is(nm, nl, "content-size")) {
+      csize = &h[i];
+    }
+  }
+  c->http11 = minor == 1;
+  if (minor == 1)
+    c->keep_alive = !(conn_hdr && tern__has_token(conn_hdr->value, conn_hdr->value_len, "close"));
+  else
+    c->keep_alive = conn_hdr && tern__has_token(conn_hdr->value, conn_hdr->value_len, "keep-alive");
+  if (!req->persistent) c->keep_alive = false;
+  uint64_t secs;
+  if (ka && tern__parse_keep_alive_timeout(ka->value, ka->value_len, &secs) == 0) {
+    /* Leave a margin: a server closes at its timeout, and a request sent just then is lost. */
+    c->idle_ms = secs >= 2 ? (secs - 1) * 1000 : 500;
+  }
+  if (have_cl) req->content_length = (int64_t)cl;
+
+  tern__request_mark(req, TERN_TIME_HEADERS);
+  req->recv_start_ms = uv_now(c->engine->loop);
+  if (c->ssl) tern__tls_note(c, req);
+  tern__log(c->engine, TERN_LOG_INFO, req, "HTTP/1.%d %d %s from %s after %.3f s", minor, status,
+            req->reason, req->url.hostport, tern_request_get_time(req, TERN_TIME_HEADERS));
+  if (req->hop_response_cb && !atomic_load(&req->released) &&
+      req->hop_response_cb(req, status, req->hop_response_data) != 0) {
+    tern__request_set_error(req, TERN_ECANCELED, "canceled by the response callback");
+    return TERN_ECANCELED;
+  }
+  if ((r = tern__request_decide_hop(req)) != 0 || (r = tern__request_setup_sink(req)) != 0)
+    return r;
+  tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
+  if (req->is_head || status == 204 || status == 304) {
+    c->rstate = TERN__RESP_HEAD;
+    c->body_left = 0;
+    return 1; /* complete now */
+  }
+  if (te) {
+    if (have_cl) c->keep_alive = false; /* both framings: trust chunked, then close (RFC 9112) */
+    /* Another transfer coding (gzip, snappy, ...) would leave its bytes in the body, passed off
+     * as the content: refused, as curl does (its exit 61). */
+    if (!tern__is_chunked_only(te->value, te->value_len)) {
+      tern__request_set_error(req, TERN_EDECODE, "%s: unsupported Transfer-Encoding \"%.*s\"",
+                              req->url.hostport, (int)(te->value_len > 64 ? 64 : te->value_len),
+                              te->value);
+      return TERN_EDECODE;
+    }
+    c->rstate = TERN__RESP_CHUNKED;
+    tern__chunked_init(&c->chunked);
+    uint64_t v;
+    req->content_length = -1;
+    if (csize && tern__parse_content_length(csize->value, csize->value_len, &v) == 0)
+      req->content_length = (int64_t)v;
+    return 0;
+  }
+  if (have_cl) {
+    c->rstate = TERN__RESP_LENGTH;
+    c->body_left = cl;
+    return cl == 0 ? 1 : 0;
+  }
+  c->rstate = TERN__RESP_CLOSE;
+  c->keep_alive = false;
+  return 0;
+}
+
+int tern__http1_read(tern__conn *c) {
+  while (c->state == TERN__CONN_ACTIVE) {
+    tern_request_t *req = tern__conn_first(c);
+    if (req == NULL) {
+      if (c->len > 0) {
+        tern__conn_close(c); /* bytes nobody asked for */
+      }
+      return TERN__READ_MORE;
+    }
+    if (!req->sent && !req->awaiting_continue) return TERN__READ_MORE; /* bytes wait until the request is out */
+    if (c->len == 0) return TERN__READ_MORE;
+    int r;
+    switch (c->rstate) {
+      case TERN__RESP_HEAD: {
+        tern__header_t h[TERN__MAX_HEADERS];
+        size_t nh = TERN__MAX_HEADERS;
+        int minor = 0, status = 0;
+        const char *reason = NULL;
+        size_t reason_len = 0;
+        r = tern__parse_response(c->buf, c->len, c->last_len, &minor, &status, &reason,
+                                 &reason_len, h, &nh);
+        int limit = tern__conn_head_limit(c);
+        if (r == TERN__PARSE_INCOMPLETE) {
+          if (c->len >= (size_t)limit) {
+            tern__request_set_error(req, TERN_EHEADERSIZE,
+                                    "%s: response head exceeds %d bytes", req->url.hostport, limit);
+            return TERN_EHEADERSIZE;
+          }
+          c->last_len = c->len;
+          return 0;
+        }
+        if (r == TERN__PARSE_TOO_MANY || r > limit) {
+          tern__request_set_error(req, TERN_EHEADERSIZE, "%s: response head exceeds %s",
+                                  req->url.hostport,
+                                  r == TERN__PARSE_TOO_MANY ? "256 fields" : "its size limit");
+          return TERN_EHEADERSIZE;
+        }
+        if (r < 0) {
+          tern__request_set_error(req, TERN_EPROTO, "%s: malformed response head",
+                                  req->url.hostport);
+          return TERN_EPROTO;
+        }
+        c->last_len = 0;
+        if (status < 200) {
+          if (status == 101) {
+            tern__request_set_error(req, TERN_EPROTO, "%s: unexpected 101 Switching Protocols",
+                                    req->url.hostport);
+            return TERN_EPROTO;
+          }
+          if (req->interim.len + (size_t)r > TERN__MAX_INTERIM) {
+            tern__request_set_error(req, TERN_EHEADERSIZE,
+                                    "%s: interim (1xx) responses exceed %u bytes",
+                                    req->url.hostport, TERN__MAX_INTERIM);
+            return TERN_EHEADERSIZE;
+          }
+          /* Interim responses (100, 103) change nothing here; they are kept for the caller. */
+          if (tern__str_append(&req->interim, c->buf, (size_t)r)) return TERN_ENOMEM;
+          tern__conn_consume(c, (size_t)r);
+          if (status == 100 && req->awaiting_continue) {
+            req->awaiting_continue = false;
+            tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
+            return TERN__READ_CONTINUE;
+          }
+          continue;
+        }
+        if (req->awaiting_continue) {
+          /* A final answer to the head alone: the body is not sent, and since the server may
+           * still expect it, the connection is not reused. */
+          req->awaiting_continue = false;
+          req->body_skipped = true;
+          req->body_done = true;
+          req->sent = true;
+          c->no_more = true;
+        }
+        int done = setup_response(c, req, minor, status, reason, reason_len, h, nh);
+        if (done < 0) return done;
+        tern__conn_consume(c, (size_t)r);
+        if ((r = tern__request_progress_download(req, false)) != 0) return r;
+        if (done) return TERN__READ_DONE;
+        continue;
+      }
+      case TERN__RESP_LENGTH: {
+        size_t n = c->len < c->body_left ? c->len : (size_t)c->body_left;
+        if ((r = tern__request_deliver(req, c->buf, n)) != 0) return r;
+        c->body_left -= n;
+        tern__conn_consume(c, n);
+        if (c->body_left == 0) return TERN__READ_DONE;
+        if ((r = tern__request_progress_download(req, false)) != 0) return r;
+        return 0;
+      }
+      case TERN__RESP_CHUNKED: {
+        size_t dlen = c->len;
+        ssize_t rest = tern__decode_chunked(&c->chunked, c->buf, &dlen);
+        if (rest == TERN__PARSE_ERROR) {
+          tern__request_set_error(req, TERN_ECHUNKED, "%s: malformed chunked body",
+                                  req->url.hostport);
+          return TERN_ECHUNKED;
+        }
+        if (dlen && (r = tern__request_deliver(req, c->buf, dlen)) != 0) return r;
+        if (rest == TERN__PARSE_INCOMPLETE) {
+          c->len = 0;
+          if ((r = tern__request_progress_download(req, false)) != 0) return r;
+          return 0;
+        }
+        c->len = dlen + (size_t)rest;
+        tern__conn_consume(c, dlen);
+        return TERN__READ_DONE;
+      }
+      case TERN__RESP_CLOSE: {
+        if ((r = tern__request_deliver(req, c->buf, c->len)) != 0) return r;
+        c->len = 0;
+        if ((r = tern__request_progress_download(req, false)) != 0) return r;
+        return 0;
+      }
+    }
+  }
+  return 0;
+}
+

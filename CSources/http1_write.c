@@ -1,0 +1,115 @@
+/* Writing an HTTP/1.1 request: its head (serialized once, by request_head.c) and its body,
+ * piece by piece: memory bodies straight from the caller's copy, file, callback and compressed
+ * bodies staged in the connection's buffer, chunked framing when the length is unknown. */
+#include "internal.h"
+
+#include <stdio.h>
+
+/* Memory bodies go out in pieces of this size, so upload progress moves. */
+#define MEM_PIECE (1u << 20)
+
+/* The request whose bytes go out next: the oldest one not yet fully sent. */
+static tern_request_t *next_unsent(const tern__conn *c) {
+  for (tern__list *n = c->requests.next; n != &c->requests; n = n->next) {
+    tern_request_t *req = tern__container_of(n, tern_request_t, node);
+    if (!req->sent) return req;
+  }
+  return NULL;
+}
+
+void tern__http1_request_sent(tern__conn *c, tern_request_t *req) {
+  req->sent = true;
+  c->writing_req = NULL;
+  tern__request_mark(req, TERN_TIME_SENT);
+  tern__log(c->engine, TERN_LOG_INFO, req, "sent %s %s to %s on connection #%llu", req->method,
+            req->url.target, req->url.hostport, (unsigned long long)c->id);
+  if (c->upload_buffered) c->upload_buffered = false;
+  if (req == tern__conn_first(c) && req->status == 0)
+    tern__conn_set_timer(c, TERN__TIMER_HEADERS, req->timeouts[TERN_TIMEOUT_HEADERS]);
+  tern__conn_start_reading(c);
+}
+
+void tern__http1_write_next(tern__conn *c) {
+  if (c->writing || c->state != TERN__CONN_ACTIVE) return;
+  tern_request_t *req = next_unsent(c);
+  if (req == NULL) return;
+  c->writing_req = req;
+  bool has_body = req->body_kind != TERN__BODY_NONE;
+  bool chunked = req->body_len == UINT64_MAX;
+  uv_buf_t bufs[5];
+  unsigned nb = 0;
+  if (!req->head_sent) bufs[nb++] = uv_buf_init(req->head, (unsigned)req->head_len);
+  c->pending_body = 0;
+  c->last_chunk_pending = false;
+  bool hold_body = !req->head_sent && req->expect_continue;
+  if (has_body && !req->body_done && !hold_body) {
+    const char *ptr = NULL;
+    int64_t n;
+    if (req->gzip_body) {
+      /* Compressed bodies are staged in the buffer like file bodies. */
+      if (c->len != 0) {
+        tern__request_set_error(req, TERN_EPROTO, "%s: response bytes arrived before the request was sent",
+                                req->url.hostport);
+        tern__conn_fail(c, req, TERN_EPROTO);
+        return;
+      }
+      if (req->encoder == NULL && (req->encoder = tern__encoder_new()) == NULL) {
+        tern__conn_fail(c, req, TERN_ENOMEM);
+        return;
+      }
+      tern__conn_stop_reading(c);
+      c->upload_buffered = true;
+      n = tern__encoder_fill(req->encoder, req, c->buf, c->cap);
+      ptr = c->buf;
+    } else if (req->body_kind == TERN__BODY_MEM) {
+      uint64_t left = req->body_len - req->body_sent;
+      uint64_t piece = c->ssl ? c->cap : MEM_PIECE; /* bounds the ciphertext held per write */
+      n = (int64_t)(left < piece ? left : piece);
+      ptr = (const char *)req->body_mem + req->body_sent;
+    } else {
+      /* The body is staged in the connection buffer: no response bytes may land there now. */
+      if (c->len == 0) {
+        tern__conn_stop_reading(c);
+        c->upload_buffered = true;
+        n = tern__request_read_plain(req, c->buf, c->cap);
+        ptr = c->buf;
+      } else {
+        n = TERN_EPROTO;
+        tern__request_set_error(req, TERN_EPROTO, "%s: response bytes arrived before the request was sent",
+                                req->url.hostport);
+      }
+    }
+    if (n < 0) {
+      tern__conn_fail(c, req, (int)n);
+      return;
+    }
+    c->pending_body = req->gzip_body ? 0 : (size_t)n; /* compressed: counted as pulled */
+    if (chunked) {
+      if (n > 0) {
+        int k = snprintf(c->chunk_line, sizeof c->chunk_line, "%llx\r\n", (unsigned long long)n);
+        bufs[nb++] = uv_buf_init(c->chunk_line, (unsigned)k);
+        bufs[nb++] = uv_buf_init((char *)ptr, (unsigned)n);
+        bufs[nb++] = uv_buf_init((char *)"\r\n", 2);
+      }
+      if (n == 0 || (req->gzip_body && tern__encoder_done(req->encoder))) {
+        bufs[nb++] = uv_buf_init((char *)"0\r\n\r\n", 5);
+        c->last_chunk_pending = true;
+      }
+    } else if (n > 0) {
+      bufs[nb++] = uv_buf_init((char *)ptr, (unsigned)n);
+    }
+  }
+  if (nb == 0) {
+    req->body_done = true;
+    tern__http1_request_sent(c, req);
+    return;
+  }
+  int r = tern__conn_write(c, req, bufs, nb);
+  if (r) {
+    tern__conn_fail(c, req, r);
+    return;
+  }
+  if (!req->head_sent && has_body)
+    tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
+}
+

@@ -1,0 +1,178 @@
+/* The pool: one origin per distinct (host, port, TLS settings, proxy and its credentials), its
+ * idle and busy connections, and the requests waiting for a connection slot. A request goes to
+ * an idle connection, a pipelining one, a new one, or waits. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* "user\npassword" for the request's proxy credentials, "" without any: part of the pool key. */
+static char *proxy_identity(const tern_request_t *req) {
+  const tern__auth *a = &req->proxy_auth;
+  tern__str id = {0};
+  if (tern__str_appendf(&id, "%s\n%s", a->user ? a->user : "", a->password ? a->password : ""))
+    return NULL;
+  return id.data;
+}
+
+tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
+  size_t bufsize = req->buffer_size ? req->buffer_size : eng->config.buffer_size;
+  char *pid = req->proxy_host ? proxy_identity(req) : NULL;
+  if (req->proxy_host && pid == NULL) return NULL;
+  for (tern__list *n = eng->origins.next; n != &eng->origins; n = n->next) {
+    tern__origin *o = tern__container_of(n, tern__origin, node);
+    if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
+        strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls_id) == 0) &&
+        o->proxy_port == req->proxy_port &&
+        (o->proxy_host == NULL) == (req->proxy_host == NULL) &&
+        (o->proxy_host == NULL ||
+         (strcmp(o->proxy_host, req->proxy_host) == 0 && strcmp(o->proxy_id, pid) == 0))) {
+      free(pid);
+      return o;
+    }
+  }
+  tern__origin *o = tern__calloc(1, sizeof *o);
+  if (o == NULL) {
+    free(pid);
+    return NULL;
+  }
+  o->proxy_id = pid;
+  o->host = tern__strdup(req->url.host);
+  if (o->host == NULL) {
+    free(pid);
+    free(o);
+    return NULL;
+  }
+  o->port = req->url.port;
+  o->tls = req->url.tls;
+  if (req->proxy_host) {
+    if ((o->proxy_host = tern__strdup(req->proxy_host)) == NULL) {
+      free(o->proxy_id);
+      free(o->host);
+      free(o);
+      return NULL;
+    }
+    o->proxy_port = req->proxy_port;
+  }
+  if (o->tls) {
+    o->tls_id = tern__strdup(req->tls_id);
+    o->tls_ctx = o->tls_id ? tern__tls_ctx_get(eng, req) : NULL;
+    if (o->tls_ctx == NULL) {
+      free(o->tls_id);
+      free(o->proxy_id);
+      free(o->proxy_host);
+      free(o->host);
+      free(o);
+      return NULL;
+    }
+  }
+  o->buffer_size = bufsize;
+  tern__list_init(&o->idle);
+  tern__list_init(&o->busy);
+  tern__list_init(&o->waiting);
+  /* Most recently used first: a crawler's hot origin is found at once. */
+  tern__list_insert_head(&eng->origins, &o->node);
+  return o;
+}
+
+static bool may_open(const tern_engine_t *eng, const tern__origin *o) {
+  return eng->config.max_conns_per_origin == 0 || o->nconns < eng->config.max_conns_per_origin;
+}
+
+void tern__pool_dispatch(tern_request_t *req) {
+  tern_engine_t *eng = req->engine;
+  if (req->origin == NULL) {
+    req->origin = tern__origin_get(eng, req);
+    if (req->origin == NULL) {
+      tern__owner_complete(req, TERN_ENOMEM);
+      return;
+    }
+  }
+  tern__origin *o = req->origin;
+  if (!req->force_new_conn && !tern__list_empty(&o->idle)) {
+    tern__conn *c = tern__container_of(o->idle.next, tern__conn, node);
+    tern__http1_send(c, req);
+    return;
+  }
+  if (!req->force_new_conn && eng->config.pipeline_depth > 1) {
+    for (tern__list *n = o->busy.next; n != &o->busy; n = n->next) {
+      tern__conn *c = tern__container_of(n, tern__conn, node);
+      if (tern__http1_can_pipeline(c, req, eng->config.pipeline_depth)) {
+        tern__http1_send(c, req);
+        return;
+      }
+    }
+  }
+  if (may_open(eng, o)) {
+    if (tern__http1_open(o, req, req->timeouts[TERN_TIMEOUT_CONNECT]) == NULL)
+      tern__owner_complete(req, TERN_ENOMEM);
+    return;
+  }
+  tern__list_insert_tail(&o->waiting, &req->node);
+}
+
+void tern__pool_release(tern__conn *c) {
+  tern__origin *o = c->origin;
+  tern_engine_t *eng = c->engine;
+  if (!tern__list_empty(&o->waiting)) {
+    tern__list *n = o->waiting.next;
+    tern__list_remove(n);
+    tern__http1_send(c, tern__container_of(n, tern_request_t, node));
+    return;
+  }
+  uint64_t idle = eng->config.idle_timeout_ms;
+  if (c->idle_ms && c->idle_ms < idle) idle = c->idle_ms;
+  if (idle == 0 || eng->stopped) {
+    tern__conn_close(c);
+    return;
+  }
+  tern__list_remove(&c->node);
+  tern__list_insert_head(&o->idle, &c->node);
+  c->state = TERN__CONN_IDLE;
+  TERN__STAT_ADD(eng, TERN_STAT_CONNECTIONS_IDLE, 1);
+  c->timer_kind = TERN__TIMER_IDLE;
+  c->timer_ms = idle;
+  c->last_activity = uv_now(eng->loop);
+  tern__conn_arm_timer(c);
+}
+
+void tern__pool_conn_gone(tern__origin *o) {
+  o->nconns--;
+  if (tern__list_empty(&o->waiting)) return;
+  tern__list *n = o->waiting.next;
+  tern_request_t *req = tern__container_of(n, tern_request_t, node);
+  if (!may_open(req->engine, o)) return;
+  tern__list_remove(n);
+  if (tern__http1_open(o, req, req->timeouts[TERN_TIMEOUT_CONNECT]) == NULL)
+    tern__owner_complete(req, TERN_ENOMEM);
+}
+
+static void fail_list(tern__list *l, int err) {
+  while (!tern__list_empty(l)) {
+    tern_request_t *req = tern__container_of(l->next, tern_request_t, node);
+    tern__list_remove(&req->node);
+    tern__owner_complete(req, err);
+  }
+}
+
+void tern__pool_shutdown(tern_engine_t *eng) {
+  while (!tern__list_empty(&eng->origins)) {
+    tern__origin *o = tern__container_of(eng->origins.next, tern__origin, node);
+    fail_list(&o->waiting, TERN_ESHUTDOWN);
+    while (!tern__list_empty(&o->busy)) {
+      tern__conn *c = tern__container_of(o->busy.next, tern__conn, node);
+      if (!tern__list_empty(&c->requests))
+        tern__conn_fail(c, NULL, TERN_ESHUTDOWN);
+      else
+        tern__conn_close(c);
+    }
+    while (!tern__list_empty(&o->idle))
+      tern__conn_close(tern__container_of(o->idle.next, tern__conn, node));
+    tern__list_remove(&o->node);
+    tern__tls_origin_free(o);
+    free(o->proxy_id);
+    free(o->proxy_host);
+    free(o->host);
+    free(o);
+  }
+}
