@@ -36,6 +36,10 @@ struct tern__decoder {
   unsigned char head[2];
   size_t nhead;
   uint64_t in_total, out_total;
+  uint64_t max_bytes;  /* 0: none */
+  unsigned max_ratio;  /* 0: none */
+  uint64_t grace;      /* output below this is not held to the ratio */
+  char msg[200];       /* why decoding failed ("" when the sink failed) */
 #ifdef TERN_HAVE_BROTLI
   BrotliDecoderState *br;
 #endif
@@ -159,10 +163,19 @@ void tern__decoder_free(tern__decoder *d) {
   free(d);
 }
 
-static int fail(tern_request_t *req, const char *what) {
-  tern__request_set_error(req, TERN_EDECODE, "%s: %s", req->url.hostport, what);
+static int fail(tern__decoder *d, const char *what) {
+  snprintf(d->msg, sizeof d->msg, "%s", what);
   return TERN_EDECODE;
 }
+
+void tern__decoder_set_limits(tern__decoder *d, uint64_t max_bytes, unsigned max_ratio,
+                              bool in_memory) {
+  d->max_bytes = max_bytes;
+  d->max_ratio = max_ratio;
+  d->grace = in_memory ? RATIO_GRACE_MEMORY : RATIO_GRACE_STREAM;
+}
+
+const char *tern__decoder_message(const tern__decoder *d) { return d->msg[0] ? d->msg : NULL; }
 
 /* "deflate" is meant to be zlib-wrapped (RFC 9110 8.4.1.2), but some servers send raw
  * deflate: the first two bytes tell which. */
@@ -176,39 +189,32 @@ static int start_deflate(tern__decoder *d) {
 
 /* Output of `made` bytes in d->out after `in` input bytes: checked against the limits, then
  * passed to the sink. */
-static int emit(tern__decoder *d, tern_request_t *req, size_t made, uint64_t in,
-                tern__sink_fn sink) {
+static int emit(tern__decoder *d, size_t made, uint64_t in, tern__sink_fn sink, void *ctx) {
   d->out_total += made;
-  if (req->decoded_max_bytes && d->out_total > req->decoded_max_bytes) {
-    tern__request_set_error(req, TERN_EDECODELIMIT,
-                            "%s: decoded body exceeds its limit of %llu bytes", req->url.hostport,
-                            (unsigned long long)req->decoded_max_bytes);
+  if (d->max_bytes && d->out_total > d->max_bytes) {
+    snprintf(d->msg, sizeof d->msg, "decoded body exceeds its limit of %llu bytes",
+             (unsigned long long)d->max_bytes);
     return TERN_EDECODELIMIT;
   }
-  uint64_t grace = req->sink_kind == TERN__SINK_MEM && !req->to_file ? RATIO_GRACE_MEMORY
-                                                                       : RATIO_GRACE_STREAM;
-  if (req->decoded_max_ratio && d->out_total > grace &&
-      d->out_total / (in ? in : 1) > req->decoded_max_ratio) {
-    tern__request_set_error(
-        req, TERN_EDECODELIMIT,
-        "%s: compressed body expands more than %u:1 (%llu bytes from %llu); refusing a likely "
-        "decompression bomb",
-        req->url.hostport, req->decoded_max_ratio, (unsigned long long)d->out_total,
-        (unsigned long long)in);
+  if (d->max_ratio && d->out_total > d->grace && d->out_total / (in ? in : 1) > d->max_ratio) {
+    snprintf(d->msg, sizeof d->msg,
+             "compressed body expands more than %u:1 (%llu bytes from %llu); refusing a likely "
+             "decompression bomb",
+             d->max_ratio, (unsigned long long)d->out_total, (unsigned long long)in);
     return TERN_EDECODELIMIT;
   }
-  return sink(req, (const char *)d->out, made);
+  return sink(ctx, (const char *)d->out, made);
 }
 
-static int inflate_some(tern__decoder *d, tern_request_t *req, const unsigned char *p, size_t n,
-                        tern__sink_fn sink) {
+static int inflate_some(tern__decoder *d, const unsigned char *p, size_t n, tern__sink_fn sink,
+                        void *ctx) {
   d->zs.next_in = (unsigned char *)p;
   d->zs.avail_in = (uInt)n;
   while (d->zs.avail_in > 0) {
     if (d->ended) {
       /* Bytes after a complete gzip member start another member (RFC 1952 2.2). */
-      if (d->kind != KIND_GZIP) return fail(req, "data after the end of the deflate stream");
-      if (inflateReset(&d->zs) != Z_OK) return fail(req, "cannot restart the gzip stream");
+      if (d->kind != KIND_GZIP) return fail(d, "data after the end of the deflate stream");
+      if (inflateReset(&d->zs) != Z_OK) return fail(d, "cannot restart the gzip stream");
       d->ended = false;
     }
     d->zs.next_out = d->out;
@@ -218,10 +224,10 @@ static int inflate_some(tern__decoder *d, tern_request_t *req, const unsigned ch
     if (r == Z_STREAM_END) {
       d->ended = true;
     } else if (r != Z_OK && !(r == Z_BUF_ERROR && made > 0)) {
-      return fail(req, d->zs.msg ? d->zs.msg : "corrupt compressed body");
+      return fail(d, d->zs.msg ? d->zs.msg : "corrupt compressed body");
     }
     if (made) {
-      int e = emit(d, req, made, d->in_total - d->zs.avail_in, sink);
+      int e = emit(d, made, d->in_total - d->zs.avail_in, sink, ctx);
       if (e) return e;
     }
   }
@@ -229,13 +235,13 @@ static int inflate_some(tern__decoder *d, tern_request_t *req, const unsigned ch
 }
 
 #ifdef TERN_HAVE_BROTLI
-static int brotli_some(tern__decoder *d, tern_request_t *req, const unsigned char *p, size_t n,
-                       tern__sink_fn sink) {
+static int brotli_some(tern__decoder *d, const unsigned char *p, size_t n, tern__sink_fn sink,
+                      void *ctx) {
   size_t avail_in = n;
   const uint8_t *next_in = p;
   for (;;) {
     if (d->ended) {
-      if (avail_in > 0) return fail(req, "data after the end of the brotli stream");
+      if (avail_in > 0) return fail(d, "data after the end of the brotli stream");
       return 0;
     }
     size_t avail_out = OUT_SIZE;
@@ -243,11 +249,11 @@ static int brotli_some(tern__decoder *d, tern_request_t *req, const unsigned cha
     BrotliDecoderResult r =
         BrotliDecoderDecompressStream(d->br, &avail_in, &next_in, &avail_out, &next_out, NULL);
     if (r == BROTLI_DECODER_RESULT_ERROR)
-      return fail(req, BrotliDecoderErrorString(BrotliDecoderGetErrorCode(d->br)));
+      return fail(d, BrotliDecoderErrorString(BrotliDecoderGetErrorCode(d->br)));
     if (r == BROTLI_DECODER_RESULT_SUCCESS) d->ended = true;
     size_t made = OUT_SIZE - avail_out;
     if (made) {
-      int e = emit(d, req, made, d->in_total - avail_in, sink);
+      int e = emit(d, made, d->in_total - avail_in, sink, ctx);
       if (e) return e;
     }
     if (r == BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT && avail_in == 0) return 0;
@@ -256,8 +262,8 @@ static int brotli_some(tern__decoder *d, tern_request_t *req, const unsigned cha
 #endif
 
 #ifdef TERN_HAVE_ZSTD
-static int zstd_some(tern__decoder *d, tern_request_t *req, const unsigned char *p, size_t n,
-                     tern__sink_fn sink) {
+static int zstd_some(tern__decoder *d, const unsigned char *p, size_t n, tern__sink_fn sink,
+                      void *ctx) {
   ZSTD_inBuffer in = {p, n, 0};
   for (;;) {
     /* Keep the frame's header: libzstd's streaming decoder (1.5.4) can finish a frame without
@@ -273,11 +279,11 @@ static int zstd_some(tern__decoder *d, tern_request_t *req, const unsigned char 
       uint32_t magic = (uint32_t)d->frame_head[0] | (uint32_t)d->frame_head[1] << 8 |
                        (uint32_t)d->frame_head[2] << 16 | (uint32_t)d->frame_head[3] << 24;
       if (magic != ZSTD_MAGICNUMBER && (magic & ZSTD_MAGIC_SKIPPABLE_MASK) != ZSTD_MAGIC_SKIPPABLE_START)
-        return fail(req, "not a zstd frame (RFC 8878)");
+        return fail(d, "not a zstd frame (RFC 8878)");
     }
     ZSTD_outBuffer out = {d->out, OUT_SIZE, 0};
     size_t r = ZSTD_decompressStream(d->zstd, &out, &in);
-    if (ZSTD_isError(r)) return fail(req, ZSTD_getErrorName(r));
+    if (ZSTD_isError(r)) return fail(d, ZSTD_getErrorName(r));
     d->frame_out += out.pos;
     /* 0: a frame ended and is flushed; the next bytes, if any, start another frame. */
     d->ended = r == 0;
@@ -285,12 +291,12 @@ static int zstd_some(tern__decoder *d, tern_request_t *req, const unsigned char 
       unsigned long long declared = ZSTD_getFrameContentSize(d->frame_head, d->frame_head_len);
       if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR &&
           declared != d->frame_out)
-        return fail(req, "zstd frame size differs from the size its header declares");
+        return fail(d, "zstd frame size differs from the size its header declares");
       d->frame_head_len = 0;
       d->frame_out = 0;
     }
     if (out.pos) {
-      int e = emit(d, req, out.pos, d->in_total - (n - in.pos), sink);
+      int e = emit(d, out.pos, d->in_total - (n - in.pos), sink, ctx);
       if (e) return e;
     }
     if (in.pos == in.size && out.pos < out.size) return 0;
@@ -298,15 +304,15 @@ static int zstd_some(tern__decoder *d, tern_request_t *req, const unsigned char 
 }
 #endif
 
-int tern__decoder_write(tern__decoder *d, tern_request_t *req, const char *data, size_t n,
-                        tern__sink_fn sink) {
+int tern__decoder_write(tern__decoder *d, const char *data, size_t n, tern__sink_fn sink,
+                        void *ctx) {
   const unsigned char *p = (const unsigned char *)data;
   d->in_total += n;
 #ifdef TERN_HAVE_BROTLI
-  if (d->kind == KIND_BR) return n ? brotli_some(d, req, p, n, sink) : 0;
+  if (d->kind == KIND_BR) return n ? brotli_some(d, p, n, sink, ctx) : 0;
 #endif
 #ifdef TERN_HAVE_ZSTD
-  if (d->kind == KIND_ZSTD) return n ? zstd_some(d, req, p, n, sink) : 0;
+  if (d->kind == KIND_ZSTD) return n ? zstd_some(d, p, n, sink, ctx) : 0;
 #endif
   if (!d->started) {
     while (n && d->nhead < 2) {
@@ -316,10 +322,10 @@ int tern__decoder_write(tern__decoder *d, tern_request_t *req, const char *data,
     if (d->nhead < 2) return 0;
     int r = start_deflate(d);
     if (r) return r;
-    r = inflate_some(d, req, d->head, 2, sink);
+    r = inflate_some(d, d->head, 2, sink, ctx);
     if (r) return r;
   }
-  return n ? inflate_some(d, req, p, n, sink) : 0;
+  return n ? inflate_some(d, p, n, sink, ctx) : 0;
 }
 
 /* ---- request bodies ---- */
@@ -351,13 +357,13 @@ void tern__encoder_free(tern__encoder *e) {
 
 bool tern__encoder_done(const tern__encoder *e) { return e->finished; }
 
-int64_t tern__encoder_fill(tern__encoder *e, tern_request_t *req, char *out, size_t cap) {
+int64_t tern__encoder_fill(tern__encoder *e, tern__pull_fn pull, void *ctx, char *out, size_t cap) {
   e->zs.next_out = (unsigned char *)out;
   e->zs.avail_out = (uInt)cap;
   while (e->zs.avail_out > 0 && !e->finished) {
     if (e->zs.avail_in == 0 && !e->input_eof) {
       const char *p = NULL;
-      int64_t k = tern__request_pull_plain(req, e->scratch, sizeof e->scratch, &p);
+      int64_t k = pull(ctx, e->scratch, sizeof e->scratch, &p);
       if (k < 0) return k;
       if (k == 0) {
         e->input_eof = true;
@@ -370,16 +376,14 @@ int64_t tern__encoder_fill(tern__encoder *e, tern_request_t *req, char *out, siz
     if (r == Z_STREAM_END) {
       e->finished = true;
     } else if (r != Z_OK && r != Z_BUF_ERROR) {
-      tern__request_set_error(req, TERN_EIO, "compressing the body for %s failed",
-                              req->url.hostport);
       return TERN_EIO;
     }
   }
   return (int64_t)(cap - e->zs.avail_out);
 }
 
-int tern__decoder_end(tern__decoder *d, tern_request_t *req) {
+int tern__decoder_end(tern__decoder *d) {
   if (d->in_total == 0) return 0; /* an empty body is an empty representation */
-  if (!d->ended) return fail(req, "compressed body ended before its end marker (truncated)");
+  if (!d->ended) return fail(d, "compressed body ended before its end marker (truncated)");
   return 0;
 }

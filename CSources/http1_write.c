@@ -29,6 +29,10 @@ void tern__http1_request_sent(tern__conn *c, tern_request_t *req) {
   tern__conn_start_reading(c);
 }
 
+static int64_t pull_plain(void *req, char *scratch, size_t cap, const char **ptr) {
+  return tern__request_pull_plain(req, scratch, cap, ptr);
+}
+
 void tern__http1_write_next(tern__conn *c) {
   if (c->writing || c->state != TERN__CONN_ACTIVE) return;
   tern_request_t *req = next_unsent(c);
@@ -59,7 +63,10 @@ void tern__http1_write_next(tern__conn *c) {
       }
       tern__conn_stop_reading(c);
       c->upload_buffered = true;
-      n = tern__encoder_fill(req->encoder, req, c->buf, c->cap);
+      n = tern__encoder_fill(req->encoder, pull_plain, req, c->buf, c->cap);
+      if (n == TERN_EIO)
+        tern__request_set_error(req, TERN_EIO, "compressing the body for %s failed",
+                                req->url.hostport);
       ptr = c->buf;
     } else if (req->body_kind == TERN__BODY_MEM) {
       uint64_t left = req->body_len - req->body_sent;

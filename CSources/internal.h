@@ -88,10 +88,11 @@ int tern__str_append(tern__str *s, const void *p, size_t n);
 int tern__str_appendf(tern__str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tern__str_free(tern__str *s);
 
-/* ---- content decoding (gzip.c) ---- */
+/* ---- content codings (gzip.c): no request in sight, only bytes, limits and functions ---- */
 
 typedef struct tern__decoder tern__decoder;
-typedef int (*tern__sink_fn)(tern_request_t *req, const char *data, size_t n);
+/* Where decoded bytes go. Returns 0 or a TERN_E* code (which stops decoding). */
+typedef int (*tern__sink_fn)(void *ctx, const char *data, size_t n);
 #define TERN__CODING_IDENTITY (-1) /* no Content-Encoding, or only "identity" */
 #define TERN__CODING_UNKNOWN (-2)  /* one this build cannot decode, or several stacked */
 /* The decoder kind (>= 0) for a Content-Encoding value, or one of the two above. */
@@ -101,18 +102,27 @@ const char *tern__decoder_name(int kind);
 /* The Accept-Encoding value naming every coding this build decodes. */
 const char *tern__accept_encoding(void);
 tern__decoder *tern__decoder_new(int kind);
-/* Decodes and passes the output to `sink`; limits from the request. Returns 0 or TERN_E*. */
-int tern__decoder_write(tern__decoder *d, tern_request_t *req, const char *data, size_t n,
-                        tern__sink_fn sink);
-/* The body ended: it must have ended the compressed stream too. */
-int tern__decoder_end(tern__decoder *d, tern_request_t *req);
+/* Bounds the output: at most max_bytes (0: no bound), and at most max_ratio times the input
+ * (0: no bound) once past a grace amount, smaller when the output is kept in memory. */
+void tern__decoder_set_limits(tern__decoder *d, uint64_t max_bytes, unsigned max_ratio,
+                              bool in_memory);
+/* Decodes and passes the output to `sink`. Returns 0 or a TERN_E* code. */
+int tern__decoder_write(tern__decoder *d, const char *data, size_t n, tern__sink_fn sink,
+                        void *ctx);
+/* The body ended: it must have ended the compressed stream too. Returns 0 or TERN_EDECODE. */
+int tern__decoder_end(tern__decoder *d);
+/* Why the last call failed, or NULL when the sink's own error stopped it. */
+const char *tern__decoder_message(const tern__decoder *d);
 void tern__decoder_free(tern__decoder *d);
 
-/* Request body compression: fills out[0, cap) with gzip bytes, pulling plaintext from the
- * request. Returns bytes produced, 0 once the stream has ended, or a TERN_E* code. */
+/* Request body compression: fills out[0, cap) with gzip bytes, pulling plaintext from `pull`
+ * (which points *ptr at the next piece, in its memory or in `scratch`, and returns its length,
+ * 0 at the end, or a TERN_E* code). Returns bytes produced, 0 once the stream has ended, or a
+ * TERN_E* code. */
+typedef int64_t (*tern__pull_fn)(void *ctx, char *scratch, size_t cap, const char **ptr);
 typedef struct tern__encoder tern__encoder;
 tern__encoder *tern__encoder_new(void);
-int64_t tern__encoder_fill(tern__encoder *e, tern_request_t *req, char *out, size_t cap);
+int64_t tern__encoder_fill(tern__encoder *e, tern__pull_fn pull, void *ctx, char *out, size_t cap);
 bool tern__encoder_done(const tern__encoder *e);
 void tern__encoder_free(tern__encoder *e);
 

@@ -1245,7 +1245,16 @@ int tern__request_setup_sink(tern_request_t *req) {
   return 0;
 }
 
-static int sink_write(tern_request_t *req, const char *data, size_t n) {
+/* A decoder's failure, with its reason, becomes the request's error (a sink failure already
+ * is). */
+static int decode_failed(tern_request_t *req, int err) {
+  const char *why = err ? tern__decoder_message(req->decoder) : NULL;
+  if (why) tern__request_set_error(req, err, "%s: %s", req->url.hostport, why);
+  return err;
+}
+
+static int sink_write(void *ctx, const char *data, size_t n) {
+  tern_request_t *req = ctx;
   if (req->skip_bytes) {
     size_t k = n < req->skip_bytes ? n : (size_t)req->skip_bytes;
     req->skip_bytes -= k;
@@ -1485,7 +1494,11 @@ int tern__request_proxy_authorization(tern_request_t *req, const char *method, c
 int tern__request_deliver(tern_request_t *req, const char *data, size_t n) {
   req->received += n;
   if (req->discard_body) return 0; /* an intermediate hop's body */
-  if (req->decoder) return tern__decoder_write(req->decoder, req, data, n, sink_write);
+  if (req->decoder) {
+    tern__decoder_set_limits(req->decoder, req->decoded_max_bytes, req->decoded_max_ratio,
+                             req->sink_kind == TERN__SINK_MEM && !req->to_file);
+    return decode_failed(req, tern__decoder_write(req->decoder, data, n, sink_write, req));
+  }
   return sink_write(req, data, n);
 }
 
@@ -1496,7 +1509,7 @@ void tern__request_close_files(tern_request_t *req) {
 }
 
 int tern__request_body_end(tern_request_t *req) {
-  return req->decoder ? tern__decoder_end(req->decoder, req) : 0;
+  return req->decoder ? decode_failed(req, tern__decoder_end(req->decoder)) : 0;
 }
 
 /* Copies the finished .part into the existing target in place (keeping its inode: hard links,
