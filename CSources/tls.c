@@ -11,6 +11,9 @@
 #include "internal.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <limits.h>
 #include <openssl/buffer.h>
 #include <openssl/err.h>
@@ -28,8 +31,9 @@ struct tern__tls_ctx {
   char *id;
   SSL_CTX *ctx;
   char *password;
+  bool password_asked; /* OpenSSL asked for it: the key file is encrypted */
   int load_error; /* TERN_ETLSCAFILE or TERN_ETLSCERTFILE when loading failed */
-  char load_msg[200];
+  char load_msg[512];
 };
 
 static int conn_index = -1; /* SSL ex_data slot holding the tern__conn */
@@ -68,12 +72,33 @@ static int on_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey) {
 
 static int on_password(char *buf, int size, int rwflag, void *userdata) {
   (void)rwflag;
-  const char *pw = userdata;
+  tern__tls_ctx *t = userdata;
+  t->password_asked = true;
+  const char *pw = t->password;
   if (pw == NULL) return 0;
   size_t n = strlen(pw);
   if (n > (size_t)size) return 0;
   memcpy(buf, pw, n);
   return (int)n;
+}
+
+/* Records why `path` cannot be used (missing, unreadable, a directory where a file is meant or
+ * the other way round) as the context's load error; false when it looks usable. */
+static bool unreadable(tern__tls_ctx *t, int code, const char *what, const char *path, bool dir) {
+  struct stat st;
+  const char *why = NULL;
+  if (stat(path, &st) != 0)
+    why = strerror(errno);
+  else if (dir && !S_ISDIR(st.st_mode))
+    why = "not a directory";
+  else if (!dir && S_ISDIR(st.st_mode))
+    why = "a directory, not a file";
+  else if (access(path, R_OK) != 0)
+    why = strerror(errno);
+  if (why == NULL) return false;
+  t->load_error = code;
+  snprintf(t->load_msg, sizeof t->load_msg, "%s %.200s: %.100s", what, path, why);
+  return true;
 }
 
 static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
@@ -88,33 +113,61 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
   SSL_CTX_set_client_cert_cb(ctx, on_client_cert);
   SSL_CTX_set_verify(ctx, req->tls_verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
   if (req->tls_ca_file || req->tls_ca_path) {
+    /* What is wrong with a file is said in its words ("No such file or directory"), before
+     * OpenSSL's codes; a CA directory OpenSSL would only consult during the handshake. */
+    if ((req->tls_ca_file && unreadable(t, TERN_ETLSCAFILE, "CA file", req->tls_ca_file, false)) ||
+        (req->tls_ca_path && unreadable(t, TERN_ETLSCAFILE, "CA directory", req->tls_ca_path, true)))
+      return;
     if (SSL_CTX_load_verify_locations(ctx, req->tls_ca_file, req->tls_ca_path) != 1) {
       openssl_error_string(err, sizeof err);
       t->load_error = TERN_ETLSCAFILE;
-      snprintf(t->load_msg, sizeof t->load_msg, "load CA from %s: %s",
+      snprintf(t->load_msg, sizeof t->load_msg, "CA file %.200s holds no usable PEM certificate (%.160s)",
                req->tls_ca_file ? req->tls_ca_file : req->tls_ca_path, err);
       return;
     }
   } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
     openssl_error_string(err, sizeof err);
     t->load_error = TERN_ETLSCAFILE;
-    snprintf(t->load_msg, sizeof t->load_msg, "load the system trust store: %s", err);
+    snprintf(t->load_msg, sizeof t->load_msg, "load the system trust store: %.160s", err);
     return;
   }
   /* Always our callback: OpenSSL's default one would prompt on the terminal and block the
    * loop thread when an encrypted key comes without a password. */
   if (req->tls_password) t->password = tern__strdup(req->tls_password);
   SSL_CTX_set_default_passwd_cb(ctx, on_password);
-  SSL_CTX_set_default_passwd_cb_userdata(ctx, t->password);
+  SSL_CTX_set_default_passwd_cb_userdata(ctx, t);
   if (req->tls_cert) {
     const char *key = req->tls_key ? req->tls_key : req->tls_cert;
-    const char *what = req->tls_cert;
-    if (SSL_CTX_use_certificate_chain_file(ctx, req->tls_cert) != 1 ||
-        (what = key, SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) ||
-        (what = "the key pair", SSL_CTX_check_private_key(ctx) != 1)) {
+    if (unreadable(t, TERN_ETLSCERTFILE, "client certificate", req->tls_cert, false) ||
+        unreadable(t, TERN_ETLSCERTFILE, "client key", key, false))
+      return;
+    t->load_error = TERN_ETLSCERTFILE;
+    if (SSL_CTX_use_certificate_chain_file(ctx, req->tls_cert) != 1) {
       openssl_error_string(err, sizeof err);
-      t->load_error = TERN_ETLSCERTFILE;
-      snprintf(t->load_msg, sizeof t->load_msg, "load client certificate (%s): %s", what, err);
+      snprintf(t->load_msg, sizeof t->load_msg,
+               "client certificate %.200s holds no usable PEM certificate (%.160s)", req->tls_cert, err);
+    } else if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+      bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
+      openssl_error_string(err, sizeof err);
+      if (mismatch)
+        snprintf(t->load_msg, sizeof t->load_msg,
+                 "client key %.200s does not belong to the certificate %.200s", key,
+                 req->tls_cert);
+      else if (t->password_asked && t->password == NULL)
+        snprintf(t->load_msg, sizeof t->load_msg,
+                 "client key %.200s is encrypted and no password was given", key);
+      else if (t->password_asked)
+        snprintf(t->load_msg, sizeof t->load_msg,
+                 "client key %.200s: wrong password (the key could not be decrypted)", key);
+      else
+        snprintf(t->load_msg, sizeof t->load_msg, "client key %.200s holds no usable PEM key (%.160s)",
+                 key, err);
+    } else if (SSL_CTX_check_private_key(ctx) != 1) {
+      openssl_error_string(err, sizeof err);
+      snprintf(t->load_msg, sizeof t->load_msg,
+               "client key %.200s does not belong to the certificate %.200s", key, req->tls_cert);
+    } else {
+      t->load_error = 0;
     }
   }
 }

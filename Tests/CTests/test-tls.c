@@ -813,3 +813,59 @@ TEST(tls_encrypted_key_without_password_never_prompts) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     TEST_FAIL_("child failed (status 0x%x): %s", status, out);
 }
+
+/* Each way a certificate, key or CA setting can be wrong gets a message that says which file
+ * and what is wrong with it in plain words, not only OpenSSL's code. */
+static void expect_load_message(tern_engine_t *eng, tern_request_t *req, int code,
+                                const char *words) {
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, code);
+  const char *msg = tern_request_get_error_message(req);
+  if (strstr(msg, words) == NULL) TEST_FAIL_("message \"%s\" lacks \"%s\"", msg, words);
+  tern_request_free(req);
+}
+
+TEST(tls_load_errors_say_what_is_wrong) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *missing = test_tmp_path("no-such-file.pem");
+  const char *cert = testsrv_get("CLIENT_CERT"), *key = testsrv_get("CLIENT_KEY");
+  const char *enc = testsrv_get("CLIENT_KEY_ENC"), *pw = testsrv_get("CLIENT_KEY_PASSWORD");
+  char server_key[1024];
+  snprintf(server_key, sizeof server_key, "%s/server.key", testsrv_get("CERTS"));
+
+  tern_request_t *req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
+  ASSERT_EQ(tern_request_set_tls_client_cert(req, cert, enc, "wrong-password"), 0);
+  expect_load_message(eng, req, TERN_ETLSCERTFILE, "wrong password");
+
+  req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
+  ASSERT_EQ(tern_request_set_tls_client_cert(req, cert, enc, NULL), 0);
+  expect_load_message(eng, req, TERN_ETLSCERTFILE, "is encrypted and no password was given");
+
+  req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
+  ASSERT_EQ(tern_request_set_tls_client_cert(req, cert, missing, pw), 0);
+  expect_load_message(eng, req, TERN_ETLSCERTFILE, "No such file or directory");
+
+  req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
+  ASSERT_EQ(tern_request_set_tls_client_cert(req, missing, key, NULL), 0);
+  expect_load_message(eng, req, TERN_ETLSCERTFILE, "client certificate");
+
+  req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
+  ASSERT_EQ(tern_request_set_tls_client_cert(req, cert, server_key, NULL), 0);
+  expect_load_message(eng, req, TERN_ETLSCERTFILE, "does not belong to the certificate");
+
+  req = tls_request("localhost", "TLS_PORT", "/1k.bin", false);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, missing), 0);
+  expect_load_message(eng, req, TERN_ETLSCAFILE, "CA file");
+
+  req = tls_request("localhost", "TLS_PORT", "/1k.bin", false);
+  ASSERT_EQ(tern_request_set_tls_ca_path(req, missing), 0);
+  expect_load_message(eng, req, TERN_ETLSCAFILE, "CA directory");
+
+  char *notpem = testsrv_www_path("1k.bin");
+  req = tls_request("localhost", "TLS_PORT", "/1k.bin", false);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, notpem), 0);
+  expect_load_message(eng, req, TERN_ETLSCAFILE, "holds no usable PEM certificate");
+  free(notpem);
+  free(missing);
+  test_finish(eng);
+}
