@@ -28,64 +28,11 @@ static int flush_tls(tern__conn *c);
 static void free_addrs(tern__conn *c) {
   if (c->addrs == NULL) return;
   if (c->own_addrs) {
-    while (c->addrs) {
-      struct addrinfo *next = c->addrs->ai_next;
-      free(c->addrs);
-      c->addrs = next;
-    }
+    tern__addrs_free(c->addrs);
   } else {
     uv_freeaddrinfo(c->addrs);
   }
   c->addrs = c->next_addr = NULL;
-}
-
-/* The addresses pinned for host:port by tern_config_add_resolve, as an addrinfo chain of our
- * own; NULL when none is pinned. Entries were validated when added. */
-static struct addrinfo *pinned_addrs(const tern_config_t *cfg, const char *host, uint16_t port) {
-  const char *p = cfg->resolve.data;
-  const char *end = p ? p + cfg->resolve.len : NULL;
-  while (p && p < end) {
-    const char *tab1 = memchr(p, '\t', (size_t)(end - p));
-    const char *tab2 = tab1 ? memchr(tab1 + 1, '\t', (size_t)(end - tab1 - 1)) : NULL;
-    const char *nl = tab2 ? memchr(tab2, '\n', (size_t)(end - tab2)) : NULL;
-    if (nl == NULL) return NULL;
-    if ((size_t)(tab1 - p) == strlen(host) && strncasecmp(p, host, (size_t)(tab1 - p)) == 0 &&
-        strtoul(tab1 + 1, NULL, 10) == port) {
-      struct addrinfo *head = NULL, **tail = &head;
-      for (const char *a = tab2 + 1; a < nl;) {
-        size_t n = strcspn(a, ",\n");
-        char ip[64];
-        snprintf(ip, sizeof ip, "%.*s", (int)n, a);
-        char *bare = ip;
-        if (bare[0] == '[') {
-          bare[strlen(bare) - 1] = '\0';
-          bare++;
-        }
-        struct {
-          struct addrinfo ai;
-          struct sockaddr_storage ss;
-        } *node = tern__calloc(1, sizeof *node);
-        if (node == NULL) break;
-        node->ai.ai_addr = (struct sockaddr *)&node->ss;
-        node->ai.ai_socktype = SOCK_STREAM;
-        if (uv_ip4_addr(bare, port, (struct sockaddr_in *)&node->ss) == 0) {
-          node->ai.ai_family = AF_INET;
-          node->ai.ai_addrlen = sizeof(struct sockaddr_in);
-        } else {
-          uv_ip6_addr(bare, port, (struct sockaddr_in6 *)&node->ss);
-          node->ai.ai_family = AF_INET6;
-          node->ai.ai_addrlen = sizeof(struct sockaddr_in6);
-        }
-        *tail = &node->ai;
-        tail = &node->ai.ai_next;
-        a += n;
-        if (*a == ',') a++;
-      }
-      return head;
-    }
-    p = nl + 1;
-  }
-  return NULL;
 }
 
 static void maybe_free(tern__conn *c) {
@@ -205,9 +152,9 @@ tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t con
   /* Through a proxy, the socket goes to the proxy; TLS and Host still name the origin. */
   const char *host = o->proxy_host ? o->proxy_host : o->host;
   uint16_t port_num = o->proxy_host ? o->proxy_port : o->port;
-  struct addrinfo *pinned = pinned_addrs(&eng->config, host, port_num);
-  if (pinned) {
-    c->addrs = c->next_addr = pinned;
+  struct addrinfo *known = tern__resolve_known(eng, host, port_num);
+  if (known) {
+    c->addrs = c->next_addr = known;
     c->own_addrs = true;
     c->state = TERN__CONN_CONNECTING;
     c->last_error = UV_EADDRNOTAVAIL;
@@ -235,6 +182,7 @@ tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t con
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   c->state = TERN__CONN_RESOLVING;
+  TERN__STAT_ADD(eng, TERN_STAT_DNS_LOOKUPS, 1);
   int r = uv_getaddrinfo(eng->loop, &c->gai, on_resolved, host, port, &hints);
   if (r) {
     tern__request_set_error(first, TERN_ERESOLVE, "resolve %s: %s", host, uv_strerror(r));
@@ -265,6 +213,9 @@ static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
                             uv_strerror(status));
     tern__conn_fail(c, NULL, TERN_ERESOLVE);
   } else {
+    const tern__origin *o = c->origin;
+    tern__resolve_remember(eng, o->proxy_host ? o->proxy_host : o->host,
+                           o->proxy_host ? o->proxy_port : o->port, res);
     c->addrs = res;
     c->next_addr = res;
     c->state = TERN__CONN_CONNECTING;

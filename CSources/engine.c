@@ -124,7 +124,8 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__list_init(&eng->ready_calls);
   tern__list_init(&eng->origins);
   tern__list_init(&eng->tls_ctxs);
-  for (int i = 0; i < 8; i++) atomic_init(&eng->stats[i], 0);
+  tern__list_init(&eng->dns);
+  for (int i = 0; i < TERN__STAT_COUNT; i++) atomic_init(&eng->stats[i], 0);
   if (uv_mutex_init(&eng->lock)) return TERN_ENOMEM;
   if (uv_async_init(eng->loop, &eng->async, on_async)) {
     uv_mutex_destroy(&eng->lock);
@@ -231,7 +232,7 @@ void tern_engine_free(tern_engine_t *eng) {
 
 uint64_t tern_engine_get_stat(const tern_engine_t *eng, tern_stat stat) {
   if (stat == TERN_STAT_REQUESTS_LIVE) return atomic_load(&tern__requests_live);
-  if (eng == NULL || (unsigned)stat >= 8) return 0;
+  if (eng == NULL || (unsigned)stat >= TERN__STAT_COUNT) return 0;
   return atomic_load(&((tern_engine_t *)eng)->stats[stat]);
 }
 
@@ -490,5 +491,6 @@ static void shutdown_all(tern_engine_t *eng) {
   fail_list(&eng->ready, TERN_ESHUTDOWN);
   tern__pool_shutdown(eng);
   tern__tls_ctx_free_all(eng); /* connections still closing hold their own references */
+  tern__resolve_forget_all(eng);
   uv_close((uv_handle_t *)&eng->async, on_async_closed);
 }

@@ -121,6 +121,7 @@ void tern__config_defaults(tern_config_t *c) {
   memset(c, 0, sizeof *c);
   c->buffer_size = 65536;
   c->idle_timeout_ms = 60000;
+  c->dns_cache_ms = 60000;
   c->max_header_size = 65536;
   c->max_conns_per_origin = 0;
   c->pipeline_depth = 1;

@@ -140,6 +140,7 @@ struct tern_config {
   tern_log_level log_level;
   void *log_data;
   tern__str resolve; /* "host\tport\taddr,addr\n" lines from tern_config_add_resolve */
+  uint64_t dns_cache_ms; /* how long the resolver's answers are reused; 0: not at all */
 };
 
 void tern__config_defaults(tern_config_t *c);
@@ -537,6 +538,8 @@ typedef struct {
   void (*drain)(tern_engine_t *eng);
 } tern__owner_ops;
 
+#define TERN__STAT_COUNT 9 /* tern_stat values */
+
 struct tern_engine {
   const tern__owner_ops *ops;
   uv_loop_t *loop;
@@ -556,10 +559,12 @@ struct tern_engine {
   int depth;            /* loop thread: nesting of engine callbacks */
   tern__list origins;
   tern__list tls_ctxs; /* tern__tls_ctx, one per distinct TLS settings */
+  tern__list dns;      /* resolve.c: the resolver's answers, most recently stored first */
+  unsigned ndns;
   int handles; /* engine-owned handles still open (embedded mode frees at 0) */
   bool free_when_closed;
   tern_config_t config;
-  atomic_uint_fast64_t stats[8];
+  atomic_uint_fast64_t stats[TERN__STAT_COUNT];
 };
 
 #define TERN__STAT_ADD(eng, which, n) atomic_fetch_add(&(eng)->stats[which], (uint64_t)(n))
@@ -662,6 +667,16 @@ int tern__conn_tls_more(tern__conn *c);
 void tern__conn_close(tern__conn *c);
 /* Fails the connection: `req` (or the oldest request) gets `err`, the others are retried. */
 void tern__conn_fail(tern__conn *c, tern_request_t *req, int err);
+
+/* resolve.c: addresses for a connection */
+/* The addresses pinned for host:port, or the resolver's unexpired answer, as a chain of our
+ * own (free with tern__addrs_free); NULL when the resolver must be asked. */
+struct addrinfo *tern__resolve_known(tern_engine_t *eng, const char *host, uint16_t port);
+/* Keeps the resolver's answer for the engine's DNS cache timeout. */
+void tern__resolve_remember(tern_engine_t *eng, const char *host, uint16_t port,
+                            const struct addrinfo *res);
+void tern__resolve_forget_all(tern_engine_t *eng);
+void tern__addrs_free(struct addrinfo *a);
 
 /* tls.c: OpenSSL as a filter on a connection's bytes; it reports by its return values */
 /* The context for a request's TLS settings; NULL when out of memory. Load failures are kept

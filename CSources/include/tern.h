@@ -186,7 +186,9 @@ typedef enum {
   TERN_STAT_REQUESTS_COMPLETED = 4, /* completed since start, any outcome */
   TERN_STAT_REUSED = 5,             /* requests sent on a reused connection */
   TERN_STAT_RETRIES = 6,            /* silent retries after a stale pooled connection */
-  TERN_STAT_REQUESTS_LIVE = 7       /* request objects allocated and not yet freed (all engines) */
+  TERN_STAT_REQUESTS_LIVE = 7,      /* request objects allocated and not yet freed (all engines) */
+  TERN_STAT_DNS_LOOKUPS = 8         /* names handed to the resolver (not pinned, literal or cached);
+                                     * since 0.2 */
 } tern_stat;
 TERN_API uint64_t tern_engine_get_stat(const tern_engine_t *engine, tern_stat stat);
 
