@@ -76,7 +76,7 @@ static inline void tern__list_splice_tail(tern__list *dst, tern__list *src) {
 }
 #define tern__container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
-/* ---- growable byte string ------------------------------------------------------------------ */
+/* ---- growable byte string (str.c) ------------------------------------------------------------ */
 
 typedef struct {
   char *data;
@@ -116,7 +116,7 @@ int64_t tern__encoder_fill(tern__encoder *e, tern_request_t *req, char *out, siz
 bool tern__encoder_done(const tern__encoder *e);
 void tern__encoder_free(tern__encoder *e);
 
-/* ---- configuration ------------------------------------------------------------------------- */
+/* ---- configuration (config.c) ---------------------------------------------------------------- */
 
 struct tern_config {
   size_t buffer_size;
