@@ -1,4 +1,5 @@
-/* Errors: names and messages, libuv codes mapped to TERN_E*; logging; the version. */
+/* Errors: names and messages, libuv codes mapped to TERN_E*, the request's first failure and
+ * its timestamps; logging; the version. The lowest layer: it calls no other file of the engine. */
 #include "internal.h"
 
 #include <stdarg.h>
@@ -68,6 +69,21 @@ int tern__map_uv_error(int uverr, int fallback) {
     case UV_ETIMEDOUT: return TERN_ECONNECT;
     default: return fallback;
   }
+}
+
+/* ---- a request's error and timestamps ---- */
+
+void tern__request_mark(tern_request_t *req, tern_time which) {
+  req->times_ns[which] = (int64_t)(uv_hrtime() - req->start_ns);
+}
+
+void tern__request_set_error(tern_request_t *req, int err, const char *fmt, ...) {
+  if (req->error) return; /* the first failure is the one that explains */
+  req->error = err;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(req->errmsg, sizeof req->errmsg, fmt, ap);
+  va_end(ap);
 }
 
 /* ---- logging ---- */
