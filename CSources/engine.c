@@ -288,6 +288,15 @@ void tern_request_cancel(tern_request_t *req) {
   uv_async_send(&eng->async);
 }
 
+/* Lives beside cancel, not with the request's other functions: freeing an in-flight request
+ * cancels it, and the request's files sit below the engine. */
+void tern_request_free(tern_request_t *req) {
+  if (req == NULL) return;
+  atomic_store(&req->released, true);
+  tern_request_cancel(req);
+  tern__request_unref(req);
+}
+
 /* Takes a request off whatever it waits in and completes it with `err`. */
 static void abort_request(tern_request_t *req, int err) {
   if (atomic_load(&req->state) == TERN__REQ_DONE) return;

@@ -1,4 +1,5 @@
-/* Error names and messages, the version, and the small string and config helpers. */
+/* Errors: names and messages, libuv codes mapped to TERN_E*, the request's first failure and
+ * its timestamps; logging; the version. The lowest layer: it calls no other file of the engine. */
 #include "internal.h"
 
 #include <stdarg.h>
@@ -70,166 +71,22 @@ int tern__map_uv_error(int uverr, int fallback) {
   }
 }
 
-/* ---- growable strings ---- */
+/* ---- a request's error and timestamps ---- */
 
-int tern__str_reserve(tern__str *s, size_t extra) {
-  if (extra <= s->cap - s->len) return 0;
-  if (extra > SIZE_MAX / 2 - s->len) return TERN_ENOMEM;
-  size_t need = s->len + extra;
-  size_t cap = s->cap ? s->cap : 64;
-  while (cap < need) cap *= 2;
-  char *p = tern__realloc(s->data, cap);
-  if (p == NULL) return TERN_ENOMEM;
-  s->data = p;
-  s->cap = cap;
-  return 0;
+void tern__request_mark(tern_request_t *req, tern_time which) {
+  req->times_ns[which] = (int64_t)(uv_hrtime() - req->start_ns);
 }
 
-int tern__str_append(tern__str *s, const void *p, size_t n) {
-  if (n == 0) return 0;
-  int r = tern__str_reserve(s, n);
-  if (r) return r;
-  memcpy(s->data + s->len, p, n);
-  s->len += n;
-  return 0;
-}
-
-int tern__str_appendf(tern__str *s, const char *fmt, ...) {
+void tern__request_set_error(tern_request_t *req, int err, const char *fmt, ...) {
+  if (req->error) return; /* the first failure is the one that explains */
+  req->error = err;
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
+  vsnprintf(req->errmsg, sizeof req->errmsg, fmt, ap);
   va_end(ap);
-  if (n < 0) return TERN_EINVAL;
-  int r = tern__str_reserve(s, (size_t)n + 1);
-  if (r) return r;
-  va_start(ap, fmt);
-  vsnprintf(s->data + s->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  s->len += (size_t)n;
-  return 0;
 }
 
-void tern__str_free(tern__str *s) {
-  free(s->data);
-  s->data = NULL;
-  s->len = s->cap = 0;
-}
-
-/* ---- configuration ---- */
-
-void tern__config_defaults(tern_config_t *c) {
-  memset(c, 0, sizeof *c);
-  c->buffer_size = 65536;
-  c->idle_timeout_ms = 60000;
-  c->dns_cache_ms = 60000;
-  c->max_header_size = 65536;
-  c->max_conns_per_origin = 0;
-  c->pipeline_depth = 1;
-}
-
-int tern__config_copy(tern_config_t *dst, const tern_config_t *src) {
-  *dst = *src;
-  dst->user_agent = NULL;
-  memset(&dst->resolve, 0, sizeof dst->resolve);
-  if (tern__str_append(&dst->resolve, src->resolve.data, src->resolve.len)) return TERN_ENOMEM;
-  if (src->user_agent) {
-    dst->user_agent = tern__strdup(src->user_agent);
-    if (dst->user_agent == NULL) return TERN_ENOMEM;
-  }
-  return 0;
-}
-
-void tern__config_clear(tern_config_t *c) {
-  free(c->user_agent);
-  c->user_agent = NULL;
-  tern__str_free(&c->resolve);
-}
-
-tern_config_t *tern_config_new(void) {
-  tern_config_t *c = tern__malloc(sizeof *c);
-  if (c) tern__config_defaults(c);
-  return c;
-}
-
-void tern_config_free(tern_config_t *c) {
-  if (c == NULL) return;
-  tern__config_clear(c);
-  free(c);
-}
-
-int tern_config_set_buffer_size(tern_config_t *c, size_t bytes) {
-  if (c == NULL || bytes < 1024 || bytes > (1u << 30)) return TERN_EINVAL;
-  c->buffer_size = bytes;
-  return 0;
-}
-
-int tern_config_set_idle_timeout(tern_config_t *c, uint64_t ms) {
-  if (c == NULL) return TERN_EINVAL;
-  c->idle_timeout_ms = ms;
-  return 0;
-}
-
-int tern_config_set_max_header_size(tern_config_t *c, size_t bytes) {
-  if (c == NULL || bytes < 64) return TERN_EINVAL;
-  c->max_header_size = bytes;
-  return 0;
-}
-
-int tern_config_set_max_connections_per_origin(tern_config_t *c, unsigned n) {
-  if (c == NULL) return TERN_EINVAL;
-  c->max_conns_per_origin = n;
-  return 0;
-}
-
-int tern_config_set_pipeline_depth(tern_config_t *c, unsigned depth) {
-  if (c == NULL || depth == 0 || depth > 1024) return TERN_EINVAL;
-  c->pipeline_depth = depth;
-  return 0;
-}
-
-int tern_config_add_resolve(tern_config_t *c, const char *entry) {
-  if (c == NULL || entry == NULL) return TERN_EINVAL;
-  const char *p1 = strchr(entry, ':');
-  if (p1 == NULL || p1 == entry) return TERN_EINVAL;
-  const char *p2 = strchr(p1 + 1, ':');
-  if (p2 == NULL || p2 == p1 + 1 || p2[1] == '\0') return TERN_EINVAL;
-  for (const char *q = p1 + 1; q < p2; q++)
-    if (*q < '0' || *q > '9') return TERN_EINVAL;
-  for (const char *q = entry; *q; q++)
-    if ((unsigned char)*q <= ' ') return TERN_EINVAL;
-  /* Each address must parse now, so a typo fails here and not at connect time. */
-  const char *a = p2 + 1;
-  while (*a) {
-    size_t n = strcspn(a, ",");
-    char addr[64];
-    if (n == 0 || n >= sizeof addr) return TERN_EINVAL;
-    memcpy(addr, a, n);
-    addr[n] = '\0';
-    char *ip = addr;
-    if (ip[0] == '[') {
-      if (ip[n - 1] != ']') return TERN_EINVAL;
-      ip[n - 1] = '\0';
-      ip++;
-    }
-    struct sockaddr_in6 s6;
-    struct sockaddr_in s4;
-    if (uv_ip4_addr(ip, 0, &s4) != 0 && uv_ip6_addr(ip, 0, &s6) != 0) return TERN_EINVAL;
-    a += n;
-    if (*a == ',') a++;
-  }
-  int r = tern__str_appendf(&c->resolve, "%.*s\t%.*s\t%s\n", (int)(p1 - entry), entry,
-                            (int)(p2 - p1 - 1), p1 + 1, p2 + 1);
-  return r;
-}
-
-int tern_config_set_log_cb(tern_config_t *c, tern_log_cb cb, tern_log_level min_level,
-                           void *user_data) {
-  if (c == NULL || (unsigned)min_level > TERN_LOG_ERROR) return TERN_EINVAL;
-  c->log_cb = cb;
-  c->log_level = min_level;
-  c->log_data = user_data;
-  return 0;
-}
+/* ---- logging ---- */
 
 void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *req,
                const char *fmt, ...) {
@@ -240,15 +97,4 @@ void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *r
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   eng->config.log_cb(level, line, req, eng->config.log_data);
-}
-
-int tern_config_set_user_agent(tern_config_t *c, const char *ua) {
-  if (c == NULL) return TERN_EINVAL;
-  if (ua && strpbrk(ua, "\r\n")) return TERN_EBADHEADER;
-  char *copy = tern__strdup(ua ? ua : "");
-  if (copy == NULL) return TERN_ENOMEM;
-  free(c->user_agent);
-  c->user_agent = copy;
-  c->user_agent_set = true;
-  return 0;
 }

@@ -76,7 +76,7 @@ static inline void tern__list_splice_tail(tern__list *dst, tern__list *src) {
 }
 #define tern__container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
-/* ---- growable byte string ------------------------------------------------------------------ */
+/* ---- growable byte string (str.c) ------------------------------------------------------------ */
 
 typedef struct {
   char *data;
@@ -126,7 +126,7 @@ int64_t tern__encoder_fill(tern__encoder *e, tern__pull_fn pull, void *ctx, char
 bool tern__encoder_done(const tern__encoder *e);
 void tern__encoder_free(tern__encoder *e);
 
-/* ---- configuration ------------------------------------------------------------------------- */
+/* ---- configuration (config.c) ---------------------------------------------------------------- */
 
 struct tern_config {
   size_t buffer_size;
@@ -147,7 +147,7 @@ void tern__config_defaults(tern_config_t *c);
 int tern__config_copy(tern_config_t *dst, const tern_config_t *src);
 void tern__config_clear(tern_config_t *c);
 
-/* ---- URL ------------------------------------------------------------------------------------ */
+/* ---- URL (url.c) -------------------------------------------------------------------------- */
 
 typedef struct {
   char *host;      /* lower-case; IPv6 without brackets */
@@ -161,8 +161,10 @@ typedef struct {
 
 int tern__url_parse(tern__url *u, const char *url);
 void tern__url_free(tern__url *u);
+/* The absolute URL a Location value names, relative to `base`: *out (malloc'd) or a TERN_E*. */
+int tern__url_resolve(const tern__url *base, const char *location, char **out);
 
-/* ---- hops (hops.c) --------------------------------------------------------------------------- */
+/* ---- authentication (auth.c) ---------------------------------------------------------------- */
 
 typedef struct {
   char realm[256], nonce[256], opaque[256], algorithm[32];
@@ -180,9 +182,11 @@ typedef struct {
   bool stale_retried;   /* a stale=true challenge was answered once already */
 } tern__auth;
 
-enum { TERN__HOP_NONE, TERN__HOP_REDIRECT, TERN__HOP_AUTH, TERN__HOP_PROXY_AUTH };
-
-int tern__url_resolve(const tern__url *base, const char *location, char **out);
+/* Sets a slot's credentials (copies; Basic alone is sent at once) or clears them (wiping the
+ * password). tern__auth_set_userinfo takes a URL's percent-encoded "user:password". */
+int tern__auth_set(tern__auth *a, const char *user, const char *password, unsigned schemes);
+int tern__auth_set_userinfo(tern__auth *a, const char *userinfo);
+void tern__auth_clear(tern__auth *a);
 bool tern__challenge_find(const char *value, const char *scheme, tern__challenge *ch);
 bool tern__digest_supported(const tern__challenge *ch);
 int tern__auth_basic(const char *user, const char *password, tern__str *out);
@@ -193,6 +197,24 @@ int tern__digest_response(const tern__challenge *ch, const char *user, const cha
                           char resp[129]);
 int tern__auth_digest(const tern__challenge *ch, const char *user, const char *password,
                       const char *method, const char *uri, unsigned nc, tern__str *out);
+/* A 401 or 407 arrived: picks what the response's `header` challenges offer and slot `a` (1
+ * www, 2 proxy) allows, asking the auth callback when it has no (more) credentials. Returns
+ * whether the request goes again with an answer. */
+bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const char *header,
+                                    int slot);
+/* Credentials for a CONNECT through the proxy, or "" (for the tunnel's request head). */
+int tern__request_proxy_authorization(tern_request_t *req, const char *method, const char *uri,
+                                      tern__str *out);
+
+/* ---- hops (hops.c) --------------------------------------------------------------------------- */
+
+enum { TERN__HOP_NONE, TERN__HOP_REDIRECT, TERN__HOP_AUTH, TERN__HOP_PROXY_AUTH };
+/* After the response head: whether it leads to another hop (redirect, challenge). Sets
+ * req->next_hop and req->discard_body. Returns 0 or a TERN_E* code. */
+int tern__request_decide_hop(tern_request_t *req);
+/* The current hop's response is complete and leads to another hop: rewrite the request for
+ * it. Returns 0 or a TERN_E* code (the request then completes with it). */
+int tern__request_next_hop(tern_request_t *req);
 
 /* ---- requests -------------------------------------------------------------------------------- */
 
@@ -349,51 +371,82 @@ struct tern_request {
   char errmsg[256];
 };
 
+/* request.c: the object's lifecycle and setters */
 void tern__request_ref(tern_request_t *req);
 void tern__request_unref(tern_request_t *req);
+
+/* request_head.c */
 /* Builds req->head and opens the upload file. Returns 0 or a TERN_E* code. */
 int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg);
-/* Records the response head and chooses where its body goes. */
+/* Makes the request ready to go out again (a retry or the next hop): no response, nothing of
+ * it on the wire, no connection. */
+void tern__request_rewind(tern_request_t *req);
+
+/* response.c */
+/* Records the response head (status, reason, header fields) as one block. */
 int tern__request_set_response(tern_request_t *req, int minor, int status, const char *reason,
                                size_t reason_len, const tern__header_t *h, size_t n);
-/* Appends body bytes to the request's sink. Returns 0 or a TERN_E* code. */
-int tern__request_deliver(tern_request_t *req, const char *data, size_t n);
-/* Progress events; return TERN_ECANCELED when the callback asked to stop. */
-int tern__request_progress_download(tern_request_t *req, bool final);
-int tern__request_progress_upload(tern_request_t *req);
+const char *tern__request_header_value(const tern_request_t *req, const char *name);
+
+/* body.c: request body sources */
+/* Drops the body (any kind) and its segments: the request then has none. */
+void tern__request_clear_body(tern_request_t *req);
+/* Opens the body's files and sets body_len and plain_len for an exchange. Returns 0 or a
+ * TERN_E* code. */
+int tern__request_open_body(tern_request_t *req);
 /* The next plaintext piece of a body to compress: *ptr points into the caller's memory body or
  * into `scratch`. Returns bytes (0 at the end) or a TERN_E* code. */
 int64_t tern__request_pull_plain(tern_request_t *req, char *scratch, size_t cap, const char **ptr);
 /* Reads the next piece of a file or callback body into buf; returns bytes (0 at end) or a
  * TERN_E* code. */
 int64_t tern__request_read_plain(tern_request_t *req, char *buf, size_t cap);
-/* Closes the request's files (upload sources, download sink) once it is done. */
-void tern__request_close_files(tern_request_t *req);
-/* After the response head: whether it leads to another hop (redirect, challenge). Sets
- * req->next_hop and req->discard_body. Returns 0 or a TERN_E* code. */
-int tern__request_decide_hop(tern_request_t *req);
+/* Whether its body can be sent again: a callback body can only if none of it was read. */
+bool tern__request_can_replay(const tern_request_t *req);
+/* Progress events; return TERN_ECANCELED when the callback asked to stop. */
+int tern__request_progress_upload(tern_request_t *req);
+
+/* sink.c: where the response body goes */
+/* A file download's paths, resume point and If-Range validator (into validator[0, cap)), before
+ * the head is built. Returns 0 or TERN_ENOMEM. */
+int tern__request_prepare_download(tern_request_t *req, char *validator, size_t cap);
 /* Chooses where the body goes (decoder, file, memory) once the head is known. */
 int tern__request_setup_sink(tern_request_t *req);
-/* The current hop's response is complete and leads to another hop: rewrite the request for
- * it. Returns 0 or a TERN_E* code (the request then completes with it). */
-int tern__request_next_hop(tern_request_t *req);
-/* Credentials for a CONNECT through the proxy, or "" (for the tunnel's request head). */
-int tern__request_proxy_authorization(tern_request_t *req, const char *method, const char *uri,
-                                      tern__str *out);
+/* Appends body bytes to the request's sink. Returns 0 or a TERN_E* code. */
+int tern__request_deliver(tern_request_t *req, const char *data, size_t n);
 /* The body is complete: finish decoding. Returns 0 or a TERN_E* code. */
 int tern__request_body_end(tern_request_t *req);
 /* Completion of a file download: move PATH.part into place, or clean up. May turn success into
  * TERN_EFILEWRITE. */
 int tern__request_finish_file(tern_request_t *req, int err);
-/* Makes the request ready to go out again (a retry or the next hop): no response, nothing of
- * it on the wire, no connection. */
-void tern__request_rewind(tern_request_t *req);
-/* Whether its body can be sent again: a callback body can only if none of it was read. */
-bool tern__request_can_replay(const tern_request_t *req);
+/* Closes the request's files (upload sources, download sink) once it is done. */
+void tern__request_close_files(tern_request_t *req);
+/* Progress events; return TERN_ECANCELED when the callback asked to stop. */
+int tern__request_progress_download(tern_request_t *req, bool final);
+
+/* error.c */
+/* The error rule: the FIRST failure explains. The first call records its code and its message
+ * together; every later call (a consequence of the first, such as the connection closing under
+ * it) changes neither, so tern_request_get_error and tern_request_get_error_message always
+ * describe the same failure. Nothing else should write req->error or req->errmsg (engine.c's
+ * tern__complete still replaces both when its code differs: to be brought under this rule). */
 void tern__request_set_error(tern_request_t *req, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tern__request_mark(tern_request_t *req, tern_time which);
-const char *tern__request_header_value(const tern_request_t *req, const char *name);
+
+/* Small helpers shared by the request files (request.c, request_head.c, body.c, sink.c). */
+#include <unistd.h>
+/* Closes *fd if open and marks it closed. */
+static inline void tern__close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+/* done/total in whole percent, 0 when total is 0, at most 100. */
+static inline int tern__percent_of(uint64_t done, uint64_t total) {
+  if (total == 0) return 0;
+  if (done >= total) return 100;
+  if (total > UINT64_MAX / 100) return (int)(done / (total / 100));
+  return (int)(done * 100 / total);
+}
 
 /* ---- connections and pool ------------------------------------------------------------------- */
 

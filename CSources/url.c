@@ -1,4 +1,5 @@
-/* URL parsing for the request line and the pool key (RFC 3986, http and https only). */
+/* URL parsing for the request line and the pool key, and resolving redirect targets against
+ * the current URL (RFC 3986, http and https only). */
 #include "internal.h"
 
 #include <ctype.h>
@@ -128,4 +129,109 @@ bad:
 nomem:
   tern__url_free(&u);
   return TERN_ENOMEM;
+}
+
+/* ---- redirect targets ---- */
+
+/* Removes "." and ".." segments from a path, in place (RFC 3986 5.2.4). The output never
+ * grows past the input, so it is written over the input's consumed bytes. */
+static void remove_dot_segments(char *path) {
+  char *in = path, *out = path;
+  while (*in) {
+    if (strncmp(in, "../", 3) == 0) {
+      in += 3;
+    } else if (strncmp(in, "./", 2) == 0) {
+      in += 2;
+    } else if (strncmp(in, "/./", 3) == 0) {
+      in += 2; /* "/./x" -> "/x" */
+    } else if (strcmp(in, "/.") == 0) {
+      in[1] = '\0'; /* "/." -> "/" */
+    } else if (strncmp(in, "/../", 4) == 0 || strcmp(in, "/..") == 0) {
+      in += 3; /* "/../x" -> "/x" (in is at "/x" now), "/.." -> "/" */
+      if (*in == '\0') *--in = '/';
+      while (out > path && *--out != '/') {
+      }
+    } else if (strcmp(in, ".") == 0 || strcmp(in, "..") == 0) {
+      break;
+    } else {
+      do {
+        *out++ = *in++;
+      } while (*in && *in != '/');
+    }
+  }
+  *out = '\0';
+  if (path[0] == '\0') strcpy(path, "/");
+}
+
+/* Percent-encodes what a URL may not hold verbatim (spaces, bytes >= 0x7f), as curl does for
+ * Location values; control characters stay refused. */
+static int encode_location(const char *loc, tern__str *out) {
+  for (const unsigned char *p = (const unsigned char *)loc; *p; p++) {
+    if (*p < 0x20 || *p == 0x7f) return TERN_EREDIRECT;
+    int r = (*p == ' ' || *p > 0x7e) ? tern__str_appendf(out, "%%%02X", *p)
+                                     : tern__str_append(out, p, 1);
+    if (r) return r;
+  }
+  return tern__str_append(out, "", 1) ? TERN_ENOMEM : 0;
+}
+
+int tern__url_resolve(const tern__url *base, const char *location, char **out) {
+  *out = NULL;
+  if (location == NULL) return TERN_EREDIRECT;
+  while (*location == ' ' || *location == '\t') location++;
+  if (*location == '\0') return TERN_EREDIRECT;
+  tern__str loc = {0};
+  int r = encode_location(location, &loc);
+  if (r) {
+    tern__str_free(&loc);
+    return r;
+  }
+  const char *l = loc.data;
+  tern__str abs = {0};
+  const char *scheme = base->tls ? "https" : "http";
+
+  /* scheme ":" ... is absolute; a scheme is ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ). */
+  const char *q = l;
+  if (isalpha((unsigned char)*q)) {
+    while (isalnum((unsigned char)*q) || *q == '+' || *q == '-' || *q == '.') q++;
+  }
+  if (q > l && *q == ':') {
+    r = tern__str_append(&abs, l, strlen(l) + 1);
+  } else if (l[0] == '/' && l[1] == '/') {
+    r = tern__str_appendf(&abs, "%s:%s", scheme, l);
+  } else {
+    /* Relative to the base: keep its authority, merge paths. */
+    const char *target = base->target;
+    size_t path_len = strcspn(target, "?");
+    tern__str path = {0};
+    if (l[0] == '/') {
+      size_t n = strcspn(l, "?#");
+      r = tern__str_append(&path, l, n);
+      l += n;
+    } else if (l[0] == '?' || l[0] == '#') {
+      r = tern__str_append(&path, target, path_len);
+    } else {
+      const char *slash = target;
+      for (const char *t = target; t < target + path_len; t++)
+        if (*t == '/') slash = t;
+      size_t n = strcspn(l, "?#");
+      r = tern__str_append(&path, target, (size_t)(slash - target) + 1);
+      if (!r) r = tern__str_append(&path, l, n);
+      l += n;
+    }
+    if (!r) r = tern__str_append(&path, "", 1);
+    if (!r) {
+      remove_dot_segments(path.data);
+      size_t qn = l[0] == '?' ? strcspn(l, "#") : 0;
+      r = tern__str_appendf(&abs, "%s://%s%s%.*s", scheme, base->hostport, path.data, (int)qn, l);
+    }
+    tern__str_free(&path);
+  }
+  tern__str_free(&loc);
+  if (r) {
+    tern__str_free(&abs);
+    return r;
+  }
+  *out = abs.data;
+  return 0;
 }

@@ -1,0 +1,145 @@
+/* What came back: the response head as one block (tern__request_set_response), the public
+ * getters of a request's outcome (status, headers, body, timings, TLS facts, counters). */
+#include "internal.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- the response head ---- */
+
+int tern__request_set_response(tern_request_t *req, int minor, int status, const char *reason,
+                               size_t reason_len, const tern__header_t *h, size_t n) {
+  free(req->resp_block);
+  req->resp_block = NULL;
+  req->reason = NULL;
+  req->resp_count = 0;
+  req->status = status;
+  req->minor = minor;
+
+  /* One block: 2n pointers, then "name\0value\0" for each field. */
+  size_t strings = 0;
+  for (size_t i = 0; i < n; i++) strings += h[i].name_len + h[i].value_len + 2;
+  size_t ptrs = 2 * n * sizeof(char *);
+  char *block = tern__malloc(ptrs + strings + reason_len + 1);
+  if (block == NULL) return TERN_ENOMEM;
+  char **pairs = (char **)(void *)block;
+  char *s = block + ptrs;
+  for (size_t i = 0; i < n; i++) {
+    pairs[2 * i] = s;
+    memcpy(s, h[i].name, h[i].name_len);
+    s += h[i].name_len;
+    *s++ = '\0';
+    pairs[2 * i + 1] = s;
+    memcpy(s, h[i].value, h[i].value_len);
+    s += h[i].value_len;
+    *s++ = '\0';
+  }
+  memcpy(s, reason, reason_len);
+  s[reason_len] = '\0';
+  req->reason = s;
+  req->resp_block = block;
+  req->resp_count = n;
+  return 0;
+}
+
+/* The value of the first field named `name` (any case), or NULL. */
+const char *tern__request_header_value(const tern_request_t *req, const char *name) {
+  char **pairs = (char **)(void *)req->resp_block;
+  for (size_t i = 0; i < req->resp_count; i++)
+    if (strcasecmp(pairs[2 * i], name) == 0) return pairs[2 * i + 1];
+  return NULL;
+}
+
+/* ---- getters ---- */
+
+int tern_request_get_status(const tern_request_t *req) { return req ? req->status : 0; }
+const char *tern_request_get_reason(const tern_request_t *req) {
+  return req && req->reason ? req->reason : "";
+}
+int tern_request_get_http_minor(const tern_request_t *req) { return req ? req->minor : -1; }
+int tern_request_get_error(const tern_request_t *req) { return req ? req->error : TERN_EINVAL; }
+const char *tern_request_get_error_message(const tern_request_t *req) {
+  return req ? req->errmsg : "";
+}
+size_t tern_request_get_header_count(const tern_request_t *req) {
+  return req ? req->resp_count : 0;
+}
+
+int tern_request_get_header_at(const tern_request_t *req, size_t i, const char **name,
+                               const char **value) {
+  if (req == NULL || i >= req->resp_count) return TERN_EINVAL;
+  char **pairs = (char **)(void *)req->resp_block;
+  if (name) *name = pairs[2 * i];
+  if (value) *value = pairs[2 * i + 1];
+  return 0;
+}
+
+const char *tern_request_get_header(const tern_request_t *req, const char *name) {
+  if (req == NULL || name == NULL) return NULL;
+  return tern__request_header_value(req, name);
+}
+
+const void *tern_request_get_body(const tern_request_t *req, size_t *len) {
+  if (len) *len = req ? req->body.len : 0;
+  return req && req->body.len ? req->body.data : NULL;
+}
+
+const char *tern_request_get_interim_heads(const tern_request_t *req, size_t *len) {
+  if (len) *len = req ? req->interim.len : 0;
+  return req && req->interim.len ? req->interim.data : NULL;
+}
+
+uint64_t tern_request_get_bytes_received(const tern_request_t *req) {
+  return req ? req->received : 0;
+}
+int64_t tern_request_get_content_length(const tern_request_t *req) {
+  return req ? req->content_length : -1;
+}
+uint64_t tern_request_get_offset(const tern_request_t *req) { return req ? req->resp_offset : 0; }
+const char *tern_request_get_request_head(const tern_request_t *req, size_t *len) {
+  if (len) *len = req && req->head ? req->head_len : 0;
+  return req ? req->head : NULL;
+}
+
+int tern_request_is_reused(const tern_request_t *req) { return req ? req->reused : 0; }
+int tern_request_is_done(const tern_request_t *req) {
+  return req ? atomic_load(&req->state) == TERN__REQ_DONE : 0;
+}
+
+double tern_request_get_time(const tern_request_t *req, tern_time which) {
+  if (req == NULL || (unsigned)which > TERN_TIME_END || req->times_ns[which] < 0) return -1;
+  return (double)req->times_ns[which] / 1e9;
+}
+
+/* ---- the exchange as it went ---- */
+
+int tern_request_is_body_skipped(const tern_request_t *req) { return req ? req->body_skipped : 0; }
+
+const char *tern_request_get_effective_url(const tern_request_t *req) {
+  if (req == NULL) return NULL;
+  return req->effective_url ? req->effective_url : req->url_str;
+}
+
+unsigned tern_request_get_redirect_count(const tern_request_t *req) {
+  return req ? req->redirect_count : 0;
+}
+
+uint64_t tern_request_get_bytes_delivered(const tern_request_t *req) {
+  return req ? req->delivered : 0;
+}
+
+const char *tern_request_get_decoded_encoding(const tern_request_t *req) {
+  return req ? req->decoded_encoding : NULL;
+}
+
+const char *tern_request_get_tls_version(const tern_request_t *req) {
+  return req ? req->tls_version : NULL;
+}
+int tern_request_is_tls_resumed(const tern_request_t *req) { return req ? req->tls_resumed : 0; }
+int tern_request_was_client_cert_requested(const tern_request_t *req) {
+  return req ? req->cert_requested : 0;
+}
+
+void *tern_request_get_user_data(const tern_request_t *req) { return req ? req->user_data : NULL; }
