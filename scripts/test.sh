@@ -140,6 +140,7 @@ scripts/check-cli-memory.sh
 
 step "the README's examples are the code that runs, and the demo (the main job) works"
 scripts/check-readme.sh
+scripts/check-header.sh
 scripts/demo.sh
 
 if [ -x bench/run ]; then

@@ -30,20 +30,22 @@ extern "C" {
 #  define TERN_API
 #endif
 
+/* The header's version (the library's may differ: tern_version). Since 0.1. */
 #define TERN_VERSION_MAJOR 0
 #define TERN_VERSION_MINOR 1
 #define TERN_VERSION_PATCH 0
 #define TERN_VERSION_HEX                                                                        \
   ((TERN_VERSION_MAJOR << 16) | (TERN_VERSION_MINOR << 8) | TERN_VERSION_PATCH)
 
-/** The library's version as TERN_VERSION_HEX, which may differ from the header's. */
+/** The library's version as TERN_VERSION_HEX, which may differ from the header's.
+ *  Thread: any. Since 0.1. */
 TERN_API unsigned tern_version(void);
-/** The library's version as "MAJOR.MINOR.PATCH". */
+/** The library's version as "MAJOR.MINOR.PATCH". Thread: any. Since 0.1. */
 TERN_API const char *tern_version_string(void);
 
 /*
  * Errors. Negative codes; 0 is success. The list is append-only: a code keeps its number for
- * ever. XX(NAME, value, description).
+ * ever. XX(NAME, value, description). The map and tern_errno: since 0.1.
  */
 #define TERN_ERRNO_MAP(XX)                                                                      \
   XX(EINVAL, -1, "invalid argument")                                                            \
@@ -95,17 +97,19 @@ typedef enum {
   TERN_OK = 0
 } tern_errno;
 
-/** A sentence for an error code ("connection refused"); never NULL. */
+/** A sentence for an error code ("connection refused"); never NULL. Thread: any. Since 0.1. */
 TERN_API const char *tern_strerror(int err);
-/** The code's name without prefix ("ECONNREFUSED"); never NULL. */
+/** The code's name without prefix ("ECONNREFUSED"); never NULL. Thread: any. Since 0.1. */
 TERN_API const char *tern_err_name(int err);
-/** Non-zero for the four timeout codes. */
+/** Non-zero for the four timeout codes. Thread: any. Since 0.1. */
 TERN_API int tern_error_is_timeout(int err);
-/** Non-zero for the server-certificate verification codes (curl's exit 60). */
+/** Non-zero for the server-certificate verification codes (curl's exit 60).
+ *  Thread: any. Since 0.1. */
 TERN_API int tern_error_is_tls_verify(int err);
 
 struct uv_loop_s; /* libuv's loop, for callers that embed the engine */
 
+/* Opaque handles (see docs/c-api.md for their lifetimes). Since 0.1. */
 typedef struct tern_engine tern_engine_t;
 typedef struct tern_request tern_request_t;
 typedef struct tern_config tern_config_t;
@@ -114,38 +118,51 @@ typedef struct tern_config tern_config_t;
 /* Engine configuration                                                                      */
 /* ---------------------------------------------------------------------------------------- */
 
-/** A configuration holding defaults; NULL when out of memory. Free with tern_config_free. */
+/** A configuration holding defaults; NULL when out of memory. Free with tern_config_free.
+ *  Thread: any. Since 0.1. */
 TERN_API tern_config_t *tern_config_new(void);
+/** Frees a configuration; NULL is a no-op. Engines made from it keep their own copy.
+ *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API void tern_config_free(tern_config_t *config);
-/** Bytes of the one I/O buffer each connection owns (default 65536, minimum 1024). */
+/** Bytes of the one I/O buffer each connection owns (default 65536, minimum 1024).
+ *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_buffer_size(tern_config_t *config, size_t bytes);
-/** How long an idle pooled connection is kept (default 60000 ms; 0 disables pooling). */
+/** How long an idle pooled connection is kept (default 60000 ms; 0 disables pooling).
+ *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_idle_timeout(tern_config_t *config, uint64_t ms);
 /** Upper bound on one response head, status line to blank line (default 65536). The head
- *  must also fit the connection buffer, so the effective bound is the smaller of the two. */
+ *  must also fit the connection buffer, so the effective bound is the smaller of the two.
+ *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_max_header_size(tern_config_t *config, size_t bytes);
-/** Connections per origin, busy and idle (default 0: unlimited). Excess requests wait. */
+/** Connections per origin, busy and idle (default 0: unlimited). Excess requests wait.
+ *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_max_connections_per_origin(tern_config_t *config, unsigned n);
 /** How many idempotent requests may be queued on one connection (default 1: no pipelining).
- *  A request opts in with tern_request_set_pipelining. */
+ *  A request opts in with tern_request_set_pipelining.
+ *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_pipeline_depth(tern_config_t *config, unsigned depth);
-/** The User-Agent sent when a request sets none (default "tern/VERSION"; NULL or "" sends none). */
+/** The User-Agent sent when a request sets none (default "tern/VERSION"; NULL or "" sends none).
+ *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_user_agent(tern_config_t *config, const char *user_agent);
 
+/** Log levels, least severe first. Since 0.1. */
 typedef enum {
   TERN_LOG_DEBUG = 0, /* connection reuse, addresses tried, timers */
   TERN_LOG_INFO = 1,  /* request lifecycle: sent, status, timing */
   TERN_LOG_WARN = 2,  /* retries, connections dropped by the peer */
   TERN_LOG_ERROR = 3  /* failed requests */
 } tern_log_level;
-/** Receives the engine's lifecycle log on the loop thread; `message` is valid during the call.
- *  `req` is the request concerned, or NULL for connection-only events. */
+/** Receives the engine's lifecycle log; `message` is valid during the call. `req` is the
+ *  request concerned, or NULL for connection-only events.
+ *  Thread: called on the loop thread. Since 0.1. */
 typedef void (*tern_log_cb)(tern_log_level level, const char *message, tern_request_t *req,
                             void *user_data);
 /** Pins a host name to addresses instead of asking DNS, like curl's --resolve:
- *  "HOST:PORT:ADDR[,ADDR...]" (IPv6 addresses in brackets). Addresses are tried in order. */
+ *  "HOST:PORT:ADDR[,ADDR...]" (IPv6 addresses in brackets). Addresses are tried in order.
+ *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_add_resolve(tern_config_t *config, const char *entry);
-/** Routes the engine's log to `cb` for levels >= min_level (default: no log). */
+/** Routes the engine's log to `cb` for levels >= min_level (default: no log).
+ *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_log_cb(tern_config_t *config, tern_log_cb cb, tern_log_level min_level,
                                     void *user_data);
 
@@ -155,29 +172,32 @@ TERN_API int tern_config_set_log_cb(tern_config_t *config, tern_log_cb cb, tern_
 
 /** An engine with its own loop thread. `config` may be NULL for defaults; it is copied.
  *  Both constructors open /dev/null on any of descriptors 0-2 that is closed (libuv must never
- *  be handed those numbers) and leave it open. */
+ *  be handed those numbers) and leave it open. Thread: any. Since 0.1. */
 TERN_API int tern_engine_new(tern_engine_t **out, const tern_config_t *config);
 /** An engine on the caller's loop. Callbacks run on that loop's thread. The caller must keep
  *  running the loop; tern_engine_free must then be called on the loop thread, and the loop run
- *  once more so the engine's handles close. */
+ *  once more so the engine's handles close. Thread: the loop's thread. Since 0.1. */
 TERN_API int tern_engine_new_on_loop(tern_engine_t **out, struct uv_loop_s *loop,
                                      const tern_config_t *config);
 /** Stops the engine: requests still pending complete with TERN_ESHUTDOWN, connections close,
- *  and an owned loop thread is joined. NULL is a no-op. Must not be called from a callback of
- *  an engine that owns its loop thread. */
+ *  and an owned loop thread is joined. NULL is a no-op.
+ *  Thread: for an engine from tern_engine_new, any but its loop thread; for one on the caller's
+ *  loop, that loop's thread outside the engine's callbacks. No other call on the engine may
+ *  overlap or follow it. Since 0.1. */
 TERN_API void tern_engine_free(tern_engine_t *engine);
 /** Hands a request to the engine; callable from any thread. On success the engine holds a
  *  reference until the request completes, and the complete callback runs exactly once, on the
- *  loop thread. On error nothing runs and the request may be changed and submitted again. */
+ *  loop thread. On error nothing runs and the request may be changed and submitted again.
+ *  Thread: any. Since 0.1. */
 TERN_API int tern_engine_submit(tern_engine_t *engine, tern_request_t *req);
 /** Runs fn(arg) on the engine's loop thread, in the order of the calls: when called from inside
  *  an engine callback, right after that callback returns (no wake-up); from any other thread,
  *  soon, through the loop's wake-up. Lets a caller move work (such as resuming a task) onto
  *  the loop thread. fn must not block. Calls not yet run when the engine is freed are dropped.
- *  Any thread; since 0.2. */
+ *  Thread: any. Since 0.2. */
 TERN_API int tern_engine_call(tern_engine_t *eng, void (*fn)(void *arg), void *arg);
 
-/** Engine counters, readable from any thread at any time. */
+/** Engine counters, readable from any thread at any time. Since 0.1. */
 typedef enum {
   TERN_STAT_CONNECTIONS_OPENED = 0, /* TCP connections opened since start */
   TERN_STAT_CONNECTIONS_OPEN = 1,   /* connections open now (busy or idle) */
@@ -190,66 +210,80 @@ typedef enum {
   TERN_STAT_DNS_LOOKUPS = 8         /* names handed to the resolver (not pinned, literal or cached);
                                      * since 0.2 */
 } tern_stat;
+/** One counter of this engine; TERN_STAT_REQUESTS_LIVE counts every engine's requests (and
+ *  `engine` may then be NULL). 0 for an unknown counter. Thread: any. Since 0.1. */
 TERN_API uint64_t tern_engine_get_stat(const tern_engine_t *engine, tern_stat stat);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Requests                                                                                  */
 /* ---------------------------------------------------------------------------------------- */
 
+/** Which phase a progress report is about. Since 0.1. */
 typedef enum { TERN_PROGRESS_UPLOAD = 1, TERN_PROGRESS_DOWNLOAD = 2 } tern_progress_state;
 
-/** Runs once per request, on the loop thread, with 0 or a TERN_E* code. */
+/** Runs once per request with 0 or a TERN_E* code.
+ *  Thread: called on the loop thread. Since 0.1. */
 typedef void (*tern_complete_cb)(tern_request_t *req, int status, void *user_data);
 /** Progress: percent is 0..100 and never decreases; it stays 0 while the total is unknown and
  *  reaches 100 exactly once per state when that phase completes. -1 reports a failure (once, just
- *  before the complete callback). Return non-zero to cancel (completion with TERN_ECANCELED). */
+ *  before the complete callback). Return non-zero to cancel (completion with TERN_ECANCELED).
+ *  Thread: called on the loop thread. Since 0.1. */
 typedef int (*tern_progress_cb)(tern_request_t *req, tern_progress_state state, int percent,
                                 uint64_t done, uint64_t total, void *user_data);
-/** Runs on the loop thread when a final (non-1xx) response head of a hop has been parsed, before
- *  any of its body; the header getters work inside it. Return non-zero to cancel. */
+/** Runs when a final (non-1xx) response head of a hop has been parsed, before any of its body;
+ *  the header getters work inside it. Return non-zero to cancel.
+ *  Thread: called on the loop thread. Since 0.1. */
 typedef int (*tern_hop_response_cb)(tern_request_t *req, int status, void *user_data);
 /** Receives body bytes as they arrive (the sink of tern_request_set_data_cb). Return non-zero
- *  to abort with TERN_ECALLBACK. */
+ *  to abort with TERN_ECALLBACK. Thread: called on the loop thread. Since 0.1. */
 typedef int (*tern_data_cb)(tern_request_t *req, const void *data, size_t len, void *user_data);
 /** Supplies request body bytes: fill at most `cap` bytes of `buf`, return the count, 0 at the
- *  end, or a negative value to abort with TERN_EFILEREAD. */
+ *  end, or a negative value to abort with TERN_EFILEREAD.
+ *  Thread: called on the loop thread. Since 0.1. */
 typedef int64_t (*tern_read_cb)(tern_request_t *req, void *buf, size_t cap, void *user_data);
 
-/** A new request: method GET, no URL. NULL when out of memory. */
+/** A new request: method GET, no URL. NULL when out of memory. Thread: any. Since 0.1. */
 TERN_API tern_request_t *tern_request_new(void);
 /** Drops the caller's reference. A request still in flight is canceled and none of its
- *  callbacks run any more; its memory goes when the engine lets go of it. NULL is a no-op. */
+ *  callbacks run any more; its memory goes when the engine lets go of it. NULL is a no-op.
+ *  Thread: any. Since 0.1. */
 TERN_API void tern_request_free(tern_request_t *req);
 /** Cancels from any thread: the request completes with TERN_ECANCELED unless it already
- *  completed. Idempotent. */
+ *  completed. Idempotent. Thread: any. Since 0.1. */
 TERN_API void tern_request_cancel(tern_request_t *req);
 
 /* Setters: valid before submission; after it they return TERN_EBUSY. */
 
-/** http:// URL (https:// with TLS). Rejects control characters, spaces and bad ports. */
+/** http:// URL (https:// with TLS). Rejects control characters, spaces and bad ports.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_url(tern_request_t *req, const char *url);
-/** Any token method ("GET", "PROPFIND"); HEAD reads no body. */
+/** Any token method ("GET", "PROPFIND"); HEAD reads no body.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_method(tern_request_t *req, const char *method);
 /** Adds a header. Names must be tokens; values must hold no CR, LF or NUL. Host, User-Agent and
  *  Accept set here replace the engine's own; "Connection: close" makes the request
  *  non-persistent. Content-Length and Transfer-Encoding are the engine's to frame the body:
- *  setting them is TERN_EBADHEADER. */
+ *  setting them is TERN_EBADHEADER. Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_add_header(tern_request_t *req, const char *name, const char *value);
-/** A body from memory; copied. */
+/** A body from memory; copied. Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_body(tern_request_t *req, const void *data, size_t len);
 /** A body from a file, bytes [offset, end) (end 0: to the end of the file). Read through the
- *  connection buffer while sending; never loaded whole. */
+ *  connection buffer while sending; never loaded whole.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_body_file(tern_request_t *req, const char *path, uint64_t offset,
                                         uint64_t end);
 /** Appends a memory segment (copied) to a body made of segments, sent in order: the shape of
- *  multipart/form-data, where part headers come from memory and file contents from disk. */
+ *  multipart/form-data, where part headers come from memory and file contents from disk.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_add_body_segment(tern_request_t *req, const void *data, size_t len);
 /** Appends bytes [offset, end) of a file (end 0: to its end) to a body made of segments. The
  *  file is read through the connection buffer while sending, never loaded whole; its size is
- *  taken when the request starts, so the body's Content-Length is known up front. */
+ *  taken when the request starts, so the body's Content-Length is known up front.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_add_body_segment_file(tern_request_t *req, const char *path,
                                                 uint64_t offset, uint64_t end);
-/** A body from a callback. length -1 sends it chunked. */
+/** A body from a callback. length -1 sends it chunked.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_read_cb cb,
                                       void *user_data);
 /** Writes a 2xx body into a file instead of memory (another status keeps up to 1 MiB of its body
@@ -265,39 +299,51 @@ TERN_API int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_
  *  names are written in place; a directory fails with TERN_EFILEWRITE.
  *  TERN_RESUME_PART (2) continues only what an earlier attempt left in FILE.part (never FILE
  *  itself) and keeps FILE.part when this attempt fails: the mode for retries, whose caller
- *  removes FILE.part once it gives up (since 0.2). */
+ *  removes FILE.part once it gives up (since 0.2).
+ *  Thread: the request's owner, before submit. Since 0.1. */
 #define TERN_RESUME_PART 2
 TERN_API int tern_request_set_download_file(tern_request_t *req, const char *path,
                                             uint64_t offset, uint64_t end, int resume);
 /** Non-zero sends the body of a final non-2xx response to the download file too, replacing
  *  the file when complete as a 2xx body would (curl's -o without -f); ignored with resume, so a
- *  partial download is never overwritten by an error page. Default 0 (since 0.2). */
+ *  partial download is never overwritten by an error page. Default 0.
+ *  Thread: the request's owner, before submit. Since 0.2. */
 TERN_API int tern_request_set_download_any_status(tern_request_t *req, int enabled);
 /** Pauses (non-zero) or resumes (0) reading this request's response from its connection, for
  *  a consumer that fell behind: bytes already read are still delivered, then the connection
  *  reads nothing more (TCP flow control slows the server) until resumed; the body timeout does
- *  not run while paused. Any thread, before or during the request; since 0.2. */
+ *  not run while paused. Thread: any, before or during the request. Since 0.2. */
 TERN_API int tern_request_pause_receive(tern_request_t *req, int paused);
-/** Streams the body to `cb` instead of keeping it; nothing is accumulated. */
+/** Streams the body to `cb` instead of keeping it; nothing is accumulated.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_data_cb(tern_request_t *req, tern_data_cb cb, void *user_data);
+/** The callback run once when the request completes (see tern_complete_cb).
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_complete_cb(tern_request_t *req, tern_complete_cb cb,
                                           void *user_data);
+/** Upload and download progress reports (see tern_progress_cb).
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_progress_cb(tern_request_t *req, tern_progress_cb cb,
                                           void *user_data);
 
+/** The callback run for each hop's final response head (see tern_hop_response_cb).
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_hop_response_cb(tern_request_t *req, tern_hop_response_cb cb,
                                               void *user_data);
 
 /** Sends "Expect: 100-continue" when the body holds at least min_body bytes or has no known
  *  length (default 1 MiB; -1: never), then waits up to wait_ms (default 1000) for the server's
  *  100 before sending the body anyway. A final response in the meantime (401, 413, 417, ...)
- *  ends the exchange without the body being sent, and that connection is not reused. */
+ *  ends the exchange without the body being sent, and that connection is not reused.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_expect_continue(tern_request_t *req, int64_t min_body,
                                               uint64_t wait_ms);
 /** Non-zero sends the body gzip-compressed on the fly ("Content-Encoding: gzip", chunked),
- *  streaming through zlib as it is sent; the body is never compressed whole in memory. */
+ *  streaming through zlib as it is sent; the body is never compressed whole in memory.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_body_gzip(tern_request_t *req, int enabled);
-/** Non-zero when a final response arrived before the request body was sent (see above). */
+/** Non-zero when a final response arrived before the request body was sent (see above).
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_is_body_skipped(const tern_request_t *req);
 
 /* ---- Hops: redirects, authentication, proxies ----
@@ -309,8 +355,9 @@ TERN_API int tern_request_is_body_skipped(const tern_request_t *req);
 /** Follows 301, 302, 303, 307 and 308 up to `max` times (0: not at all, the default);
  *  one more is TERN_ETOOMANYREDIRECTS. 303, and 301/302 after POST, become GET without a body,
  *  as browsers and curl do; 307/308 keep the method and body (a callback body cannot be
- *  replayed: TERN_EREDIRECT). */
+ *  replayed: TERN_EREDIRECT). Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_follow_redirects(tern_request_t *req, unsigned max);
+/** Flags for tern_request_set_redirect_flags. Since 0.1. */
 typedef enum {
   TERN_REDIRECT_POST_301 = 1,          /* keep POST on 301 (curl --post301) */
   TERN_REDIRECT_POST_302 = 2,          /* keep POST on 302 (curl --post302) */
@@ -318,42 +365,59 @@ typedef enum {
   TERN_REDIRECT_ALLOW_DOWNGRADE = 8,   /* follow https -> http (refused by default) */
   TERN_REDIRECT_TRUST_CROSS_ORIGIN = 16 /* keep Authorization/Cookie/credentials across origins */
 } tern_redirect_flags;
+/** TERN_REDIRECT_* flags, OR-ed together (default 0); unknown bits are TERN_EINVAL.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_redirect_flags(tern_request_t *req, unsigned flags);
-/** Runs on the loop thread before each hop is sent, with the hop's URL; headers added with
+/** Runs before each hop is sent, with the hop's URL; headers added with
  *  tern_request_add_hop_header inside it go on that hop only (e.g. Cookie for that URL).
- *  Return non-zero to cancel. */
+ *  Return non-zero to cancel. Thread: called on the loop thread. Since 0.1. */
 typedef int (*tern_hop_request_cb)(tern_request_t *req, const char *url, void *user_data);
+/** The callback run before each hop is sent (see tern_hop_request_cb).
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_hop_request_cb(tern_request_t *req, tern_hop_request_cb cb,
                                              void *user_data);
-/** Adds a header to the hop being prepared; only valid inside the hop-request callback. */
+/** Adds a header to the hop being prepared (TERN_EINVAL outside the hop-request callback).
+ *  Thread: the loop thread, inside the hop-request callback. Since 0.1. */
 TERN_API int tern_request_add_hop_header(tern_request_t *req, const char *name, const char *value);
-/** The URL of the last hop (after redirects); the URL as set before. */
+/** The URL of the last hop (after redirects); the URL as set before.
+ *  Thread: the request's owner before submit; then as the getters: after completion, or inside
+ *  its callbacks on the loop thread. Since 0.1. */
 TERN_API const char *tern_request_get_effective_url(const tern_request_t *req);
+/** How many redirects were followed.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API unsigned tern_request_get_redirect_count(const tern_request_t *req);
 
+/** Authentication schemes, OR-ed. Since 0.1. */
 typedef enum { TERN_AUTH_BASIC = 1, TERN_AUTH_DIGEST = 2, TERN_AUTH_ANY = 3 } tern_auth_scheme;
 /** Credentials for the origin (and only it: never sent to another origin after a redirect
  *  unless TERN_REDIRECT_TRUST_CROSS_ORIGIN). With TERN_AUTH_BASIC alone, Basic is sent
  *  preemptively; otherwise the server's 401 challenge picks the scheme (Digest: MD5, MD5-sess,
  *  SHA-256, SHA-512-256, qop=auth, stale=true). A body already sent is sent again whole.
- *  user:password in the URL count as credentials when none are set. */
+ *  user:password in the URL count as credentials when none are set.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_auth(tern_request_t *req, const char *user, const char *password,
                                    unsigned schemes);
 /** Called on a 401 or 407 challenge for which no (more) credentials are known; supply them with
  *  tern_request_supply_auth inside the callback and return non-zero to retry, or return 0 to
- *  stop and complete with the challenge response. */
+ *  stop and complete with the challenge response. Thread: called on the loop thread. Since 0.1. */
 typedef int (*tern_auth_cb)(tern_request_t *req, int is_proxy, const char *scheme,
                             const char *realm, void *user_data);
+/** The callback asked for credentials on a 401 or 407 challenge (see tern_auth_cb).
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_auth_cb(tern_request_t *req, tern_auth_cb cb, void *user_data);
-/** Only valid inside the auth callback. */
+/** Credentials for the challenge the auth callback was called for (TERN_EINVAL outside it).
+ *  Thread: the loop thread, inside the auth callback. Since 0.1. */
 TERN_API int tern_request_supply_auth(tern_request_t *req, const char *user, const char *password);
 /** Sends the request through an HTTP proxy, "http://[user:password@]host:port": http URLs in
- *  absolute form, https URLs through a CONNECT tunnel. Connections are pooled per proxy. */
+ *  absolute form, https URLs through a CONNECT tunnel. Connections are pooled per proxy.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_proxy(tern_request_t *req, const char *proxy_url);
-/** Proxy credentials (Basic preemptive with TERN_AUTH_BASIC alone; else per 407 challenge). */
+/** Proxy credentials (Basic preemptive with TERN_AUTH_BASIC alone; else per 407 challenge).
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_proxy_auth(tern_request_t *req, const char *user,
                                          const char *password, unsigned schemes);
 
+/** Response decoding modes. Since 0.1. */
 typedef enum {
   TERN_DECODE_AUTO = 0, /* send Accept-Encoding: gzip, deflate (and br, zstd when built in) and
                          * decode such bodies (default); a coding the build cannot decode, or
@@ -361,108 +425,146 @@ typedef enum {
   TERN_DECODE_RAW = 1,  /* send Accept-Encoding, deliver the body as sent (still encoded) */
   TERN_DECODE_OFF = 2   /* send no Accept-Encoding (unless added as a header); decode nothing */
 } tern_decode_mode;
+/** How the response's Content-Encoding is asked for and decoded (default TERN_DECODE_AUTO).
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode);
 /** Bounds on a decoded body: at most max_bytes (0: no bound) and at most max_ratio decoded
  *  bytes per received byte (default 200; 0: no bound) once past 16 MiB for a body kept in
  *  memory, or past 256 MiB for one streamed to a file or callback (so real, very compressible
  *  bodies pass; a bomb is stopped there). Beyond them the request fails with
- *  TERN_EDECODELIMIT. */
+ *  TERN_EDECODELIMIT. Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_decoding_limits(tern_request_t *req, uint64_t max_bytes,
                                               unsigned max_ratio);
 
+/** Timeout phases. Since 0.1. */
 typedef enum {
   TERN_TIMEOUT_CONNECT = 0, /* DNS + TCP (+ TLS handshake); default 30000 ms */
   TERN_TIMEOUT_HEADERS = 1, /* request sent to end of response head; default 60000 ms */
   TERN_TIMEOUT_BODY = 2,    /* longest silence while sending or receiving a body; default 60000 */
   TERN_TIMEOUT_TOTAL = 3    /* whole request, queueing and retries included; default 0 (none) */
 } tern_timeout;
-/** A per-phase limit in milliseconds; 0 disables it. */
+/** A per-phase limit in milliseconds; 0 disables it.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_timeout(tern_request_t *req, tern_timeout which, uint64_t ms);
-/** 0 sends "Connection: close" and never pools the connection (default 1). */
+/** 0 sends "Connection: close" and never pools the connection (default 1).
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_persistent(tern_request_t *req, int persistent);
-/** Non-zero lets an idempotent bodiless request be pipelined (needs a pipeline depth > 1). */
+/** Non-zero lets an idempotent bodiless request be pipelined (needs a pipeline depth > 1).
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_pipelining(tern_request_t *req, int enabled);
-/** Non-zero speaks HTTP/1.0: no chunked bodies, keep-alive only when the server offers it. */
+/** Non-zero speaks HTTP/1.0: no chunked bodies, keep-alive only when the server offers it.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_http10(tern_request_t *req, int enabled);
 /* TLS (https:// URLs). Verification is on by default against the system trust store. Requests
  * with different TLS settings never share a pooled connection. */
 
-/** 0 disables certificate and host name verification (curl's -k). Default 1. */
+/** 0 disables certificate and host name verification (curl's -k). Default 1.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_tls_verify(tern_request_t *req, int verify);
-/** Trusts the PEM certificates in this file instead of the system store. */
+/** Trusts the PEM certificates in this file instead of the system store.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_tls_ca_file(tern_request_t *req, const char *path);
-/** Trusts the certificates in this OpenSSL hashed directory instead of the system store. */
+/** Trusts the certificates in this OpenSSL hashed directory instead of the system store.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir);
 /** A client certificate (PEM chain) and its key (PEM; NULL: in the certificate file), with the
- *  key's password or NULL. */
+ *  key's password or NULL. Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
                                              const char *key_file, const char *password);
 
 /** Caps the response body's receive rate at about `bytes_per_second` (0: no cap), like
  *  curl's --limit-rate: the engine stops reading while ahead of the rate, so the sender is
- *  slowed by TCP flow control and nothing piles up in memory. */
+ *  slowed by TCP flow control and nothing piles up in memory.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_max_recv_speed(tern_request_t *req, uint64_t bytes_per_second);
 
 /** This request's connection buffer size when it opens a connection (0: engine default).
- *  Pooled connections are shared only between requests asking the same size. */
+ *  Pooled connections are shared only between requests asking the same size.
+ *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_buffer_size(tern_request_t *req, size_t bytes);
+/** A pointer kept for the caller; the engine never reads it.
+ *  Thread: the request's owner, at any time; it is not synchronised with the loop thread, so set
+ *  it before submit if callbacks read it. Since 0.1. */
 TERN_API void tern_request_set_user_data(tern_request_t *req, void *user_data);
+/** The pointer set with tern_request_set_user_data, or NULL.
+ *  Thread: the request's owner, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API void *tern_request_get_user_data(const tern_request_t *req);
 
 /* Getters: valid from the complete callback on (headers from the first progress callback). */
 
-/** The final HTTP status, or 0 when no response head arrived. */
+/** The final HTTP status, or 0 when no response head arrived.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_get_status(const tern_request_t *req);
-/** The reason phrase of the final status line ("" when none). */
+/** The reason phrase of the final status line ("" when none).
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API const char *tern_request_get_reason(const tern_request_t *req);
-/** The response's HTTP minor version (0 or 1), or -1 when no response head arrived. */
+/** The response's HTTP minor version (0 or 1), or -1 when no response head arrived.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_get_http_minor(const tern_request_t *req);
-/** 0, or the TERN_E* code the request completed with. */
+/** 0, or the TERN_E* code the request completed with.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_get_error(const tern_request_t *req);
 /** A message saying what failed and where ("connect to example.com:80: connection refused");
- *  "" on success. */
+ *  "" on success.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API const char *tern_request_get_error_message(const tern_request_t *req);
-/** Number of response header fields, in the order received. */
+/** Number of response header fields, in the order received.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API size_t tern_request_get_header_count(const tern_request_t *req);
-/** The i-th response header; returns 0 or TERN_EINVAL when out of range. */
+/** The i-th response header; returns 0 or TERN_EINVAL when out of range.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_get_header_at(const tern_request_t *req, size_t i, const char **name,
                                         const char **value);
-/** The first response header with this name (case-insensitive), or NULL. */
+/** The first response header with this name (case-insensitive), or NULL.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API const char *tern_request_get_header(const tern_request_t *req, const char *name);
-/** The body kept in memory (the default sink); NULL with *len 0 for other sinks. */
+/** The body kept in memory (the default sink); NULL with *len 0 for other sinks.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API const void *tern_request_get_body(const tern_request_t *req, size_t *len);
 /** The interim (1xx) response heads of the last hop, as received (status line, fields and blank
  *  line each, in order), for curl's -i and -v; NULL with *len 0 when none came. At most 300 KiB
  *  of them are accepted per hop: more (a server sending 100 Continue for ever) fails the request
- *  with TERN_EHEADERSIZE. */
+ *  with TERN_EHEADERSIZE.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API const char *tern_request_get_interim_heads(const tern_request_t *req, size_t *len);
-/** Body bytes received for this request as they came over the wire (after any resume offset). */
+/** Body bytes received for this request as they came over the wire (after any resume offset).
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API uint64_t tern_request_get_bytes_received(const tern_request_t *req);
-/** Body bytes delivered to the sink: the decoded size when the body was decoded. */
+/** Body bytes delivered to the sink: the decoded size when the body was decoded.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API uint64_t tern_request_get_bytes_delivered(const tern_request_t *req);
 /** The response's Content-Encoding when the engine decoded it ("gzip", "deflate", "br",
- *  "zstd"), else NULL. */
+ *  "zstd"), else NULL.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API const char *tern_request_get_decoded_encoding(const tern_request_t *req);
 /** The body length the server announced (Content-Length, or Content-Size with chunked),
- *  or -1 when unknown. */
+ *  or -1 when unknown.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int64_t tern_request_get_content_length(const tern_request_t *req);
-/** Where the body landed in the resource: the start of a 206 range, or 0. */
+/** Where the body landed in the resource: the start of a 206 range, or 0.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API uint64_t tern_request_get_offset(const tern_request_t *req);
 /** The request head as last sent (request line, headers, blank line), for logs and `-v`;
- *  NULL before the request was prepared. */
+ *  NULL before the request was prepared.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API const char *tern_request_get_request_head(const tern_request_t *req, size_t *len);
-/** The TLS version of the request's connection ("TLSv1.3"), or NULL for plain HTTP. */
+/** The TLS version of the request's connection ("TLSv1.3"), or NULL for plain HTTP.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API const char *tern_request_get_tls_version(const tern_request_t *req);
-/** Non-zero when the request's TLS connection resumed an earlier session. */
+/** Non-zero when the request's TLS connection resumed an earlier session.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_is_tls_resumed(const tern_request_t *req);
 /** Non-zero when the server asked for a client certificate and none was configured (servers
- *  such as nginx then answer 400 instead of failing the handshake). */
+ *  such as nginx then answer 400 instead of failing the handshake).
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_was_client_cert_requested(const tern_request_t *req);
-/** Non-zero when the request was sent on a pooled connection. */
+/** Non-zero when the request was sent on a pooled connection.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_is_reused(const tern_request_t *req);
-/** Non-zero once the request completed. */
+/** Non-zero once the request completed. Thread: any. Since 0.1. */
 TERN_API int tern_request_is_done(const tern_request_t *req);
 
+/** Moments of a request's life for tern_request_get_time. Since 0.1. */
 typedef enum {
   TERN_TIME_START = 0,     /* submission */
   TERN_TIME_CONNECTED = 1, /* connection ready (or reused) */
@@ -470,7 +572,8 @@ typedef enum {
   TERN_TIME_HEADERS = 3,   /* response head parsed */
   TERN_TIME_END = 4        /* completion */
 } tern_time;
-/** Seconds from TERN_TIME_START to the given event, or -1 when it did not happen. */
+/** Seconds from TERN_TIME_START to the given event, or -1 when it did not happen.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API double tern_request_get_time(const tern_request_t *req, tern_time which);
 
 #ifdef __cplusplus
