@@ -148,7 +148,7 @@ int tern__request_open_body(tern_request_t *req) {
 }
 
 bool tern__request_can_replay(const tern_request_t *req) {
-  return req->body_kind != TERN__BODY_CB || req->body_sent == 0 || req->body_skipped;
+  return req->body_kind != TERN__BODY_CB || req->body_sent == 0 || req->send == TERN__SEND_SKIPPED;
 }
 
 int tern__request_progress_upload(tern_request_t *req) {

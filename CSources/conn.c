@@ -63,6 +63,8 @@ void tern__conn_arm_timer(tern__conn *c) {
 }
 
 void tern__conn_set_timer(tern__conn *c, int kind, uint64_t ms) {
+  /* From now, not from when this loop iteration began (a busy one would cut the limit short). */
+  uv_update_time(c->engine->loop);
   c->timer_kind = kind;
   c->timer_ms = ms;
   c->last_activity = uv_now(c->engine->loop);

@@ -406,6 +406,9 @@ static void start_request(tern_request_t *req) {
     return;
   }
   if (req->timeouts[TERN_TIMEOUT_TOTAL]) {
+    /* The loop's clock is the one cached when this iteration began: a busy iteration would
+     * make the limit fire early. */
+    uv_update_time(eng->loop);
     uv_timer_init(eng->loop, &req->total_timer);
     req->total_timer.data = req;
     req->total_timer_live = true;

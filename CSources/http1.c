@@ -71,19 +71,15 @@ static void on_written(tern__conn *c, int status) {
     tern__conn_fail(c, req, err);
     return;
   }
-  bool was_head = !req->head_sent;
-  req->head_sent = true;
+  bool was_head = req->send == TERN__SEND_NOTHING;
+  if (was_head) req->send = TERN__SEND_BODY;
   req->body_sent += c->pending_body;
-  if (req->body_kind == TERN__BODY_NONE) {
-    req->body_done = true;
-  } else if (req->body_len == UINT64_MAX) {
-    if (c->last_chunk_pending) req->body_done = true;
-  } else if (req->body_sent >= req->body_len) {
-    req->body_done = true;
-  }
-  if (was_head && req->expect_continue && !req->body_done) {
+  bool body_out = req->body_kind == TERN__BODY_NONE ||
+                  (req->body_len == UINT64_MAX ? c->last_chunk_pending
+                                               : req->body_sent >= req->body_len);
+  if (was_head && req->expect_continue && !body_out) {
     /* Hold the body until the server's 100 (or its final answer) or the wait runs out. */
-    req->awaiting_continue = true;
+    req->send = TERN__SEND_WAIT_100;
     tern__conn_start_reading(c);
     tern__conn_set_timer(c, TERN__TIMER_EXPECT, req->expect_wait_ms);
     return;
@@ -95,7 +91,7 @@ static void on_written(tern__conn *c, int status) {
       return;
     }
   }
-  if (req->body_done) {
+  if (body_out) {
     tern__http1_request_sent(c, req);
     tern__http1_write_next(c); /* a pipelined request may be waiting */
     /* Bytes that arrived while the body was staged are processed now. */
@@ -120,13 +116,13 @@ static void response_done(tern__conn *c, tern_request_t *req) {
   /* Bytes beyond the response on a connection with nothing else outstanding mean the server
    * framed the body wrongly: such a connection is not reused. */
   if (!more && c->len > 0) c->keep_alive = false;
-  if (!c->keep_alive || !req->sent) c->no_more = true;
+  if (!c->keep_alive || !tern__request_out(req)) c->no_more = true;
   if (c->no_more) {
     tern__conn_stop_reading(c);
     tern__conn_close(c); /* pipelined requests behind it are retried elsewhere */
   } else if (more) {
     tern_request_t *next = tern__conn_first(c);
-    if (next->sent) tern__conn_set_timer(c, TERN__TIMER_HEADERS, next->timeouts[TERN_TIMEOUT_HEADERS]);
+    if (tern__request_out(next)) tern__conn_set_timer(c, TERN__TIMER_HEADERS, next->timeouts[TERN_TIMEOUT_HEADERS]);
   } else {
     c->engine->ops->release(c);
   }
@@ -276,8 +272,8 @@ static void on_timer(tern__conn *c) {
       break;
     }
     case TERN__TIMER_EXPECT:
-      if (req && req->awaiting_continue) {
-        req->awaiting_continue = false; /* no 100 in time: send the body anyway (RFC 9110 10.1.1) */
+      if (req && req->send == TERN__SEND_WAIT_100) {
+        req->send = TERN__SEND_BODY; /* no 100 in time: send the body anyway (RFC 9110 10.1.1) */
         tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
         tern__http1_write_next(c);
       }

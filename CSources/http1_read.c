@@ -100,7 +100,8 @@ int tern__http1_read(tern__conn *c) {
       }
       return TERN__READ_MORE;
     }
-    if (!req->sent && !req->awaiting_continue) return TERN__READ_MORE; /* bytes wait until the request is out */
+    /* Bytes wait until the request is out, or its head is and its body waits for them. */
+    if (req->send == TERN__SEND_NOTHING || req->send == TERN__SEND_BODY) return TERN__READ_MORE;
     if (c->len == 0) return TERN__READ_MORE;
     int r;
     switch (c->rstate) {
@@ -149,20 +150,17 @@ int tern__http1_read(tern__conn *c) {
           /* Interim responses (100, 103) change nothing here; they are kept for the caller. */
           if (tern__str_append(&req->interim, c->buf, (size_t)r)) return TERN_ENOMEM;
           tern__conn_consume(c, (size_t)r);
-          if (status == 100 && req->awaiting_continue) {
-            req->awaiting_continue = false;
+          if (status == 100 && req->send == TERN__SEND_WAIT_100) {
+            req->send = TERN__SEND_BODY;
             tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
             return TERN__READ_CONTINUE;
           }
           continue;
         }
-        if (req->awaiting_continue) {
+        if (req->send == TERN__SEND_WAIT_100) {
           /* A final answer to the head alone: the body is not sent, and since the server may
            * still expect it, the connection is not reused. */
-          req->awaiting_continue = false;
-          req->body_skipped = true;
-          req->body_done = true;
-          req->sent = true;
+          req->send = TERN__SEND_SKIPPED;
           c->no_more = true;
         }
         int done = setup_response(c, req, minor, status, reason, reason_len, h, nh);

@@ -12,13 +12,13 @@
 static tern_request_t *next_unsent(const tern__conn *c) {
   for (tern__list *n = c->requests.next; n != &c->requests; n = n->next) {
     tern_request_t *req = tern__container_of(n, tern_request_t, node);
-    if (!req->sent) return req;
+    if (!tern__request_out(req)) return req;
   }
   return NULL;
 }
 
 void tern__http1_request_sent(tern__conn *c, tern_request_t *req) {
-  req->sent = true;
+  req->send = TERN__SEND_DONE;
   c->writing_req = NULL;
   tern__request_mark(req, TERN_TIME_SENT);
   tern__log(c->engine, TERN_LOG_INFO, req, "sent %s %s to %s on connection #%llu", req->method,
@@ -42,11 +42,12 @@ void tern__http1_write_next(tern__conn *c) {
   bool chunked = req->body_len == UINT64_MAX;
   uv_buf_t bufs[5];
   unsigned nb = 0;
-  if (!req->head_sent) bufs[nb++] = uv_buf_init(req->head, (unsigned)req->head_len);
+  bool head = req->send == TERN__SEND_NOTHING;
+  if (head) bufs[nb++] = uv_buf_init(req->head, (unsigned)req->head_len);
   c->pending_body = 0;
   c->last_chunk_pending = false;
-  bool hold_body = !req->head_sent && req->expect_continue;
-  if (has_body && !req->body_done && !hold_body) {
+  bool hold_body = head && req->expect_continue;
+  if (has_body && !hold_body) {
     const char *ptr = NULL;
     int64_t n;
     if (req->gzip_body) {
@@ -107,7 +108,6 @@ void tern__http1_write_next(tern__conn *c) {
     }
   }
   if (nb == 0) {
-    req->body_done = true;
     tern__http1_request_sent(c, req);
     return;
   }
@@ -116,7 +116,7 @@ void tern__http1_write_next(tern__conn *c) {
     tern__conn_fail(c, req, r);
     return;
   }
-  if (!req->head_sent && has_body)
+  if (head && has_body)
     tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
 }
 

@@ -236,6 +236,20 @@ enum {
 typedef struct tern__conn tern__conn;
 typedef struct tern__origin tern__origin;
 
+/* The exchange's sending side, one state at a time. Its receiving side is framed by the
+ * connection (tern__conn.rstate: head, then a body by length, chunks or close) and recorded in
+ * the request's response fields. */
+typedef enum {
+  TERN__SEND_NOTHING, /* nothing of the request on the wire */
+  TERN__SEND_BODY,    /* the head is out; the body is going out */
+  TERN__SEND_WAIT_100, /* the head is out; the body waits for 100 Continue or the expect timer */
+  TERN__SEND_DONE,    /* the whole request is out */
+  TERN__SEND_SKIPPED, /* a final response came before the body: the body is not sent */
+} tern__send_state;
+
+/* The request is wholly out, or as much of it as the server will get. */
+static inline bool tern__request_out(const tern_request_t *req);
+
 struct tern_request {
   tern__list node; /* in exactly one of: submit queue, origin wait list, connection queue */
   tern_engine_t *engine;
@@ -332,10 +346,8 @@ struct tern_request {
   uint64_t start_ns;
   int64_t times_ns[5];
   int last_percent, last_up_percent; /* progress already reported, so it never goes back */
-  bool head_sent, body_done, sent; /* how much of the request is on the wire */
+  tern__send_state send;  /* how much of the request is on the wire */
   bool expect_continue;   /* this exchange sent Expect: 100-continue */
-  bool awaiting_continue; /* head sent, body held back until 100 or the wait ends */
-  bool body_skipped;      /* a final response came before the body was sent */
   uint64_t skip_bytes; /* leading body bytes to drop (a 200 answering a ranged download) */
   bool range_done;     /* 416 on a resumed download: the file was already whole */
 
@@ -370,6 +382,10 @@ struct tern_request {
   int error;
   char errmsg[256];
 };
+
+static inline bool tern__request_out(const tern_request_t *req) {
+  return req->send == TERN__SEND_DONE || req->send == TERN__SEND_SKIPPED;
+}
 
 /* request.c: the object's lifecycle and setters */
 void tern__request_ref(tern_request_t *req);

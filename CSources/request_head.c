@@ -171,7 +171,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
 }
 
 void tern__request_rewind(tern_request_t *req) {
-  req->head_sent = req->body_done = req->sent = false;
+  req->send = TERN__SEND_NOTHING;
   req->reused = false;
   req->conn = NULL;
   req->status = 0;
@@ -195,8 +195,6 @@ void tern__request_rewind(tern_request_t *req) {
   req->writing_part = false;
   req->delivered = 0;
   req->decoded_encoding = NULL;
-  req->awaiting_continue = false;
-  req->body_skipped = false;
   req->tls_version = NULL;
   req->tls_resumed = req->cert_requested = false;
   tern__encoder_free(req->encoder);
