@@ -71,9 +71,9 @@ int tern__auth_set_userinfo(tern__auth *a, const char *userinfo) {
 }
 
 int tern_request_supply_auth(tern_request_t *req, const char *user, const char *password) {
-  if (req == NULL || !req->in_auth_cb || user == NULL) return TERN_EINVAL;
+  if (req == NULL || !req->auth.in_cb || user == NULL) return TERN_EINVAL;
   /* The callback runs for the slot being challenged; in_auth_cb says which (1 www, 2 proxy). */
-  tern__auth *a = req->in_auth_cb == 2 ? &req->proxy_auth : &req->www;
+  tern__auth *a = req->auth.in_cb == 2 ? &req->auth.proxy : &req->auth.www;
   unsigned schemes = a->schemes ? a->schemes : TERN_AUTH_ANY;
   int r = tern__auth_set(a, user, password, schemes);
   a->scheme = 0; /* answer the pending challenge */
@@ -291,10 +291,10 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
   const char *value = tern__request_header_value(req, header);
   if (value == NULL) return false;
   /* Several header fields may carry challenges: the first one that has what we need wins. */
-  char **pairs = (char **)(void *)req->resp_block;
+  char **pairs = (char **)(void *)req->resp.block;
   tern__challenge digest, basic;
   bool have_digest = false, have_basic = false;
-  for (size_t i = 0; i < req->resp_count; i++) {
+  for (size_t i = 0; i < req->resp.count; i++) {
     if (strcasecmp(pairs[2 * i], header) != 0) continue;
     tern__challenge ch;
     if (!have_digest && tern__challenge_find(pairs[2 * i + 1], "Digest", &ch) &&
@@ -316,16 +316,16 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
   if (a->tries > 0) {
     /* Credentials sent and refused: without a callback to ask, the 401 stands; with one, the
      * refused credentials are dropped and it is asked again (it decides when to stop). */
-    if (req->auth_cb == NULL || a->tries >= 16) return false;
+    if (req->auth.cb == NULL || a->tries >= 16) return false;
     free(a->user);
     a->user = NULL;
   }
-  if (a->user == NULL && req->auth_cb && !atomic_load(&req->released)) {
+  if (a->user == NULL && req->auth.cb && !atomic_load(&req->released)) {
     const char *scheme = have_digest ? "Digest" : have_basic ? "Basic" : "";
     const char *realm = have_digest ? digest.realm : have_basic ? basic.realm : "";
-    req->in_auth_cb = slot;
-    int go = req->auth_cb(req, slot == 2, scheme, realm, req->auth_cb_data);
-    req->in_auth_cb = 0;
+    req->auth.in_cb = slot;
+    int go = req->auth.cb(req, slot == 2, scheme, realm, req->auth.cb_data);
+    req->auth.in_cb = 0;
     if (!go) return false;
   }
   if (a->user == NULL) return false;
@@ -345,7 +345,7 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
 
 int tern__request_proxy_authorization(tern_request_t *req, const char *method, const char *uri,
                                       tern__str *out) {
-  tern__auth *a = &req->proxy_auth;
+  tern__auth *a = &req->auth.proxy;
   if (a->user == NULL || a->scheme == 0) return 0;
   if (a->scheme == TERN_AUTH_BASIC) return tern__auth_basic(a->user, a->password, out);
   return tern__auth_digest(&a->ch, a->user, a->password, method, uri, ++a->nc, out);

@@ -1,5 +1,5 @@
 /* Request body sources: memory, a file range, segments (memory and file ranges in order) or a
- * callback; opening their files for an exchange, reading them at body_sent, and upload
+ * callback; opening their files for an exchange, reading them at upload.sent, and upload
  * progress. The gzip encoder (gzip.c) pulls plaintext from here too. */
 #include "internal.h"
 
@@ -12,25 +12,25 @@
 #include <unistd.h>
 
 static void free_segments(tern_request_t *req) {
-  for (size_t i = 0; i < req->nsegments; i++) {
-    free(req->segments[i].data);
-    free(req->segments[i].path);
-    tern__close_fd(&req->segments[i].fd);
+  for (size_t i = 0; i < req->upload.nsegments; i++) {
+    free(req->upload.segments[i].data);
+    free(req->upload.segments[i].path);
+    tern__close_fd(&req->upload.segments[i].fd);
   }
-  free(req->segments);
-  req->segments = NULL;
-  req->nsegments = 0;
+  free(req->upload.segments);
+  req->upload.segments = NULL;
+  req->upload.nsegments = 0;
 }
 
 void tern__request_clear_body(tern_request_t *req) {
   free_segments(req);
-  free(req->body_mem);
-  req->body_mem = NULL;
-  req->body_mem_len = 0;
-  free(req->body_path);
-  req->body_path = NULL;
-  req->body_cb = NULL;
-  req->body_kind = TERN__BODY_NONE;
+  free(req->upload.mem);
+  req->upload.mem = NULL;
+  req->upload.mem_len = 0;
+  free(req->upload.path);
+  req->upload.path = NULL;
+  req->upload.cb = NULL;
+  req->upload.kind = TERN__BODY_NONE;
 }
 
 /* Opens bytes [offset, end) of a file for upload: *fd and *len on success. */
@@ -63,42 +63,42 @@ static int open_upload_range(tern_request_t *req, const char *path, uint64_t off
 }
 
 static int open_upload(tern_request_t *req) {
-  return open_upload_range(req, req->body_path, req->body_offset, req->body_end, &req->body_fd,
-                           &req->body_len);
+  return open_upload_range(req, req->upload.path, req->upload.offset, req->upload.end, &req->upload.fd,
+                           &req->upload.len);
 }
 
 static int open_segments(tern_request_t *req) {
   uint64_t total = 0;
-  for (size_t i = 0; i < req->nsegments; i++) {
-    tern__segment *s = &req->segments[i];
+  for (size_t i = 0; i < req->upload.nsegments; i++) {
+    tern__segment *s = &req->upload.segments[i];
     if (s->path && s->fd < 0) {
       int r = open_upload_range(req, s->path, s->offset, s->end, &s->fd, &s->len);
       if (r) return r;
     }
     total += s->len;
   }
-  req->body_len = total;
+  req->upload.len = total;
   return 0;
 }
 
-/* Copies the segments' bytes at body_sent into buf: memory parts copied, file parts read. */
+/* Copies the segments' bytes at upload.sent into buf: memory parts copied, file parts read. */
 static int64_t read_segments(tern_request_t *req, char *buf, size_t cap) {
   size_t done = 0;
-  while (done < cap && req->seg_index < req->nsegments) {
-    tern__segment *s = &req->segments[req->seg_index];
-    uint64_t left = s->len - req->seg_offset;
+  while (done < cap && req->upload.seg_index < req->upload.nsegments) {
+    tern__segment *s = &req->upload.segments[req->upload.seg_index];
+    uint64_t left = s->len - req->upload.seg_offset;
     if (left == 0) {
-      req->seg_index++;
-      req->seg_offset = 0;
+      req->upload.seg_index++;
+      req->upload.seg_offset = 0;
       continue;
     }
     size_t n = cap - done < left ? cap - done : (size_t)left;
     if (s->data) {
-      memcpy(buf + done, s->data + req->seg_offset, n);
+      memcpy(buf + done, s->data + req->upload.seg_offset, n);
     } else {
       ssize_t k;
       do {
-        k = pread(s->fd, buf + done, n, (off_t)(s->offset + req->seg_offset));
+        k = pread(s->fd, buf + done, n, (off_t)(s->offset + req->upload.seg_offset));
       } while (k < 0 && errno == EINTR);
       if (k <= 0) {
         tern__request_set_error(req, TERN_EFILEREAD, "read %s: %s", s->path,
@@ -107,7 +107,7 @@ static int64_t read_segments(tern_request_t *req, char *buf, size_t cap) {
       }
       n = (size_t)k;
     }
-    req->seg_offset += n;
+    req->upload.seg_offset += n;
     done += n;
   }
   return (int64_t)done;
@@ -117,49 +117,49 @@ static int64_t read_segments(tern_request_t *req, char *buf, size_t cap) {
  * goes chunked) and plain_len (before compression). Returns 0 or a TERN_E* code. */
 int tern__request_open_body(tern_request_t *req) {
   int r;
-  switch (req->body_kind) {
-    case TERN__BODY_MEM: req->body_len = req->body_mem_len; break;
+  switch (req->upload.kind) {
+    case TERN__BODY_MEM: req->upload.len = req->upload.mem_len; break;
     case TERN__BODY_FILE:
-      if (req->body_fd < 0 && (r = open_upload(req)) != 0) return r;
+      if (req->upload.fd < 0 && (r = open_upload(req)) != 0) return r;
       break;
     case TERN__BODY_SEGMENTS:
       if ((r = open_segments(req)) != 0) return r;
-      req->seg_index = 0;
-      req->seg_offset = 0;
+      req->upload.seg_index = 0;
+      req->upload.seg_offset = 0;
       break;
     case TERN__BODY_CB:
-      if (req->body_cb_length < 0 && req->http10) {
+      if (req->upload.cb_length < 0 && req->http10) {
         tern__request_set_error(req, TERN_EINVAL, "a body of unknown length needs HTTP/1.1");
         return TERN_EINVAL;
       }
-      req->body_len = req->body_cb_length < 0 ? UINT64_MAX : (uint64_t)req->body_cb_length;
+      req->upload.len = req->upload.cb_length < 0 ? UINT64_MAX : (uint64_t)req->upload.cb_length;
       break;
-    default: req->body_len = 0; break;
+    default: req->upload.len = 0; break;
   }
-  req->plain_len = req->body_len;
-  if (req->gzip_body && req->body_kind != TERN__BODY_NONE) {
+  req->upload.plain_len = req->upload.len;
+  if (req->upload.gzip && req->upload.kind != TERN__BODY_NONE) {
     if (req->http10) {
       tern__request_set_error(req, TERN_EINVAL, "a compressed body is sent chunked: needs HTTP/1.1");
       return TERN_EINVAL;
     }
-    req->body_len = UINT64_MAX; /* the compressed length is known only at the end */
+    req->upload.len = UINT64_MAX; /* the compressed length is known only at the end */
   }
   return 0;
 }
 
 bool tern__request_can_replay(const tern_request_t *req) {
-  return req->body_kind != TERN__BODY_CB || req->body_sent == 0 || req->send == TERN__SEND_SKIPPED;
+  return req->upload.kind != TERN__BODY_CB || req->upload.sent == 0 || req->send == TERN__SEND_SKIPPED;
 }
 
 int tern__request_progress_upload(tern_request_t *req) {
-  if (req->progress_cb == NULL || atomic_load(&req->released)) return 0;
-  bool unknown = req->plain_len == UINT64_MAX;
-  uint64_t total = unknown ? 0 : req->plain_len;
-  int percent = unknown ? 0 : tern__percent_of(req->body_sent, total);
-  if (percent <= req->last_up_percent && !(unknown && percent == 0)) return 0;
-  req->last_up_percent = percent;
-  if (req->progress_cb(req, TERN_PROGRESS_UPLOAD, percent, req->body_sent, total,
-                       req->progress_data)) {
+  if (req->notify.progress == NULL || atomic_load(&req->released)) return 0;
+  bool unknown = req->upload.plain_len == UINT64_MAX;
+  uint64_t total = unknown ? 0 : req->upload.plain_len;
+  int percent = unknown ? 0 : tern__percent_of(req->upload.sent, total);
+  if (percent <= req->notify.last_up_percent && !(unknown && percent == 0)) return 0;
+  req->notify.last_up_percent = percent;
+  if (req->notify.progress(req, TERN_PROGRESS_UPLOAD, percent, req->upload.sent, total,
+                       req->notify.progress_data)) {
     tern__request_set_error(req, TERN_ECANCELED, "canceled by the progress callback");
     return TERN_ECANCELED;
   }
@@ -167,39 +167,39 @@ int tern__request_progress_upload(tern_request_t *req) {
 }
 
 int64_t tern__request_pull_plain(tern_request_t *req, char *scratch, size_t cap, const char **ptr) {
-  if (req->body_kind == TERN__BODY_MEM) {
-    uint64_t left = req->plain_len - req->body_sent;
+  if (req->upload.kind == TERN__BODY_MEM) {
+    uint64_t left = req->upload.plain_len - req->upload.sent;
     size_t n = left < (1u << 20) ? (size_t)left : (1u << 20);
-    *ptr = (const char *)req->body_mem + req->body_sent;
-    req->body_sent += n;
+    *ptr = (const char *)req->upload.mem + req->upload.sent;
+    req->upload.sent += n;
     return (int64_t)n;
   }
   int64_t n = tern__request_read_plain(req, scratch, cap);
-  if (n > 0) req->body_sent += (uint64_t)n;
+  if (n > 0) req->upload.sent += (uint64_t)n;
   *ptr = scratch;
   return n;
 }
 
-/* The next bytes of a file or callback body, at body_sent, bounded by its plain length. */
+/* The next bytes of a file or callback body, at upload.sent, bounded by its plain length. */
 int64_t tern__request_read_plain(tern_request_t *req, char *buf, size_t cap) {
-  uint64_t left = req->plain_len == UINT64_MAX ? UINT64_MAX : req->plain_len - req->body_sent;
+  uint64_t left = req->upload.plain_len == UINT64_MAX ? UINT64_MAX : req->upload.plain_len - req->upload.sent;
   if (left == 0) return 0;
   if (cap > left) cap = (size_t)left;
-  if (req->body_kind == TERN__BODY_SEGMENTS) return read_segments(req, buf, cap);
-  if (req->body_kind == TERN__BODY_FILE) {
+  if (req->upload.kind == TERN__BODY_SEGMENTS) return read_segments(req, buf, cap);
+  if (req->upload.kind == TERN__BODY_FILE) {
     ssize_t n;
     do {
-      n = pread(req->body_fd, buf, cap, (off_t)(req->body_offset + req->body_sent));
+      n = pread(req->upload.fd, buf, cap, (off_t)(req->upload.offset + req->upload.sent));
     } while (n < 0 && errno == EINTR);
     if (n <= 0) {
-      tern__request_set_error(req, TERN_EFILEREAD, "read %s: %s", req->body_path,
+      tern__request_set_error(req, TERN_EFILEREAD, "read %s: %s", req->upload.path,
                               n < 0 ? strerror(errno) : "file shrank while uploading");
       return TERN_EFILEREAD;
     }
     return n;
   }
-  int64_t n = req->body_cb(req, buf, cap, req->body_cb_data);
-  if (n < 0 || (uint64_t)n > cap || (n == 0 && req->plain_len != UINT64_MAX)) {
+  int64_t n = req->upload.cb(req, buf, cap, req->upload.cb_data);
+  if (n < 0 || (uint64_t)n > cap || (n == 0 && req->upload.plain_len != UINT64_MAX)) {
     tern__request_set_error(req, TERN_EFILEREAD, "the body callback %s",
                             n == 0 ? "ended before the announced length" : "reported an error");
     return TERN_EFILEREAD;

@@ -478,7 +478,7 @@ void tern__conn_fail(tern__conn *c, tern_request_t *victim, int err) {
   /* A reused connection that the server had already closed fails before any response byte:
    * the request never reached the server's application, so one silent retry is safe when it
    * is idempotent and its body can be sent again. */
-  bool stale = victim && victim == tern__conn_first(c) && c->served > 0 && victim->status == 0 &&
+  bool stale = victim && victim == tern__conn_first(c) && c->served > 0 && victim->resp.status == 0 &&
                c->len == 0 && c->rstate == TERN__RESP_HEAD &&
                (err == TERN_EEMPTYREPLY || err == TERN_ECONNRESET) && victim->idempotent &&
                tern__request_can_replay(victim);

@@ -368,13 +368,13 @@ static void complete(tern_request_t *req, int err) {
               req->errmsg);
   else
     tern__log(eng, TERN_LOG_INFO, req, "%s %s done: status %d, %llu body bytes in %.3f s",
-              req->method, req->url.target, req->status, (unsigned long long)req->received,
+              req->method, req->url.target, req->resp.status, (unsigned long long)req->resp.received,
               tern_request_get_time(req, TERN_TIME_END));
-  if (err && req->progress_cb && !released)
-    (void)req->progress_cb(req, req->status ? TERN_PROGRESS_DOWNLOAD : TERN_PROGRESS_UPLOAD, -1,
-                           req->received, 0, req->progress_data);
-  if (req->complete_cb && !atomic_load(&req->released))
-    req->complete_cb(req, err, req->complete_data);
+  if (err && req->notify.progress && !released)
+    (void)req->notify.progress(req, req->resp.status ? TERN_PROGRESS_DOWNLOAD : TERN_PROGRESS_UPLOAD, -1,
+                           req->resp.received, 0, req->notify.progress_data);
+  if (req->notify.complete && !atomic_load(&req->released))
+    req->notify.complete(req, err, req->notify.complete_data);
   if (req->total_timer_live) {
     req->total_timer_live = false;
     uv_timer_stop(&req->total_timer);
@@ -421,8 +421,8 @@ static void start_request(tern_request_t *req) {
     complete(req, r);
     return;
   }
-  if (req->sink_kind == TERN__SINK_FILE && req->dl_end && req->range_start >= req->dl_end) {
-    req->range_done = true;
+  if (req->sink.kind == TERN__SINK_FILE && req->sink.end && req->sink.range_start >= req->sink.end) {
+    req->sink.range_done = true;
     complete(req, 0); /* a resumed file that already holds the whole range */
     return;
   }

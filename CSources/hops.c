@@ -13,21 +13,21 @@ static bool is_redirect(int status) {
 }
 
 int tern__request_decide_hop(tern_request_t *req) {
-  req->next_hop = TERN__HOP_NONE;
-  int status = req->status;
+  req->hop.next = TERN__HOP_NONE;
+  int status = req->resp.status;
   const char *location = tern__request_header_value(req, "location");
   while (location && (*location == ' ' || *location == '\t')) location++;
   /* An empty Location names no target: the 3xx is the response (curl does the same). */
-  if (is_redirect(status) && req->follow_max > 0 && location && *location) {
-    req->next_hop = TERN__HOP_REDIRECT;
+  if (is_redirect(status) && req->hop.follow_max > 0 && location && *location) {
+    req->hop.next = TERN__HOP_REDIRECT;
   } else if (status == 401 &&
-             tern__request_answer_challenge(req, &req->www, "www-authenticate", 1)) {
-    req->next_hop = TERN__HOP_AUTH;
-  } else if (status == 407 && req->proxy_host &&
-             tern__request_answer_challenge(req, &req->proxy_auth, "proxy-authenticate", 2)) {
-    req->next_hop = TERN__HOP_PROXY_AUTH;
+             tern__request_answer_challenge(req, &req->auth.www, "www-authenticate", 1)) {
+    req->hop.next = TERN__HOP_AUTH;
+  } else if (status == 407 && req->proxy.host &&
+             tern__request_answer_challenge(req, &req->auth.proxy, "proxy-authenticate", 2)) {
+    req->hop.next = TERN__HOP_PROXY_AUTH;
   }
-  req->discard_body = req->next_hop != TERN__HOP_NONE;
+  req->hop.discard_body = req->hop.next != TERN__HOP_NONE;
   return 0;
 }
 
@@ -66,10 +66,10 @@ int tern__request_next_hop(tern_request_t *req) {
   snprintf(host, sizeof host, "%s", req->url.hostport);
   /* Sending the body again needs it whole: a callback body already read is gone. */
   bool replay_body = true;
-  if (req->next_hop == TERN__HOP_REDIRECT) {
-    if (req->redirect_count >= req->follow_max) {
+  if (req->hop.next == TERN__HOP_REDIRECT) {
+    if (req->hop.redirect_count >= req->hop.follow_max) {
       tern__request_set_error(req, TERN_ETOOMANYREDIRECTS, "%s: more than %u redirects", host,
-                              req->follow_max);
+                              req->hop.follow_max);
       return TERN_ETOOMANYREDIRECTS;
     }
     const char *location = tern__request_header_value(req, "location");
@@ -83,19 +83,19 @@ int tern__request_next_hop(tern_request_t *req) {
       free(abs);
       return TERN_EREDIRECT;
     }
-    if (req->url.tls && !next.tls && !(req->redirect_flags & TERN_REDIRECT_ALLOW_DOWNGRADE)) {
+    if (req->url.tls && !next.tls && !(req->hop.redirect_flags & TERN_REDIRECT_ALLOW_DOWNGRADE)) {
       tern__request_set_error(req, TERN_EREDIRECT, "%s: refusing to follow a redirect from https to %s",
                               host, abs);
       tern__url_free(&next);
       free(abs);
       return TERN_EREDIRECT;
     }
-    int status = req->status;
+    int status = req->resp.status;
     bool post = strcmp(req->method, "POST") == 0;
     bool to_get = (status == 303 && strcmp(req->method, "HEAD") != 0 &&
-                   !(post && (req->redirect_flags & TERN_REDIRECT_POST_303))) ||
-                  (status == 301 && post && !(req->redirect_flags & TERN_REDIRECT_POST_301)) ||
-                  (status == 302 && post && !(req->redirect_flags & TERN_REDIRECT_POST_302));
+                   !(post && (req->hop.redirect_flags & TERN_REDIRECT_POST_303))) ||
+                  (status == 301 && post && !(req->hop.redirect_flags & TERN_REDIRECT_POST_301)) ||
+                  (status == 302 && post && !(req->hop.redirect_flags & TERN_REDIRECT_POST_302));
     if (to_get) {
       char *get = tern__strdup("GET");
       if (get == NULL) {
@@ -112,25 +112,25 @@ int tern__request_next_hop(tern_request_t *req) {
                                                  "content-language", "content-location", NULL};
       strip_headers(req, body_headers);
     }
-    if (!same_origin(&req->url, &next) && !(req->redirect_flags & TERN_REDIRECT_TRUST_CROSS_ORIGIN)) {
-      tern__auth_clear(&req->www);
-      req->url_credentials = false;
+    if (!same_origin(&req->url, &next) && !(req->hop.redirect_flags & TERN_REDIRECT_TRUST_CROSS_ORIGIN)) {
+      tern__auth_clear(&req->auth.www);
+      req->auth.from_url = false;
       strip_credential_headers(req);
     }
     tern__url_free(&req->url);
     req->url = next;
     free(req->effective_url);
     req->effective_url = abs;
-    free(req->tls_id); /* the new origin may differ in scheme */
-    req->tls_id = NULL;
-    req->redirect_count++;
+    free(req->tls.id); /* the new origin may differ in scheme */
+    req->tls.id = NULL;
+    req->hop.redirect_count++;
   }
   if (replay_body && !tern__request_can_replay(req)) {
     tern__request_set_error(req, TERN_EAUTH, "%s: cannot send a callback body again for the next hop",
                             host);
-    return req->next_hop == TERN__HOP_REDIRECT ? TERN_EREDIRECT : TERN_EAUTH;
+    return req->hop.next == TERN__HOP_REDIRECT ? TERN_EREDIRECT : TERN_EAUTH;
   }
-  req->next_hop = TERN__HOP_NONE;
-  req->discard_body = false;
+  req->hop.next = TERN__HOP_NONE;
+  req->hop.discard_body = false;
   return 0;
 }

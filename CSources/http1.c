@@ -35,9 +35,9 @@ static void on_ready(tern__conn *c) {
 bool tern__http1_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth) {
   if (c->state != TERN__CONN_ACTIVE || c->no_more || !c->http11 || c->served == 0) return false;
   if (c->nrequests >= depth || c->upload_buffered) return false;
-  if (!req->pipelining || !req->idempotent || req->body_kind != TERN__BODY_NONE) return false;
+  if (!req->pipelining || !req->idempotent || req->upload.kind != TERN__BODY_NONE) return false;
   const tern_request_t *head = tern__conn_first(c);
-  return head == NULL || (head->pipelining && head->idempotent && head->body_kind == TERN__BODY_NONE);
+  return head == NULL || (head->pipelining && head->idempotent && head->upload.kind == TERN__BODY_NONE);
 }
 
 void tern__http1_send(tern__conn *c, tern_request_t *req) {
@@ -73,10 +73,10 @@ static void on_written(tern__conn *c, int status) {
   }
   bool was_head = req->send == TERN__SEND_NOTHING;
   if (was_head) req->send = TERN__SEND_BODY;
-  req->body_sent += c->pending_body;
-  bool body_out = req->body_kind == TERN__BODY_NONE ||
-                  (req->body_len == UINT64_MAX ? c->last_chunk_pending
-                                               : req->body_sent >= req->body_len);
+  req->upload.sent += c->pending_body;
+  bool body_out = req->upload.kind == TERN__BODY_NONE ||
+                  (req->upload.len == UINT64_MAX ? c->last_chunk_pending
+                                               : req->upload.sent >= req->upload.len);
   if (was_head && req->expect_continue && !body_out) {
     /* Hold the body until the server's 100 (or its final answer) or the wait runs out. */
     req->send = TERN__SEND_WAIT_100;
@@ -84,7 +84,7 @@ static void on_written(tern__conn *c, int status) {
     tern__conn_set_timer(c, TERN__TIMER_EXPECT, req->expect_wait_ms);
     return;
   }
-  if (req->body_kind != TERN__BODY_NONE) {
+  if (req->upload.kind != TERN__BODY_NONE) {
     int r = tern__request_progress_upload(req);
     if (r) {
       tern__conn_fail(c, req, r);
@@ -109,7 +109,7 @@ static void response_done(tern__conn *c, tern_request_t *req) {
   c->served++;
   c->rstate = TERN__RESP_HEAD;
   c->last_len = 0;
-  bool hop = req->next_hop != TERN__HOP_NONE;
+  bool hop = req->hop.next != TERN__HOP_NONE;
   int err = hop ? 0 : tern__request_body_end(req);
   if (!err && !hop) err = tern__request_progress_download(req, true);
   bool more = !tern__list_empty(&c->requests);
@@ -194,14 +194,14 @@ static void on_eof(tern__conn *c, int uverr) {
     err = TERN_EPARTIAL;
     if (c->rstate == TERN__RESP_LENGTH)
       tern__request_set_error(req, err, "%s: body ended after %llu bytes, %llu missing", host,
-                              (unsigned long long)req->received,
+                              (unsigned long long)req->resp.received,
                               (unsigned long long)c->body_left);
     else
       tern__request_set_error(req, err, "%s: chunked body ended before its last chunk", host);
   } else {
     err = tern__map_uv_error((int)uverr, TERN_EIO);
     tern__request_set_error(req, err, "%s: receive failed after %llu body bytes: %s", host,
-                            (unsigned long long)req->received, uv_strerror((int)uverr));
+                            (unsigned long long)req->resp.received, uv_strerror((int)uverr));
   }
   tern__conn_fail(c, NULL, err);
 }
@@ -215,8 +215,8 @@ static void throttle(tern__conn *c) {
     return;
   uint64_t elapsed = uv_now(c->engine->loop) - req->recv_start_ms;
   uint64_t allowed = req->max_recv_speed * elapsed / 1000;
-  if (req->received <= allowed) return;
-  uint64_t wait = (req->received - allowed) * 1000 / req->max_recv_speed;
+  if (req->resp.received <= allowed) return;
+  uint64_t wait = (req->resp.received - allowed) * 1000 / req->max_recv_speed;
   if (wait == 0) return;
   tern__conn_stop_reading(c);
   tern__conn_wait(c, TERN__TIMER_THROTTLE, wait);

@@ -43,15 +43,15 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
     /* Leave a margin: a server closes at its timeout, and a request sent just then is lost. */
     c->idle_ms = secs >= 2 ? (secs - 1) * 1000 : 500;
   }
-  if (have_cl) req->content_length = (int64_t)cl;
+  if (have_cl) req->resp.content_length = (int64_t)cl;
 
   tern__request_mark(req, TERN_TIME_HEADERS);
   req->recv_start_ms = uv_now(c->engine->loop);
   if (c->ssl) tern__tls_note(c, req);
   tern__log(c->engine, TERN_LOG_INFO, req, "HTTP/1.%d %d %s from %s after %.3f s", minor, status,
-            req->reason, req->url.hostport, tern_request_get_time(req, TERN_TIME_HEADERS));
-  if (req->hop_response_cb && !atomic_load(&req->released) &&
-      req->hop_response_cb(req, status, req->hop_response_data) != 0) {
+            req->resp.reason, req->url.hostport, tern_request_get_time(req, TERN_TIME_HEADERS));
+  if (req->hop.response_cb && !atomic_load(&req->released) &&
+      req->hop.response_cb(req, status, req->hop.response_data) != 0) {
     tern__request_set_error(req, TERN_ECANCELED, "canceled by the response callback");
     return TERN_ECANCELED;
   }
@@ -76,9 +76,9 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
     c->rstate = TERN__RESP_CHUNKED;
     tern__chunked_init(&c->chunked);
     uint64_t v;
-    req->content_length = -1;
+    req->resp.content_length = -1;
     if (csize && tern__parse_content_length(csize->value, csize->value_len, &v) == 0)
-      req->content_length = (int64_t)v;
+      req->resp.content_length = (int64_t)v;
     return 0;
   }
   if (have_cl) {
@@ -141,14 +141,14 @@ int tern__http1_read(tern__conn *c) {
                                     req->url.hostport);
             return TERN_EPROTO;
           }
-          if (req->interim.len + (size_t)r > TERN__MAX_INTERIM) {
+          if (req->resp.interim.len + (size_t)r > TERN__MAX_INTERIM) {
             tern__request_set_error(req, TERN_EHEADERSIZE,
                                     "%s: interim (1xx) responses exceed %u bytes",
                                     req->url.hostport, TERN__MAX_INTERIM);
             return TERN_EHEADERSIZE;
           }
           /* Interim responses (100, 103) change nothing here; they are kept for the caller. */
-          if (tern__str_append(&req->interim, c->buf, (size_t)r)) return TERN_ENOMEM;
+          if (tern__str_append(&req->resp.interim, c->buf, (size_t)r)) return TERN_ENOMEM;
           tern__conn_consume(c, (size_t)r);
           if (status == 100 && req->send == TERN__SEND_WAIT_100) {
             req->send = TERN__SEND_BODY;

@@ -24,7 +24,7 @@ void tern__http1_request_sent(tern__conn *c, tern_request_t *req) {
   tern__log(c->engine, TERN_LOG_INFO, req, "sent %s %s to %s on connection #%llu", req->method,
             req->url.target, req->url.hostport, (unsigned long long)c->id);
   if (c->upload_buffered) c->upload_buffered = false;
-  if (req == tern__conn_first(c) && req->status == 0)
+  if (req == tern__conn_first(c) && req->resp.status == 0)
     tern__conn_set_timer(c, TERN__TIMER_HEADERS, req->timeouts[TERN_TIMEOUT_HEADERS]);
   tern__conn_start_reading(c);
 }
@@ -38,8 +38,8 @@ void tern__http1_write_next(tern__conn *c) {
   tern_request_t *req = next_unsent(c);
   if (req == NULL) return;
   c->writing_req = req;
-  bool has_body = req->body_kind != TERN__BODY_NONE;
-  bool chunked = req->body_len == UINT64_MAX;
+  bool has_body = req->upload.kind != TERN__BODY_NONE;
+  bool chunked = req->upload.len == UINT64_MAX;
   uv_buf_t bufs[5];
   unsigned nb = 0;
   bool head = req->send == TERN__SEND_NOTHING;
@@ -50,7 +50,7 @@ void tern__http1_write_next(tern__conn *c) {
   if (has_body && !hold_body) {
     const char *ptr = NULL;
     int64_t n;
-    if (req->gzip_body) {
+    if (req->upload.gzip) {
       /* Compressed bodies are staged in the buffer like file bodies. */
       if (c->len != 0) {
         tern__request_set_error(req, TERN_EPROTO, "%s: response bytes arrived before the request was sent",
@@ -58,22 +58,22 @@ void tern__http1_write_next(tern__conn *c) {
         tern__conn_fail(c, req, TERN_EPROTO);
         return;
       }
-      if (req->encoder == NULL && (req->encoder = tern__encoder_new()) == NULL) {
+      if (req->upload.encoder == NULL && (req->upload.encoder = tern__encoder_new()) == NULL) {
         tern__conn_fail(c, req, TERN_ENOMEM);
         return;
       }
       tern__conn_stop_reading(c);
       c->upload_buffered = true;
-      n = tern__encoder_fill(req->encoder, pull_plain, req, c->buf, c->cap);
+      n = tern__encoder_fill(req->upload.encoder, pull_plain, req, c->buf, c->cap);
       if (n == TERN_EIO)
         tern__request_set_error(req, TERN_EIO, "compressing the body for %s failed",
                                 req->url.hostport);
       ptr = c->buf;
-    } else if (req->body_kind == TERN__BODY_MEM) {
-      uint64_t left = req->body_len - req->body_sent;
+    } else if (req->upload.kind == TERN__BODY_MEM) {
+      uint64_t left = req->upload.len - req->upload.sent;
       uint64_t piece = c->ssl ? c->cap : MEM_PIECE; /* bounds the ciphertext held per write */
       n = (int64_t)(left < piece ? left : piece);
-      ptr = (const char *)req->body_mem + req->body_sent;
+      ptr = (const char *)req->upload.mem + req->upload.sent;
     } else {
       /* The body is staged in the connection buffer: no response bytes may land there now. */
       if (c->len == 0) {
@@ -91,7 +91,7 @@ void tern__http1_write_next(tern__conn *c) {
       tern__conn_fail(c, req, (int)n);
       return;
     }
-    c->pending_body = req->gzip_body ? 0 : (size_t)n; /* compressed: counted as pulled */
+    c->pending_body = req->upload.gzip ? 0 : (size_t)n; /* compressed: counted as pulled */
     if (chunked) {
       if (n > 0) {
         int k = snprintf(c->chunk_line, sizeof c->chunk_line, "%llx\r\n", (unsigned long long)n);
@@ -99,7 +99,7 @@ void tern__http1_write_next(tern__conn *c) {
         bufs[nb++] = uv_buf_init((char *)ptr, (unsigned)n);
         bufs[nb++] = uv_buf_init((char *)"\r\n", 2);
       }
-      if (n == 0 || (req->gzip_body && tern__encoder_done(req->encoder))) {
+      if (n == 0 || (req->upload.gzip && tern__encoder_done(req->upload.encoder))) {
         bufs[nb++] = uv_buf_init((char *)"0\r\n\r\n", 5);
         c->last_chunk_pending = true;
       }

@@ -210,7 +210,7 @@ int tern__request_proxy_authorization(tern_request_t *req, const char *method, c
 
 enum { TERN__HOP_NONE, TERN__HOP_REDIRECT, TERN__HOP_AUTH, TERN__HOP_PROXY_AUTH };
 /* After the response head: whether it leads to another hop (redirect, challenge). Sets
- * req->next_hop and req->discard_body. Returns 0 or a TERN_E* code. */
+ * req->hop.next and req->hop.discard_body. Returns 0 or a TERN_E* code. */
 int tern__request_decide_hop(tern_request_t *req);
 /* The current hop's response is complete and leads to another hop: rewrite the request for
  * it. Returns 0 or a TERN_E* code (the request then completes with it). */
@@ -251,6 +251,7 @@ typedef enum {
 static inline bool tern__request_out(const tern_request_t *req);
 
 struct tern_request {
+  /* ---- lifecycle and threads (engine.c, request.c) ---- */
   tern__list node; /* in exactly one of: submit queue, origin wait list, connection queue */
   tern_engine_t *engine;
   atomic_int refs;              /* caller's + engine's */
@@ -262,125 +263,152 @@ struct tern_request {
   atomic_bool cancel_queued;    /* in engine->cancels */
   atomic_bool released;         /* the caller let go: no more callbacks */
   tern__list cancel_node;
+  void *user_data;
+  uv_timer_t total_timer;
+  bool total_timer_live;
+  uint64_t start_ns;
+  int64_t times_ns[5];
+  int error;          /* the first failure's code, with its message (tern__request_set_error) */
+  char errmsg[256];
 
-  /* settings */
+  /* ---- what to send (request.c; serialized by request_head.c) ---- */
   char *method;
   bool has_url;
   tern__url url;
-  tern__str headers; /* validated "Name: value\r\n" lines */
+  char *url_str;       /* the URL as the caller set it */
+  char *effective_url; /* the current hop's URL, after redirects */
+  tern__str headers;   /* validated "Name: value\r\n" lines */
   bool user_host, user_agent, user_accept, user_accept_encoding, user_connection_close;
   bool user_authorization, user_proxy_authorization;
-  int decode_mode;
   int64_t expect_min;
-  bool gzip_body;
   uint64_t expect_wait_ms;
-  uint64_t decoded_max_bytes;
-  unsigned decoded_max_ratio;
-  int body_kind;
-  void *body_mem;
-  size_t body_mem_len;
-  char *body_path;
-  uint64_t body_offset, body_end;
-  tern__segment *segments;
-  size_t nsegments;
-  size_t seg_index;    /* segment holding body_sent */
-  uint64_t seg_offset; /* body_sent's offset within it */
-  tern_read_cb body_cb;
-  void *body_cb_data;
-  int64_t body_cb_length;
-  int sink_kind;
-  char *dl_path;
-  uint64_t dl_offset, dl_end;
-  bool dl_resume;
-  bool dl_part_only; /* TERN_RESUME_PART: continue only a .part, never the target */
-  bool dl_any_status; /* a non-2xx body goes to the file too (curl's -o) */
-  tern_data_cb data_cb;
-  void *data_cb_data;
-  tern_complete_cb complete_cb;
-  void *complete_data;
-  tern_progress_cb progress_cb;
-  void *progress_data;
-  tern_hop_response_cb hop_response_cb;
-  void *hop_response_data;
-  tern_hop_request_cb hop_request_cb;
-  void *hop_request_data;
-  tern__str hop_headers; /* added by the hop-request callback for the hop being prepared */
-  bool in_hop_request;
-  int in_auth_cb; /* 1: answering the origin's challenge, 2: the proxy's */
-  char *url_str;         /* the URL as the caller set it */
-  char *effective_url;   /* the current hop's URL, after redirects */
-  unsigned follow_max, redirect_flags, redirect_count;
-  tern__auth www, proxy_auth;
-  bool url_credentials;  /* www.user/password came from the URL's userinfo */
-  tern_auth_cb auth_cb;
-  void *auth_cb_data;
-  char *proxy_host;      /* NULL: direct */
-  uint16_t proxy_port;
-  int next_hop;          /* TERN__HOP_*: what the current response leads to */
-  bool discard_body;     /* an intermediate hop's body: read and dropped */
   uint64_t timeouts[4];
   bool persistent, pipelining, http10;
   size_t buffer_size;
-  void *user_data;
   uint64_t max_recv_speed;
-  uint64_t recv_start_ms; /* uv_now when this hop's body began, for the rate cap */
-  bool tls_verify;
-  char *tls_ca_file, *tls_ca_path, *tls_cert, *tls_key, *tls_password;
-  char *tls_id; /* the TLS settings as one string: pool and context key */
 
-  /* per exchange */
+  /* ---- the current exchange (request_head.c, pool.c, http1*.c) ---- */
   tern__origin *origin;
   tern__conn *conn;
   char *head; /* serialized request head */
   size_t head_len;
   bool idempotent, is_head, retried, force_new_conn, reused;
-  uint64_t body_len;  /* request body length, or UINT64_MAX for chunked */
-  uint64_t body_sent; /* request body bytes handed to the socket (before compression) */
-  uint64_t plain_len; /* body length before compression, UINT64_MAX when unknown */
-  tern__encoder *encoder;
-  int body_fd;
-  uint64_t range_start; /* first byte asked for (download offset + resumed size) */
-  bool range_sent;
-  uv_timer_t total_timer;
-  bool total_timer_live;
-  uint64_t start_ns;
-  int64_t times_ns[5];
-  int last_percent, last_up_percent; /* progress already reported, so it never goes back */
   tern__send_state send;  /* how much of the request is on the wire */
   bool expect_continue;   /* this exchange sent Expect: 100-continue */
-  uint64_t skip_bytes; /* leading body bytes to drop (a 200 answering a ranged download) */
-  bool range_done;     /* 416 on a resumed download: the file was already whole */
+  uint64_t recv_start_ms; /* uv_now when this hop's body began, for the rate cap */
 
-  /* TLS facts of the connection that carried the request */
-  const char *tls_version;
-  bool tls_resumed, cert_requested;
+  /* ---- the request body's source (body.c) ---- */
+  struct {
+    int kind; /* TERN__BODY_* */
+    void *mem;
+    size_t mem_len;
+    char *path;
+    uint64_t offset, end;
+    tern__segment *segments;
+    size_t nsegments;
+    size_t seg_index;    /* segment holding `sent` */
+    uint64_t seg_offset; /* `sent`'s offset within it */
+    tern_read_cb cb;
+    void *cb_data;
+    int64_t cb_length;
+    bool gzip;           /* sent gzip-compressed */
+    uint64_t len;        /* length on the wire, or UINT64_MAX for chunked */
+    uint64_t sent;       /* bytes handed to the socket (before compression) */
+    uint64_t plain_len;  /* length before compression, UINT64_MAX when unknown */
+    tern__encoder *encoder;
+    int fd;
+  } upload;
 
-  /* response */
-  int status, minor;
-  char *reason;     /* in resp_block */
-  char *resp_block; /* one block: header pointers, NUL-terminated strings, then the reason */
-  size_t resp_count;
-  tern__str body;
-  tern__str interim;     /* this hop's interim (1xx) heads as received, at most TERN__MAX_INTERIM */
-  int dl_fd;
-  bool to_file;          /* this response's body goes to dl_fd */
-  char *target_path;     /* the file written: dl_path, or the file its symlink points to */
-  char *part_path;       /* target_path + ".part": where a download lands until complete */
-  char *validator_path;  /* part_path + ".validator": ETag or Last-Modified for If-Range */
-  uint64_t resume_from;  /* bytes already in the file being continued */
-  bool resume_in_place;  /* continuing dl_path itself (no .part existed) */
-  bool dl_special;       /* dl_path is no regular file (/dev/null, a FIFO, a directory):
-                          * opened in place (a directory then fails with EISDIR) */
-  bool writing_part;     /* this response's body goes to part_path */
-  tern__decoder *decoder;
-  const char *decoded_encoding;
-  uint64_t delivered;
-  bool keep_error_body;  /* non-2xx with a file sink: body goes to memory instead */
-  uint64_t received;
-  int64_t content_length;
-  uint64_t resp_offset;
-  int error;
-  char errmsg[256];
+  /* ---- the response (response.c, http1_read.c) ---- */
+  struct {
+    int status, minor;
+    char *reason; /* in block */
+    char *block;  /* one block: header pointers, NUL-terminated strings, then the reason */
+    size_t count;
+    tern__str body;
+    tern__str interim; /* this hop's interim (1xx) heads as received, at most TERN__MAX_INTERIM */
+    uint64_t received;
+    int64_t content_length;
+    uint64_t offset;
+  } resp;
+
+  /* ---- where the response body goes (sink.c) ---- */
+  struct {
+    int kind; /* TERN__SINK_* */
+    char *path;
+    uint64_t offset, end;
+    bool resume;
+    bool part_only;  /* TERN_RESUME_PART: continue only a .part, never the target */
+    bool any_status; /* a non-2xx body goes to the file too (curl's -o) */
+    tern_data_cb data_cb;
+    void *data_cb_data;
+    int decode_mode;
+    uint64_t decoded_max_bytes;
+    unsigned decoded_max_ratio;
+    int fd;
+    bool to_file;          /* this response's body goes to fd */
+    char *target_path;     /* the file written: path, or the file its symlink points to */
+    char *part_path;       /* target_path + ".part": where a download lands until complete */
+    char *validator_path;  /* part_path + ".validator": ETag or Last-Modified for If-Range */
+    uint64_t resume_from;  /* bytes already in the file being continued */
+    bool resume_in_place;  /* continuing path itself (no .part existed) */
+    bool special;          /* path is no regular file (/dev/null, a FIFO, a directory): opened
+                            * in place (a directory then fails with EISDIR) */
+    bool writing_part;     /* this response's body goes to part_path */
+    tern__decoder *decoder;
+    const char *decoded_encoding;
+    uint64_t delivered;
+    bool keep_error_body;  /* non-2xx with a file sink: body goes to memory instead */
+    uint64_t skip_bytes;   /* leading body bytes to drop (a 200 answering a ranged download) */
+    uint64_t range_start;  /* first byte asked for (download offset + resumed size) */
+    bool range_sent;
+    bool range_done;       /* 416 on a resumed download: the file was already whole */
+  } sink;
+
+  /* ---- redirects and the hop callbacks (hops.c) ---- */
+  struct {
+    unsigned follow_max, redirect_flags, redirect_count;
+    int next;          /* TERN__HOP_*: what the current response leads to */
+    bool discard_body; /* an intermediate hop's body: read and dropped */
+    tern_hop_response_cb response_cb;
+    void *response_data;
+    tern_hop_request_cb request_cb;
+    void *request_data;
+    tern__str headers; /* added by the hop-request callback for the hop being prepared */
+    bool in_request_cb;
+  } hop;
+
+  /* ---- credentials (auth.c) ---- */
+  struct {
+    tern__auth www, proxy;
+    bool from_url; /* www.user/password came from the URL's userinfo */
+    tern_auth_cb cb;
+    void *cb_data;
+    int in_cb; /* 1: answering the origin's challenge, 2: the proxy's */
+  } auth;
+
+  struct {
+    char *host; /* NULL: direct */
+    uint16_t port;
+  } proxy;
+
+  /* ---- TLS settings, and facts of the connection that carried the request (tls.c) ---- */
+  struct {
+    bool verify;
+    char *ca_file, *ca_path, *cert, *key, *password;
+    char *id; /* the settings as one string: pool and context key */
+    const char *version;
+    bool resumed, cert_requested;
+  } tls;
+
+  /* ---- completion and progress callbacks (engine.c, body.c, sink.c) ---- */
+  struct {
+    tern_complete_cb complete;
+    void *complete_data;
+    tern_progress_cb progress;
+    void *progress_data;
+    int last_percent, last_up_percent; /* progress already reported, so it never goes back */
+  } notify;
 };
 
 static inline bool tern__request_out(const tern_request_t *req) {

@@ -8,7 +8,7 @@
 
 /* "user\npassword" for the request's proxy credentials, "" without any: part of the pool key. */
 static char *proxy_identity(const tern_request_t *req) {
-  const tern__auth *a = &req->proxy_auth;
+  const tern__auth *a = &req->auth.proxy;
   tern__str id = {0};
   if (tern__str_appendf(&id, "%s\n%s", a->user ? a->user : "", a->password ? a->password : ""))
     return NULL;
@@ -17,16 +17,16 @@ static char *proxy_identity(const tern_request_t *req) {
 
 tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   size_t bufsize = req->buffer_size ? req->buffer_size : eng->config.buffer_size;
-  char *pid = req->proxy_host ? proxy_identity(req) : NULL;
-  if (req->proxy_host && pid == NULL) return NULL;
+  char *pid = req->proxy.host ? proxy_identity(req) : NULL;
+  if (req->proxy.host && pid == NULL) return NULL;
   for (tern__list *n = eng->origins.next; n != &eng->origins; n = n->next) {
     tern__origin *o = tern__container_of(n, tern__origin, node);
     if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
-        strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls_id) == 0) &&
-        o->proxy_port == req->proxy_port &&
-        (o->proxy_host == NULL) == (req->proxy_host == NULL) &&
+        strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls.id) == 0) &&
+        o->proxy_port == req->proxy.port &&
+        (o->proxy_host == NULL) == (req->proxy.host == NULL) &&
         (o->proxy_host == NULL ||
-         (strcmp(o->proxy_host, req->proxy_host) == 0 && strcmp(o->proxy_id, pid) == 0))) {
+         (strcmp(o->proxy_host, req->proxy.host) == 0 && strcmp(o->proxy_id, pid) == 0))) {
       free(pid);
       return o;
     }
@@ -45,17 +45,17 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   }
   o->port = req->url.port;
   o->tls = req->url.tls;
-  if (req->proxy_host) {
-    if ((o->proxy_host = tern__strdup(req->proxy_host)) == NULL) {
+  if (req->proxy.host) {
+    if ((o->proxy_host = tern__strdup(req->proxy.host)) == NULL) {
       free(o->proxy_id);
       free(o->host);
       free(o);
       return NULL;
     }
-    o->proxy_port = req->proxy_port;
+    o->proxy_port = req->proxy.port;
   }
   if (o->tls) {
-    o->tls_id = tern__strdup(req->tls_id);
+    o->tls_id = tern__strdup(req->tls.id);
     o->tls_ctx = o->tls_id ? tern__tls_ctx_get(eng, req) : NULL;
     if (o->tls_ctx == NULL) {
       free(o->tls_id);

@@ -92,13 +92,13 @@ int tern__proxy_tunnel_read(tern__conn *c) {
     }
     int e = tern__request_set_response(req, minor, status, reason, reason_len, h, nh);
     if (e) return e;
-    if (req->hop_response_cb && !atomic_load(&req->released) &&
-        req->hop_response_cb(req, status, req->hop_response_data) != 0) {
+    if (req->hop.response_cb && !atomic_load(&req->released) &&
+        req->hop.response_cb(req, status, req->hop.response_data) != 0) {
       tern__request_set_error(req, TERN_ECANCELED, "canceled by the response callback");
       return TERN_ECANCELED;
     }
     tern__request_decide_hop(req);
-    if (req->next_hop == TERN__HOP_PROXY_AUTH) {
+    if (req->hop.next == TERN__HOP_PROXY_AUTH) {
       /* The 407's body is not read: this connection ends, the next hop takes a new one. */
       tern__list_remove(&req->node);
       c->nrequests--;

@@ -28,16 +28,16 @@ tern_request_t *tern_request_new(void) {
   req->timeouts[TERN_TIMEOUT_BODY] = 60000;
   req->timeouts[TERN_TIMEOUT_TOTAL] = 0;
   req->persistent = true;
-  req->tls_verify = true;
-  req->decoded_max_ratio = 200;
+  req->tls.verify = true;
+  req->sink.decoded_max_ratio = 200;
   req->expect_min = 1 << 20;
   req->expect_wait_ms = 1000;
-  req->body_fd = -1;
-  req->dl_fd = -1;
-  req->content_length = -1;
-  req->minor = -1;
-  req->last_percent = -1;
-  req->last_up_percent = -1;
+  req->upload.fd = -1;
+  req->sink.fd = -1;
+  req->resp.content_length = -1;
+  req->resp.minor = -1;
+  req->notify.last_percent = -1;
+  req->notify.last_up_percent = -1;
   for (int i = 0; i < 5; i++) req->times_ns[i] = -1;
   atomic_fetch_add(&tern__requests_live, 1);
   return req;
@@ -47,32 +47,32 @@ static void destroy(tern_request_t *req) {
   free(req->method);
   tern__url_free(&req->url);
   tern__str_free(&req->headers);
-  free(req->dl_path);
-  free(req->target_path);
-  free(req->part_path);
-  free(req->validator_path);
-  tern__str_free(&req->interim);
-  tern__decoder_free(req->decoder);
-  tern__encoder_free(req->encoder);
+  free(req->sink.path);
+  free(req->sink.target_path);
+  free(req->sink.part_path);
+  free(req->sink.validator_path);
+  tern__str_free(&req->resp.interim);
+  tern__decoder_free(req->sink.decoder);
+  tern__encoder_free(req->upload.encoder);
   tern__request_clear_body(req);
   free(req->url_str);
   free(req->effective_url);
-  tern__str_free(&req->hop_headers);
-  free(req->proxy_host);
-  tern__auth_clear(&req->www);
-  tern__auth_clear(&req->proxy_auth);
-  free(req->tls_ca_file);
-  free(req->tls_ca_path);
-  free(req->tls_cert);
-  free(req->tls_key);
-  if (req->tls_password) memset(req->tls_password, 0, strlen(req->tls_password));
-  free(req->tls_password);
-  free(req->tls_id);
+  tern__str_free(&req->hop.headers);
+  free(req->proxy.host);
+  tern__auth_clear(&req->auth.www);
+  tern__auth_clear(&req->auth.proxy);
+  free(req->tls.ca_file);
+  free(req->tls.ca_path);
+  free(req->tls.cert);
+  free(req->tls.key);
+  if (req->tls.password) memset(req->tls.password, 0, strlen(req->tls.password));
+  free(req->tls.password);
+  free(req->tls.id);
   free(req->head);
-  free(req->resp_block);
-  tern__str_free(&req->body);
-  tern__close_fd(&req->body_fd);
-  tern__close_fd(&req->dl_fd);
+  free(req->resp.block);
+  tern__str_free(&req->resp.body);
+  tern__close_fd(&req->upload.fd);
+  tern__close_fd(&req->sink.fd);
   free(req);
   atomic_fetch_sub(&tern__requests_live, 1);
 }
@@ -117,10 +117,10 @@ int tern_request_set_url(tern_request_t *req, const char *url) {
   req->has_url = true;
   free(req->url_str);
   req->url_str = copy;
-  if (u.userinfo && (req->www.user == NULL || req->url_credentials)) {
-    r = tern__auth_set_userinfo(&req->www, u.userinfo);
+  if (u.userinfo && (req->auth.www.user == NULL || req->auth.from_url)) {
+    r = tern__auth_set_userinfo(&req->auth.www, u.userinfo);
     if (r) return r;
-    req->url_credentials = true;
+    req->auth.from_url = true;
   }
   return 0;
 }
@@ -168,9 +168,9 @@ int tern_request_set_body(tern_request_t *req, const void *data, size_t len) {
     memcpy(copy, data, len);
   }
   tern__request_clear_body(req);
-  req->body_kind = TERN__BODY_MEM;
-  req->body_mem = copy;
-  req->body_mem_len = len;
+  req->upload.kind = TERN__BODY_MEM;
+  req->upload.mem = copy;
+  req->upload.mem_len = len;
   return 0;
 }
 
@@ -181,10 +181,10 @@ int tern_request_set_body_file(tern_request_t *req, const char *path, uint64_t o
   char *p = tern__strdup(path);
   if (p == NULL) return TERN_ENOMEM;
   tern__request_clear_body(req);
-  req->body_kind = TERN__BODY_FILE;
-  req->body_path = p;
-  req->body_offset = offset;
-  req->body_end = end;
+  req->upload.kind = TERN__BODY_FILE;
+  req->upload.path = p;
+  req->upload.offset = offset;
+  req->upload.end = end;
   return 0;
 }
 
@@ -192,10 +192,10 @@ static int add_segment(tern_request_t *req, const void *data, size_t len, const 
                        uint64_t offset, uint64_t end) {
   CHECK_NEW(req);
   if ((data == NULL && len > 0 && path == NULL) || (end != 0 && end < offset)) return TERN_EINVAL;
-  if (req->body_kind != TERN__BODY_SEGMENTS) tern__request_clear_body(req);
-  tern__segment *grown = tern__realloc(req->segments, (req->nsegments + 1) * sizeof *grown);
+  if (req->upload.kind != TERN__BODY_SEGMENTS) tern__request_clear_body(req);
+  tern__segment *grown = tern__realloc(req->upload.segments, (req->upload.nsegments + 1) * sizeof *grown);
   if (grown == NULL) return TERN_ENOMEM;
-  req->segments = grown;
+  req->upload.segments = grown;
   tern__segment seg = {NULL, NULL, offset, end, len, -1};
   if (path) {
     if ((seg.path = tern__strdup(path)) == NULL) return TERN_ENOMEM;
@@ -204,8 +204,8 @@ static int add_segment(tern_request_t *req, const void *data, size_t len, const 
   } else if (len) {
     memcpy(seg.data, data, len);
   }
-  req->segments[req->nsegments++] = seg;
-  req->body_kind = TERN__BODY_SEGMENTS;
+  req->upload.segments[req->upload.nsegments++] = seg;
+  req->upload.kind = TERN__BODY_SEGMENTS;
   return 0;
 }
 
@@ -224,16 +224,16 @@ int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_read_cb c
   CHECK_NEW(req);
   if (cb == NULL || length < -1) return TERN_EINVAL;
   tern__request_clear_body(req);
-  req->body_kind = TERN__BODY_CB;
-  req->body_cb = cb;
-  req->body_cb_data = user_data;
-  req->body_cb_length = length;
+  req->upload.kind = TERN__BODY_CB;
+  req->upload.cb = cb;
+  req->upload.cb_data = user_data;
+  req->upload.cb_length = length;
   return 0;
 }
 
 int tern_request_set_download_any_status(tern_request_t *req, int enabled) {
   CHECK_NEW(req);
-  req->dl_any_status = enabled != 0;
+  req->sink.any_status = enabled != 0;
   return 0;
 }
 
@@ -244,48 +244,48 @@ int tern_request_set_download_file(tern_request_t *req, const char *path, uint64
     return TERN_EINVAL;
   char *p = tern__strdup(path);
   if (p == NULL) return TERN_ENOMEM;
-  free(req->dl_path);
-  req->dl_path = p;
-  free(req->target_path);
-  free(req->part_path);
-  free(req->validator_path);
-  req->target_path = req->part_path = req->validator_path = NULL;
-  req->dl_offset = offset;
-  req->dl_end = end;
-  req->dl_resume = resume != 0;
-  req->dl_part_only = resume == TERN_RESUME_PART;
-  req->sink_kind = TERN__SINK_FILE;
+  free(req->sink.path);
+  req->sink.path = p;
+  free(req->sink.target_path);
+  free(req->sink.part_path);
+  free(req->sink.validator_path);
+  req->sink.target_path = req->sink.part_path = req->sink.validator_path = NULL;
+  req->sink.offset = offset;
+  req->sink.end = end;
+  req->sink.resume = resume != 0;
+  req->sink.part_only = resume == TERN_RESUME_PART;
+  req->sink.kind = TERN__SINK_FILE;
   return 0;
 }
 
 int tern_request_set_data_cb(tern_request_t *req, tern_data_cb cb, void *user_data) {
   CHECK_NEW(req);
   if (cb == NULL) return TERN_EINVAL;
-  req->sink_kind = TERN__SINK_CB;
-  req->data_cb = cb;
-  req->data_cb_data = user_data;
+  req->sink.kind = TERN__SINK_CB;
+  req->sink.data_cb = cb;
+  req->sink.data_cb_data = user_data;
   return 0;
 }
 
 int tern_request_set_complete_cb(tern_request_t *req, tern_complete_cb cb, void *user_data) {
   CHECK_NEW(req);
-  req->complete_cb = cb;
-  req->complete_data = user_data;
+  req->notify.complete = cb;
+  req->notify.complete_data = user_data;
   return 0;
 }
 
 int tern_request_set_progress_cb(tern_request_t *req, tern_progress_cb cb, void *user_data) {
   CHECK_NEW(req);
-  req->progress_cb = cb;
-  req->progress_data = user_data;
+  req->notify.progress = cb;
+  req->notify.progress_data = user_data;
   return 0;
 }
 
 int tern_request_set_hop_response_cb(tern_request_t *req, tern_hop_response_cb cb,
                                      void *user_data) {
   CHECK_NEW(req);
-  req->hop_response_cb = cb;
-  req->hop_response_data = user_data;
+  req->hop.response_cb = cb;
+  req->hop.response_data = user_data;
   return 0;
 }
 
@@ -324,62 +324,62 @@ int tern_request_set_expect_continue(tern_request_t *req, int64_t min_body, uint
 
 int tern_request_set_body_gzip(tern_request_t *req, int enabled) {
   CHECK_NEW(req);
-  req->gzip_body = enabled != 0;
+  req->upload.gzip = enabled != 0;
   return 0;
 }
 
 int tern_request_set_follow_redirects(tern_request_t *req, unsigned max) {
   CHECK_NEW(req);
-  req->follow_max = max;
+  req->hop.follow_max = max;
   return 0;
 }
 
 int tern_request_set_redirect_flags(tern_request_t *req, unsigned flags) {
   CHECK_NEW(req);
   if (flags & ~31u) return TERN_EINVAL;
-  req->redirect_flags = flags;
+  req->hop.redirect_flags = flags;
   return 0;
 }
 
 int tern_request_set_hop_request_cb(tern_request_t *req, tern_hop_request_cb cb, void *user_data) {
   CHECK_NEW(req);
-  req->hop_request_cb = cb;
-  req->hop_request_data = user_data;
+  req->hop.request_cb = cb;
+  req->hop.request_data = user_data;
   return 0;
 }
 
 int tern_request_add_hop_header(tern_request_t *req, const char *name, const char *value) {
-  if (req == NULL || !req->in_hop_request) return TERN_EINVAL;
+  if (req == NULL || !req->hop.in_request_cb) return TERN_EINVAL;
   if (!is_token(name) || value == NULL) return TERN_EBADHEADER;
   for (const unsigned char *p = (const unsigned char *)value; *p; p++)
     if ((*p < 0x20 && *p != '\t') || *p == 0x7f) return TERN_EBADHEADER;
   if (strcasecmp(name, "content-length") == 0 || strcasecmp(name, "transfer-encoding") == 0 ||
       strcasecmp(name, "host") == 0)
     return TERN_EBADHEADER;
-  return tern__str_appendf(&req->hop_headers, "%s: %s\r\n", name, value);
+  return tern__str_appendf(&req->hop.headers, "%s: %s\r\n", name, value);
 }
 
 int tern_request_set_auth(tern_request_t *req, const char *user, const char *password,
                           unsigned schemes) {
   CHECK_NEW(req);
   if (user == NULL || (schemes & TERN_AUTH_ANY) == 0) return TERN_EINVAL;
-  int r = tern__auth_set(&req->www, user, password, schemes);
-  if (!r) req->url_credentials = false;
+  int r = tern__auth_set(&req->auth.www, user, password, schemes);
+  if (!r) req->auth.from_url = false;
   return r;
 }
 
 int tern_request_set_auth_cb(tern_request_t *req, tern_auth_cb cb, void *user_data) {
   CHECK_NEW(req);
-  req->auth_cb = cb;
-  req->auth_cb_data = user_data;
+  req->auth.cb = cb;
+  req->auth.cb_data = user_data;
   return 0;
 }
 
 int tern_request_set_proxy(tern_request_t *req, const char *proxy_url) {
   CHECK_NEW(req);
   if (proxy_url == NULL || proxy_url[0] == '\0') {
-    free(req->proxy_host);
-    req->proxy_host = NULL;
+    free(req->proxy.host);
+    req->proxy.host = NULL;
     return 0;
   }
   tern__url u;
@@ -391,17 +391,17 @@ int tern_request_set_proxy(tern_request_t *req, const char *proxy_url) {
   }
   char *host = tern__strdup(u.host);
   if (host == NULL) r = TERN_ENOMEM;
-  if (!r && u.userinfo) r = tern__auth_set_userinfo(&req->proxy_auth, u.userinfo);
+  if (!r && u.userinfo) r = tern__auth_set_userinfo(&req->auth.proxy, u.userinfo);
   if (!r) {
-    free(req->proxy_host);
-    req->proxy_host = host;
+    free(req->proxy.host);
+    req->proxy.host = host;
     /* Without an explicit port a proxy is on curl's default, 1080. */
     const char *hostpart = strstr(proxy_url, "://") + 3;
     const char *at = strrchr(hostpart, '@');
     if (at) hostpart = at + 1;
     if (hostpart[0] == '[') hostpart = strchr(hostpart, ']');
     size_t hl = strcspn(hostpart, "/?#");
-    req->proxy_port = memchr(hostpart, ':', hl) ? u.port : 1080;
+    req->proxy.port = memchr(hostpart, ':', hl) ? u.port : 1080;
   } else {
     free(host);
   }
@@ -413,26 +413,26 @@ int tern_request_set_proxy_auth(tern_request_t *req, const char *user, const cha
                                 unsigned schemes) {
   CHECK_NEW(req);
   if (user == NULL || (schemes & TERN_AUTH_ANY) == 0) return TERN_EINVAL;
-  return tern__auth_set(&req->proxy_auth, user, password, schemes);
+  return tern__auth_set(&req->auth.proxy, user, password, schemes);
 }
 
 int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode) {
   CHECK_NEW(req);
   if ((unsigned)mode > TERN_DECODE_OFF) return TERN_EINVAL;
-  req->decode_mode = mode;
+  req->sink.decode_mode = mode;
   return 0;
 }
 
 int tern_request_set_decoding_limits(tern_request_t *req, uint64_t max_bytes, unsigned max_ratio) {
   CHECK_NEW(req);
-  req->decoded_max_bytes = max_bytes;
-  req->decoded_max_ratio = max_ratio;
+  req->sink.decoded_max_bytes = max_bytes;
+  req->sink.decoded_max_ratio = max_ratio;
   return 0;
 }
 
 int tern_request_set_tls_verify(tern_request_t *req, int verify) {
   CHECK_NEW(req);
-  req->tls_verify = verify != 0;
+  req->tls.verify = verify != 0;
   return 0;
 }
 
@@ -447,21 +447,21 @@ static int set_string(char **slot, const char *value) {
 
 int tern_request_set_tls_ca_file(tern_request_t *req, const char *path) {
   CHECK_NEW(req);
-  return set_string(&req->tls_ca_file, path);
+  return set_string(&req->tls.ca_file, path);
 }
 
 int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir) {
   CHECK_NEW(req);
-  return set_string(&req->tls_ca_path, dir);
+  return set_string(&req->tls.ca_path, dir);
 }
 
 int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
                                      const char *key_file, const char *password) {
   CHECK_NEW(req);
   if (cert_file == NULL && (key_file || password)) return TERN_EINVAL;
-  int r = set_string(&req->tls_cert, cert_file);
-  if (!r) r = set_string(&req->tls_key, key_file);
-  if (!r) r = set_string(&req->tls_password, password);
+  int r = set_string(&req->tls.cert, cert_file);
+  if (!r) r = set_string(&req->tls.key, key_file);
+  if (!r) r = set_string(&req->tls.password, password);
   return r;
 }
 

@@ -53,14 +53,14 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   int r = tern__request_open_body(req);
   if (r) return r;
 
-  if (req->url.tls && req->tls_id == NULL) {
+  if (req->url.tls && req->tls.id == NULL) {
     tern__str id = {0};
-    r = tern__str_appendf(&id, "v%d|%s|%s|%s|%s|%s", req->tls_verify,
-                          req->tls_ca_file ? req->tls_ca_file : "",
-                          req->tls_ca_path ? req->tls_ca_path : "", req->tls_cert ? req->tls_cert : "",
-                          req->tls_key ? req->tls_key : "", req->tls_password ? req->tls_password : "");
+    r = tern__str_appendf(&id, "v%d|%s|%s|%s|%s|%s", req->tls.verify,
+                          req->tls.ca_file ? req->tls.ca_file : "",
+                          req->tls.ca_path ? req->tls.ca_path : "", req->tls.cert ? req->tls.cert : "",
+                          req->tls.key ? req->tls.key : "", req->tls.password ? req->tls.password : "");
     if (r) return r;
-    req->tls_id = id.data;
+    req->tls.id = id.data;
   }
 
   char validator[256] = "";
@@ -68,11 +68,11 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (r) return r;
 
   /* The hop-request callback adds this hop's own headers (e.g. the cookies for its URL). */
-  req->hop_headers.len = 0;
-  if (req->hop_request_cb && !atomic_load(&req->released)) {
-    req->in_hop_request = true;
-    int stop = req->hop_request_cb(req, tern_request_get_effective_url(req), req->hop_request_data);
-    req->in_hop_request = false;
+  req->hop.headers.len = 0;
+  if (req->hop.request_cb && !atomic_load(&req->released)) {
+    req->hop.in_request_cb = true;
+    int stop = req->hop.request_cb(req, tern_request_get_effective_url(req), req->hop.request_data);
+    req->hop.in_request_cb = false;
     if (stop) {
       tern__request_set_error(req, TERN_ECANCELED, "canceled by the hop-request callback");
       return TERN_ECANCELED;
@@ -80,7 +80,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   }
 
   /* Through a proxy, plain http goes in absolute form; https goes through a tunnel. */
-  bool absolute = req->proxy_host && !req->url.tls;
+  bool absolute = req->proxy.host && !req->url.tls;
   const char *target = req->url.target;
   tern__str abs_target = {0};
   if (absolute) {
@@ -90,18 +90,18 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   }
   tern__str h = {0};
   char n1[21], n2[21];
-  r = tern__str_reserve(&h, 256 + strlen(target) + req->headers.len + req->hop_headers.len);
+  r = tern__str_reserve(&h, 256 + strlen(target) + req->headers.len + req->hop.headers.len);
   if (!r) r = cat(&h, req->method, " ", target, req->http10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n", NULL);
-  if (req->www.scheme == TERN_AUTH_BASIC && req->www.tries == 0) req->www.tries = 1;
-  if (req->proxy_auth.scheme == TERN_AUTH_BASIC && req->proxy_auth.tries == 0)
-    req->proxy_auth.tries = 1; /* a preemptive send is an answer: a 401 to it is final */
-  if (!r && req->www.scheme && req->www.user && !req->user_authorization) {
+  if (req->auth.www.scheme == TERN_AUTH_BASIC && req->auth.www.tries == 0) req->auth.www.tries = 1;
+  if (req->auth.proxy.scheme == TERN_AUTH_BASIC && req->auth.proxy.tries == 0)
+    req->auth.proxy.tries = 1; /* a preemptive send is an answer: a 401 to it is final */
+  if (!r && req->auth.www.scheme && req->auth.www.user && !req->user_authorization) {
     r = cat(&h, "Authorization: ", NULL);
-    if (!r && req->www.scheme == TERN_AUTH_BASIC)
-      r = tern__auth_basic(req->www.user, req->www.password, &h);
+    if (!r && req->auth.www.scheme == TERN_AUTH_BASIC)
+      r = tern__auth_basic(req->auth.www.user, req->auth.www.password, &h);
     else if (!r)
-      r = tern__auth_digest(&req->www.ch, req->www.user, req->www.password, req->method, target,
-                            ++req->www.nc, &h);
+      r = tern__auth_digest(&req->auth.www.ch, req->auth.www.user, req->auth.www.password, req->method, target,
+                            ++req->auth.www.nc, &h);
     if (!r) r = cat(&h, "\r\n", NULL);
   }
   if (!r && absolute && !req->user_proxy_authorization) {
@@ -123,28 +123,28 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
       r = cat(&h, "User-Agent: ", cfg->user_agent, "\r\n", NULL);
   }
   if (!r && !req->user_accept) r = cat(&h, "Accept: */*\r\n", NULL);
-  if (!r && req->range_sent) {
-    r = cat(&h, "Range: bytes=", u64_text(req->range_start, n1), "-",
-            req->dl_end ? u64_text(req->dl_end - 1, n2) : "", "\r\n", NULL);
+  if (!r && req->sink.range_sent) {
+    r = cat(&h, "Range: bytes=", u64_text(req->sink.range_start, n1), "-",
+            req->sink.end ? u64_text(req->sink.end - 1, n2) : "", "\r\n", NULL);
     /* If-Range: the partial file continues only if the resource is still the one it began
      * with; otherwise the server sends it whole (200) and the download restarts. */
-    if (!r && req->resume_from > 0 && validator[0])
+    if (!r && req->sink.resume_from > 0 && validator[0])
       r = cat(&h, "If-Range: ", validator, "\r\n", NULL);
   }
-  if (!r && req->gzip_body && req->body_kind != TERN__BODY_NONE)
+  if (!r && req->upload.gzip && req->upload.kind != TERN__BODY_NONE)
     r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
-  if (!r && req->decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding)
+  if (!r && req->sink.decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding)
     r = cat(&h, "Accept-Encoding: ", tern__accept_encoding(), "\r\n", NULL);
   if (!r) {
-    if (req->body_len == UINT64_MAX)
+    if (req->upload.len == UINT64_MAX)
       r = cat(&h, "Transfer-Encoding: chunked\r\n", NULL);
-    else if (req->body_kind != TERN__BODY_NONE || method_is(req, "POST") ||
+    else if (req->upload.kind != TERN__BODY_NONE || method_is(req, "POST") ||
              method_is(req, "PUT") || method_is(req, "PATCH"))
-      r = cat(&h, "Content-Length: ", u64_text(req->body_len, n1), "\r\n", NULL);
+      r = cat(&h, "Content-Length: ", u64_text(req->upload.len, n1), "\r\n", NULL);
   }
-  req->expect_continue = req->body_kind != TERN__BODY_NONE && req->expect_min >= 0 &&
-                         !req->http10 && req->body_len > 0 &&
-                         (req->body_len == UINT64_MAX || req->body_len >= (uint64_t)req->expect_min);
+  req->expect_continue = req->upload.kind != TERN__BODY_NONE && req->expect_min >= 0 &&
+                         !req->http10 && req->upload.len > 0 &&
+                         (req->upload.len == UINT64_MAX || req->upload.len >= (uint64_t)req->expect_min);
   if (!r && req->expect_continue) r = cat(&h, "Expect: 100-continue\r\n", NULL);
   if (!r && !req->user_connection_close) {
     if (!req->persistent && !req->http10)
@@ -153,8 +153,8 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
       r = cat(&h, "Connection: keep-alive\r\n", NULL);
   }
   if (!r && req->headers.len) r = tern__str_append(&h, req->headers.data, req->headers.len);
-  if (!r && req->hop_headers.len)
-    r = tern__str_append(&h, req->hop_headers.data, req->hop_headers.len);
+  if (!r && req->hop.headers.len)
+    r = tern__str_append(&h, req->hop.headers.data, req->hop.headers.len);
   if (!r) r = tern__str_append(&h, "\r\n", 3); /* with a NUL, for tern_request_get_request_head */
   if (!r) h.len--;
   if (r) {
@@ -174,32 +174,32 @@ void tern__request_rewind(tern_request_t *req) {
   req->send = TERN__SEND_NOTHING;
   req->reused = false;
   req->conn = NULL;
-  req->status = 0;
-  req->minor = -1;
-  req->reason = NULL;
-  free(req->resp_block);
-  req->resp_block = NULL;
-  req->resp_count = 0;
-  req->body.len = 0;
-  req->interim.len = 0;
-  req->received = 0;
-  req->content_length = -1;
-  req->resp_offset = 0;
-  req->body_sent = 0;
-  req->seg_index = 0;
-  req->seg_offset = 0;
-  req->to_file = false;
-  req->keep_error_body = false;
-  req->skip_bytes = 0;
-  req->range_done = false;
-  req->writing_part = false;
-  req->delivered = 0;
-  req->decoded_encoding = NULL;
-  req->tls_version = NULL;
-  req->tls_resumed = req->cert_requested = false;
-  tern__encoder_free(req->encoder);
-  req->encoder = NULL;
-  tern__decoder_free(req->decoder);
-  req->decoder = NULL;
-  tern__close_fd(&req->dl_fd);
+  req->resp.status = 0;
+  req->resp.minor = -1;
+  req->resp.reason = NULL;
+  free(req->resp.block);
+  req->resp.block = NULL;
+  req->resp.count = 0;
+  req->resp.body.len = 0;
+  req->resp.interim.len = 0;
+  req->resp.received = 0;
+  req->resp.content_length = -1;
+  req->resp.offset = 0;
+  req->upload.sent = 0;
+  req->upload.seg_index = 0;
+  req->upload.seg_offset = 0;
+  req->sink.to_file = false;
+  req->sink.keep_error_body = false;
+  req->sink.skip_bytes = 0;
+  req->sink.range_done = false;
+  req->sink.writing_part = false;
+  req->sink.delivered = 0;
+  req->sink.decoded_encoding = NULL;
+  req->tls.version = NULL;
+  req->tls.resumed = req->tls.cert_requested = false;
+  tern__encoder_free(req->upload.encoder);
+  req->upload.encoder = NULL;
+  tern__decoder_free(req->sink.decoder);
+  req->sink.decoder = NULL;
+  tern__close_fd(&req->sink.fd);
 }

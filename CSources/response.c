@@ -11,12 +11,12 @@
 
 int tern__request_set_response(tern_request_t *req, int minor, int status, const char *reason,
                                size_t reason_len, const tern__header_t *h, size_t n) {
-  free(req->resp_block);
-  req->resp_block = NULL;
-  req->reason = NULL;
-  req->resp_count = 0;
-  req->status = status;
-  req->minor = minor;
+  free(req->resp.block);
+  req->resp.block = NULL;
+  req->resp.reason = NULL;
+  req->resp.count = 0;
+  req->resp.status = status;
+  req->resp.minor = minor;
 
   /* One block: 2n pointers, then "name\0value\0" for each field. */
   size_t strings = 0;
@@ -38,39 +38,39 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
   }
   memcpy(s, reason, reason_len);
   s[reason_len] = '\0';
-  req->reason = s;
-  req->resp_block = block;
-  req->resp_count = n;
+  req->resp.reason = s;
+  req->resp.block = block;
+  req->resp.count = n;
   return 0;
 }
 
 /* The value of the first field named `name` (any case), or NULL. */
 const char *tern__request_header_value(const tern_request_t *req, const char *name) {
-  char **pairs = (char **)(void *)req->resp_block;
-  for (size_t i = 0; i < req->resp_count; i++)
+  char **pairs = (char **)(void *)req->resp.block;
+  for (size_t i = 0; i < req->resp.count; i++)
     if (strcasecmp(pairs[2 * i], name) == 0) return pairs[2 * i + 1];
   return NULL;
 }
 
 /* ---- getters ---- */
 
-int tern_request_get_status(const tern_request_t *req) { return req ? req->status : 0; }
+int tern_request_get_status(const tern_request_t *req) { return req ? req->resp.status : 0; }
 const char *tern_request_get_reason(const tern_request_t *req) {
-  return req && req->reason ? req->reason : "";
+  return req && req->resp.reason ? req->resp.reason : "";
 }
-int tern_request_get_http_minor(const tern_request_t *req) { return req ? req->minor : -1; }
+int tern_request_get_http_minor(const tern_request_t *req) { return req ? req->resp.minor : -1; }
 int tern_request_get_error(const tern_request_t *req) { return req ? req->error : TERN_EINVAL; }
 const char *tern_request_get_error_message(const tern_request_t *req) {
   return req ? req->errmsg : "";
 }
 size_t tern_request_get_header_count(const tern_request_t *req) {
-  return req ? req->resp_count : 0;
+  return req ? req->resp.count : 0;
 }
 
 int tern_request_get_header_at(const tern_request_t *req, size_t i, const char **name,
                                const char **value) {
-  if (req == NULL || i >= req->resp_count) return TERN_EINVAL;
-  char **pairs = (char **)(void *)req->resp_block;
+  if (req == NULL || i >= req->resp.count) return TERN_EINVAL;
+  char **pairs = (char **)(void *)req->resp.block;
   if (name) *name = pairs[2 * i];
   if (value) *value = pairs[2 * i + 1];
   return 0;
@@ -82,22 +82,22 @@ const char *tern_request_get_header(const tern_request_t *req, const char *name)
 }
 
 const void *tern_request_get_body(const tern_request_t *req, size_t *len) {
-  if (len) *len = req ? req->body.len : 0;
-  return req && req->body.len ? req->body.data : NULL;
+  if (len) *len = req ? req->resp.body.len : 0;
+  return req && req->resp.body.len ? req->resp.body.data : NULL;
 }
 
 const char *tern_request_get_interim_heads(const tern_request_t *req, size_t *len) {
-  if (len) *len = req ? req->interim.len : 0;
-  return req && req->interim.len ? req->interim.data : NULL;
+  if (len) *len = req ? req->resp.interim.len : 0;
+  return req && req->resp.interim.len ? req->resp.interim.data : NULL;
 }
 
 uint64_t tern_request_get_bytes_received(const tern_request_t *req) {
-  return req ? req->received : 0;
+  return req ? req->resp.received : 0;
 }
 int64_t tern_request_get_content_length(const tern_request_t *req) {
-  return req ? req->content_length : -1;
+  return req ? req->resp.content_length : -1;
 }
-uint64_t tern_request_get_offset(const tern_request_t *req) { return req ? req->resp_offset : 0; }
+uint64_t tern_request_get_offset(const tern_request_t *req) { return req ? req->resp.offset : 0; }
 const char *tern_request_get_request_head(const tern_request_t *req, size_t *len) {
   if (len) *len = req && req->head ? req->head_len : 0;
   return req ? req->head : NULL;
@@ -123,23 +123,23 @@ const char *tern_request_get_effective_url(const tern_request_t *req) {
 }
 
 unsigned tern_request_get_redirect_count(const tern_request_t *req) {
-  return req ? req->redirect_count : 0;
+  return req ? req->hop.redirect_count : 0;
 }
 
 uint64_t tern_request_get_bytes_delivered(const tern_request_t *req) {
-  return req ? req->delivered : 0;
+  return req ? req->sink.delivered : 0;
 }
 
 const char *tern_request_get_decoded_encoding(const tern_request_t *req) {
-  return req ? req->decoded_encoding : NULL;
+  return req ? req->sink.decoded_encoding : NULL;
 }
 
 const char *tern_request_get_tls_version(const tern_request_t *req) {
-  return req ? req->tls_version : NULL;
+  return req ? req->tls.version : NULL;
 }
-int tern_request_is_tls_resumed(const tern_request_t *req) { return req ? req->tls_resumed : 0; }
+int tern_request_is_tls_resumed(const tern_request_t *req) { return req ? req->tls.resumed : 0; }
 int tern_request_was_client_cert_requested(const tern_request_t *req) {
-  return req ? req->cert_requested : 0;
+  return req ? req->tls.cert_requested : 0;
 }
 
 void *tern_request_get_user_data(const tern_request_t *req) { return req ? req->user_data : NULL; }

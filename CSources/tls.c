@@ -111,18 +111,18 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
   SSL_CTX_sess_set_new_cb(ctx, on_new_session);
   SSL_CTX_set_client_cert_cb(ctx, on_client_cert);
-  SSL_CTX_set_verify(ctx, req->tls_verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
-  if (req->tls_ca_file || req->tls_ca_path) {
+  SSL_CTX_set_verify(ctx, req->tls.verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
+  if (req->tls.ca_file || req->tls.ca_path) {
     /* What is wrong with a file is said in its words ("No such file or directory"), before
      * OpenSSL's codes; a CA directory OpenSSL would only consult during the handshake. */
-    if ((req->tls_ca_file && unreadable(t, TERN_ETLSCAFILE, "CA file", req->tls_ca_file, false)) ||
-        (req->tls_ca_path && unreadable(t, TERN_ETLSCAFILE, "CA directory", req->tls_ca_path, true)))
+    if ((req->tls.ca_file && unreadable(t, TERN_ETLSCAFILE, "CA file", req->tls.ca_file, false)) ||
+        (req->tls.ca_path && unreadable(t, TERN_ETLSCAFILE, "CA directory", req->tls.ca_path, true)))
       return;
-    if (SSL_CTX_load_verify_locations(ctx, req->tls_ca_file, req->tls_ca_path) != 1) {
+    if (SSL_CTX_load_verify_locations(ctx, req->tls.ca_file, req->tls.ca_path) != 1) {
       openssl_error_string(err, sizeof err);
       t->load_error = TERN_ETLSCAFILE;
       snprintf(t->load_msg, sizeof t->load_msg, "CA file %.200s holds no usable PEM certificate (%.160s)",
-               req->tls_ca_file ? req->tls_ca_file : req->tls_ca_path, err);
+               req->tls.ca_file ? req->tls.ca_file : req->tls.ca_path, err);
       return;
     }
   } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
@@ -133,26 +133,26 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
   }
   /* Always our callback: OpenSSL's default one would prompt on the terminal and block the
    * loop thread when an encrypted key comes without a password. */
-  if (req->tls_password) t->password = tern__strdup(req->tls_password);
+  if (req->tls.password) t->password = tern__strdup(req->tls.password);
   SSL_CTX_set_default_passwd_cb(ctx, on_password);
   SSL_CTX_set_default_passwd_cb_userdata(ctx, t);
-  if (req->tls_cert) {
-    const char *key = req->tls_key ? req->tls_key : req->tls_cert;
-    if (unreadable(t, TERN_ETLSCERTFILE, "client certificate", req->tls_cert, false) ||
+  if (req->tls.cert) {
+    const char *key = req->tls.key ? req->tls.key : req->tls.cert;
+    if (unreadable(t, TERN_ETLSCERTFILE, "client certificate", req->tls.cert, false) ||
         unreadable(t, TERN_ETLSCERTFILE, "client key", key, false))
       return;
     t->load_error = TERN_ETLSCERTFILE;
-    if (SSL_CTX_use_certificate_chain_file(ctx, req->tls_cert) != 1) {
+    if (SSL_CTX_use_certificate_chain_file(ctx, req->tls.cert) != 1) {
       openssl_error_string(err, sizeof err);
       snprintf(t->load_msg, sizeof t->load_msg,
-               "client certificate %.200s holds no usable PEM certificate (%.160s)", req->tls_cert, err);
+               "client certificate %.200s holds no usable PEM certificate (%.160s)", req->tls.cert, err);
     } else if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
       bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
       openssl_error_string(err, sizeof err);
       if (mismatch)
         snprintf(t->load_msg, sizeof t->load_msg,
                  "client key %.200s does not belong to the certificate %.200s", key,
-                 req->tls_cert);
+                 req->tls.cert);
       else if (t->password_asked && t->password == NULL)
         snprintf(t->load_msg, sizeof t->load_msg,
                  "client key %.200s is encrypted and no password was given", key);
@@ -165,7 +165,7 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
     } else if (SSL_CTX_check_private_key(ctx) != 1) {
       openssl_error_string(err, sizeof err);
       snprintf(t->load_msg, sizeof t->load_msg,
-               "client key %.200s does not belong to the certificate %.200s", key, req->tls_cert);
+               "client key %.200s does not belong to the certificate %.200s", key, req->tls.cert);
     } else {
       t->load_error = 0;
     }
@@ -175,12 +175,12 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
 tern__tls_ctx *tern__tls_ctx_get(tern_engine_t *eng, const tern_request_t *req) {
   for (tern__list *n = eng->tls_ctxs.next; n != &eng->tls_ctxs; n = n->next) {
     tern__tls_ctx *t = tern__container_of(n, tern__tls_ctx, node);
-    if (strcmp(t->id, req->tls_id) == 0) return t;
+    if (strcmp(t->id, req->tls.id) == 0) return t;
   }
   uv_once(&index_once, init_index);
   tern__tls_ctx *t = tern__calloc(1, sizeof *t);
   if (t == NULL) return NULL;
-  t->id = tern__strdup(req->tls_id);
+  t->id = tern__strdup(req->tls.id);
   t->ctx = SSL_CTX_new(TLS_client_method());
   if (t->id == NULL || t->ctx == NULL) {
     SSL_CTX_free(t->ctx);
@@ -289,7 +289,7 @@ int tern__tls_start(tern__conn *c) {
   unsigned char ip[16];
   bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
   if (!is_ip) SSL_set_tlsext_host_name(ssl, host); /* SNI carries names, never addresses */
-  if (req->tls_verify) {
+  if (req->tls.verify) {
     X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
     int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host) : SSL_set1_host(ssl, host);
     if (ok != 1) return TERN_ENOMEM;
@@ -455,7 +455,7 @@ void tern__tls_write_done(tern__conn *c) {
 }
 
 void tern__tls_note(tern__conn *c, tern_request_t *req) {
-  req->tls_version = SSL_get_version(c->ssl);
-  req->tls_resumed = c->tls_resumed;
-  req->cert_requested = c->cert_requested;
+  req->tls.version = SSL_get_version(c->ssl);
+  req->tls.resumed = c->tls_resumed;
+  req->tls.cert_requested = c->cert_requested;
 }
