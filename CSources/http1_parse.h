@@ -4,6 +4,10 @@
  * The contract follows picohttpparser: parse in place, allocate nothing, return views into the
  * caller's buffer. Nothing here touches a socket, so every function is unit-tested on byte
  * strings and fuzzed (Tests/Fuzz/fuzz_http1_parse.c).
+ *
+ * The single internal header of three files: http1_parse.c (response head), http1_chunked.c
+ * (chunked body decoding) and http1_fields.c (field values). It needs nothing but the C library,
+ * so the fuzz target and the parser benchmark compile those files without libuv or internal.h.
  */
 #ifndef TERN_HTTP1_PARSE_H
 #define TERN_HTTP1_PARSE_H
@@ -16,6 +20,34 @@
 #define TERN__PARSE_ERROR (-1)      /* malformed input */
 #define TERN__PARSE_INCOMPLETE (-2) /* need more bytes */
 #define TERN__PARSE_TOO_MANY (-3)   /* more header fields than the caller's array holds */
+
+/*
+ * Byte classes used by more than one of the three files. static inline, so that each file keeps
+ * the table lookup or comparison in its loops exactly as if the helper were its own; the tern__
+ * prefix keeps them apart from the helpers of the files that reach this header via internal.h.
+ */
+
+/* Optional whitespace (OWS, BWS): SP or HTAB. */
+static inline int tern__is_ows(unsigned char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* RFC 9110 tchar: "!#$%&'*+-.^_`|~", DIGIT and ALPHA. Bytes 0x80..0xff are not token bytes. */
+static inline int tern__is_tchar(unsigned char c)
+{
+    static const unsigned char token_char[256] = {
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00 */
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
+        0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, /* 0x20  !"#$%&'()*+,-./ */
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, /* 0x30 0123456789:;<=>? */
+        0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x40 @ABCDEFGHIJKLMNO */
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, /* 0x50 PQRSTUVWXYZ[\]^_ */
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x60 `abcdefghijklmno */
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, /* 0x70 pqrstuvwxyz{|}~  */
+    };
+    return token_char[c];
+}
 
 /* One header field: views into the parsed buffer. The value has no leading or trailing
  * whitespace. Obsolete line folding (obs-fold) is rejected as malformed. */
@@ -45,7 +77,7 @@ int tern__parse_response(const char *buf, size_t len, size_t last_len, int *mino
                          tern__header_t *headers, size_t *num_headers);
 
 /*
- * Chunked transfer-coding decoder, in place and incremental.
+ * Chunked transfer-coding decoder (http1_chunked.c), in place and incremental.
  *
  * Zero-initialise (tern__chunked_init) before the first call. Each call takes buf[0, *len) — the
  * next bytes of the connection after the response head — and consumes all of them: on return
@@ -72,7 +104,7 @@ typedef struct {
 void tern__chunked_init(tern__chunked_t *dec);
 ssize_t tern__decode_chunked(tern__chunked_t *dec, char *buf, size_t *len);
 
-/* Field-value helpers used by the connection code. */
+/* Field-value helpers used by the connection code (http1_fields.c). */
 
 /* Content-Length: 1*DIGIT, or a comma-separated list of identical values (RFC 9110 8.6).
  * Returns 0 and sets *out, or -1 (empty, non-digit, differing values, above 2^62). */
