@@ -29,7 +29,7 @@ static char *pct_decode(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
         isxdigit((unsigned char)s[i + 2])) {
-      char hex[3] = {s[i + 1], s[i + 2], 0};
+      char hex[3] = { s[i + 1], s[i + 2], 0 };
       out[k++] = (char)strtol(hex, NULL, 16);
       i += 2;
     } else {
@@ -145,13 +145,18 @@ bool tern__challenge_find(const char *value, const char *scheme, tern__challenge
     char val[512];
     p = read_value(skip_ws(after + 1), val, sizeof val);
     if (!in) continue;
-    if (strcasecmp(name, "realm") == 0) snprintf(ch->realm, sizeof ch->realm, "%s", val);
-    else if (strcasecmp(name, "nonce") == 0) snprintf(ch->nonce, sizeof ch->nonce, "%s", val);
-    else if (strcasecmp(name, "opaque") == 0) snprintf(ch->opaque, sizeof ch->opaque, "%s", val);
+    if (strcasecmp(name, "realm") == 0)
+      snprintf(ch->realm, sizeof ch->realm, "%s", val);
+    else if (strcasecmp(name, "nonce") == 0)
+      snprintf(ch->nonce, sizeof ch->nonce, "%s", val);
+    else if (strcasecmp(name, "opaque") == 0)
+      snprintf(ch->opaque, sizeof ch->opaque, "%s", val);
     else if (strcasecmp(name, "algorithm") == 0)
       snprintf(ch->algorithm, sizeof ch->algorithm, "%s", val);
-    else if (strcasecmp(name, "qop") == 0) ch->qop_auth = tern__has_token(val, strlen(val), "auth");
-    else if (strcasecmp(name, "stale") == 0) ch->stale = strcasecmp(val, "true") == 0;
+    else if (strcasecmp(name, "qop") == 0)
+      ch->qop_auth = tern__has_token(val, strlen(val), "auth");
+    else if (strcasecmp(name, "stale") == 0)
+      ch->stale = strcasecmp(val, "true") == 0;
   }
   return found;
 }
@@ -161,7 +166,7 @@ bool tern__challenge_find(const char *value, const char *scheme, tern__challenge
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 int tern__auth_basic(const char *user, const char *password, tern__str *out) {
-  tern__str plain = {0};
+  tern__str plain = { 0 };
   int r = tern__str_appendf(&plain, "%s:%s", user, password);
   if (r) return r;
   r = tern__str_appendf(out, "Basic ");
@@ -169,8 +174,8 @@ int tern__auth_basic(const char *user, const char *password, tern__str *out) {
   for (size_t i = 0; !r && i < plain.len; i += 3) {
     unsigned v = (unsigned)s[i] << 16 | (i + 1 < plain.len ? (unsigned)s[i + 1] << 8 : 0) |
                  (i + 2 < plain.len ? s[i + 2] : 0);
-    char q[4] = {b64[v >> 18], b64[(v >> 12) & 63], i + 1 < plain.len ? b64[(v >> 6) & 63] : '=',
-                 i + 2 < plain.len ? b64[v & 63] : '='};
+    char q[4] = { b64[v >> 18], b64[(v >> 12) & 63], i + 1 < plain.len ? b64[(v >> 6) & 63] : '=',
+                  i + 2 < plain.len ? b64[v & 63] : '=' };
     r = tern__str_append(out, q, 4);
   }
   memset(plain.data, 0, plain.len);
@@ -226,7 +231,7 @@ int tern__digest_response(const tern__challenge *ch, const char *user, const cha
   if (md == NULL) return TERN_EAUTH;
   char ha1[2 * EVP_MAX_MD_SIZE + 1], ha2[sizeof ha1];
 
-  tern__str t = {0};
+  tern__str t = { 0 };
   int r = tern__str_appendf(&t, "%s:%s:%s", user, ch->realm, password);
   if (!r) r = hash_hex(md, t.data, t.len, ha1, sizeof ha1);
   if (!r && sess) {

@@ -34,8 +34,8 @@ void tern__request_clear_body(tern_request_t *req) {
 }
 
 /* Opens bytes [offset, end) of a file for upload: *fd and *len on success. */
-static int open_upload_range(tern_request_t *req, const char *path, uint64_t offset,
-                             uint64_t end, int *fd_out, uint64_t *len) {
+static int open_upload_range(tern_request_t *req, const char *path, uint64_t offset, uint64_t end,
+                             int *fd_out, uint64_t *len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     tern__request_set_error(req, TERN_EFILEREAD, "open %s: %s", path, strerror(errno));
@@ -50,10 +50,9 @@ static int open_upload_range(tern_request_t *req, const char *path, uint64_t off
   uint64_t size = (uint64_t)st.st_size;
   if (end == 0) end = size;
   if (end > size || offset > end) {
-    tern__request_set_error(req, TERN_EFILEREAD,
-                            "upload range %llu-%llu lies outside %s (%llu bytes)",
-                            (unsigned long long)offset, (unsigned long long)end, path,
-                            (unsigned long long)size);
+    tern__request_set_error(
+        req, TERN_EFILEREAD, "upload range %llu-%llu lies outside %s (%llu bytes)",
+        (unsigned long long)offset, (unsigned long long)end, path, (unsigned long long)size);
     close(fd);
     return TERN_EFILEREAD;
   }
@@ -63,8 +62,8 @@ static int open_upload_range(tern_request_t *req, const char *path, uint64_t off
 }
 
 static int open_upload(tern_request_t *req) {
-  return open_upload_range(req, req->upload.path, req->upload.offset, req->upload.end, &req->upload.fd,
-                           &req->upload.len);
+  return open_upload_range(req, req->upload.path, req->upload.offset, req->upload.end,
+                           &req->upload.fd, &req->upload.len);
 }
 
 static int open_segments(tern_request_t *req) {
@@ -139,7 +138,8 @@ int tern__request_open_body(tern_request_t *req) {
   req->upload.plain_len = req->upload.len;
   if (req->upload.gzip && req->upload.kind != TERN__BODY_NONE) {
     if (req->http10) {
-      tern__request_set_error(req, TERN_EINVAL, "a compressed body is sent chunked: needs HTTP/1.1");
+      tern__request_set_error(req, TERN_EINVAL,
+                              "a compressed body is sent chunked: needs HTTP/1.1");
       return TERN_EINVAL;
     }
     req->upload.len = UINT64_MAX; /* the compressed length is known only at the end */
@@ -148,7 +148,8 @@ int tern__request_open_body(tern_request_t *req) {
 }
 
 bool tern__request_can_replay(const tern_request_t *req) {
-  return req->upload.kind != TERN__BODY_CB || req->upload.sent == 0 || req->send == TERN__SEND_SKIPPED;
+  return req->upload.kind != TERN__BODY_CB || req->upload.sent == 0 ||
+         req->send == TERN__SEND_SKIPPED;
 }
 
 int tern__request_progress_upload(tern_request_t *req) {
@@ -159,7 +160,7 @@ int tern__request_progress_upload(tern_request_t *req) {
   if (percent <= req->notify.last_up_percent && !(unknown && percent == 0)) return 0;
   req->notify.last_up_percent = percent;
   if (req->notify.progress(req, TERN_PROGRESS_UPLOAD, percent, req->upload.sent, total,
-                       req->notify.progress_data)) {
+                           req->notify.progress_data)) {
     tern__request_set_error(req, TERN_ECANCELED, "canceled by the progress callback");
     return TERN_ECANCELED;
   }
@@ -182,7 +183,8 @@ int64_t tern__request_pull_plain(tern_request_t *req, char *scratch, size_t cap,
 
 /* The next bytes of a file or callback body, at upload.sent, bounded by its plain length. */
 int64_t tern__request_read_plain(tern_request_t *req, char *buf, size_t cap) {
-  uint64_t left = req->upload.plain_len == UINT64_MAX ? UINT64_MAX : req->upload.plain_len - req->upload.sent;
+  uint64_t left =
+      req->upload.plain_len == UINT64_MAX ? UINT64_MAX : req->upload.plain_len - req->upload.sent;
   if (left == 0) return 0;
   if (cap > left) cap = (size_t)left;
   if (req->upload.kind == TERN__BODY_SEGMENTS) return read_segments(req, buf, cap);

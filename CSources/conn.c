@@ -85,9 +85,10 @@ static void on_timer(uv_timer_t *t) {
   switch (c->timer_kind) {
     case TERN__TIMER_CONNECT:
       if (req)
-        tern__request_set_error(req, TERN_ECONNECTTIMEOUT, "%s %s: timed out after %llu ms",
-                                c->state == TERN__CONN_HANDSHAKE ? "TLS handshake with" : "connect to",
-                                host, (unsigned long long)c->timer_ms);
+        tern__request_set_error(
+            req, TERN_ECONNECTTIMEOUT, "%s %s: timed out after %llu ms",
+            c->state == TERN__CONN_HANDSHAKE ? "TLS handshake with" : "connect to", host,
+            (unsigned long long)c->timer_ms);
       tern__conn_fail(c, NULL, TERN_ECONNECTTIMEOUT);
       break;
     case TERN__TIMER_HEADERS:
@@ -276,9 +277,10 @@ static void on_connect(uv_connect_t *cr, int status) {
   tern__engine_enter(eng);
   if (status < 0) {
     c->last_error = status;
-    tern__log(eng, TERN_LOG_DEBUG, tern__conn_first(c), "connection #%llu: connect to %s port %u failed: %s%s",
-              (unsigned long long)c->id, c->origin->host, (unsigned)c->origin->port,
-              uv_strerror(status), c->next_addr ? "; trying the next address" : "");
+    tern__log(eng, TERN_LOG_DEBUG, tern__conn_first(c),
+              "connection #%llu: connect to %s port %u failed: %s%s", (unsigned long long)c->id,
+              c->origin->host, (unsigned)c->origin->port, uv_strerror(status),
+              c->next_addr ? "; trying the next address" : "");
     if (c->next_addr) {
       c->tcp_closing = true;
       uv_close((uv_handle_t *)&c->tcp, on_tcp_reopened);
@@ -303,7 +305,6 @@ static void on_connect(uv_connect_t *cr, int status) {
   c->events->connected(c);
   tern__engine_leave(eng);
 }
-
 
 /* ---- reading ---- */
 
@@ -478,8 +479,8 @@ void tern__conn_fail(tern__conn *c, tern_request_t *victim, int err) {
   /* A reused connection that the server had already closed fails before any response byte:
    * the request never reached the server's application, so one silent retry is safe when it
    * is idempotent and its body can be sent again. */
-  bool stale = victim && victim == tern__conn_first(c) && c->served > 0 && victim->resp.status == 0 &&
-               c->len == 0 && c->rstate == TERN__RESP_HEAD &&
+  bool stale = victim && victim == tern__conn_first(c) && c->served > 0 &&
+               victim->resp.status == 0 && c->len == 0 && c->rstate == TERN__RESP_HEAD &&
                (err == TERN_EEMPTYREPLY || err == TERN_ECONNRESET) && victim->idempotent &&
                tern__request_can_replay(victim);
   if (victim) {

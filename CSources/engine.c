@@ -21,13 +21,13 @@ static void handle_gone(tern_engine_t *eng);
 
 /* What the pool and the connections report upward (internal.h says why it is a table). */
 static const tern__owner_ops engine_ops = {
-    .complete = complete,
-    .hop_continue = hop_continue,
-    .redispatch = redispatch,
-    .release = tern__pool_release,
-    .conn_gone = tern__pool_conn_gone,
-    .handle_gone = handle_gone,
-    .drain = drain,
+  .complete = complete,
+  .hop_continue = hop_continue,
+  .redispatch = redispatch,
+  .release = tern__pool_release,
+  .conn_gone = tern__pool_conn_gone,
+  .handle_gone = handle_gone,
+  .drain = drain,
 };
 
 static bool on_loop_thread(const tern_engine_t *eng) {
@@ -108,8 +108,7 @@ static void thread_main(void *arg) {
  * number, so this takes exactly the free ones, and nothing already open is touched. */
 static void hold_std_fds(void) {
   int fd;
-  while ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && fd <= 2) {
-  }
+  while ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && fd <= 2) {}
   if (fd > 2) close(fd);
 }
 
@@ -331,8 +330,7 @@ static void on_async(uv_async_t *handle) {
     tern_request_t *req = tern__container_of(n, tern_request_t, cancel_node);
     atomic_store(&req->cancel_queued, false);
     if (atomic_load(&req->state) != TERN__REQ_DONE) {
-      tern__request_set_error(req, TERN_ECANCELED, "request to %s canceled",
-                              req->url.hostport);
+      tern__request_set_error(req, TERN_ECANCELED, "request to %s canceled", req->url.hostport);
       abort_request(req, TERN_ECANCELED);
     }
     tern__request_unref(req);
@@ -368,11 +366,12 @@ static void complete(tern_request_t *req, int err) {
               req->errmsg);
   else
     tern__log(eng, TERN_LOG_INFO, req, "%s %s done: status %d, %llu body bytes in %.3f s",
-              req->method, req->url.target, req->resp.status, (unsigned long long)req->resp.received,
-              tern_request_get_time(req, TERN_TIME_END));
+              req->method, req->url.target, req->resp.status,
+              (unsigned long long)req->resp.received, tern_request_get_time(req, TERN_TIME_END));
   if (err && req->notify.progress && !released)
-    (void)req->notify.progress(req, req->resp.status ? TERN_PROGRESS_DOWNLOAD : TERN_PROGRESS_UPLOAD, -1,
-                           req->resp.received, 0, req->notify.progress_data);
+    (void)req->notify.progress(req,
+                               req->resp.status ? TERN_PROGRESS_DOWNLOAD : TERN_PROGRESS_UPLOAD, -1,
+                               req->resp.received, 0, req->notify.progress_data);
   if (req->notify.complete && !atomic_load(&req->released))
     req->notify.complete(req, err, req->notify.complete_data);
   if (req->total_timer_live) {
@@ -388,8 +387,8 @@ static void on_total_timeout(uv_timer_t *t) {
   tern_request_t *req = t->data;
   tern_engine_t *eng = req->engine;
   tern__engine_enter(eng);
-  tern__request_set_error(req, TERN_ETOTALTIMEOUT, "%s: request exceeded its total limit of %llu ms",
-                          req->url.hostport,
+  tern__request_set_error(req, TERN_ETOTALTIMEOUT,
+                          "%s: request exceeded its total limit of %llu ms", req->url.hostport,
                           (unsigned long long)req->timeouts[TERN_TIMEOUT_TOTAL]);
   abort_request(req, TERN_ETOTALTIMEOUT);
   tern__engine_leave(eng);
@@ -421,7 +420,8 @@ static void start_request(tern_request_t *req) {
     complete(req, r);
     return;
   }
-  if (req->sink.kind == TERN__SINK_FILE && req->sink.end && req->sink.range_start >= req->sink.end) {
+  if (req->sink.kind == TERN__SINK_FILE && req->sink.end &&
+      req->sink.range_start >= req->sink.end) {
     req->sink.range_done = true;
     complete(req, 0); /* a resumed file that already holds the whole range */
     return;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TERN_STR_(x) #x
+#define TERN_STR_(x)  #x
 #define TERN_XSTR_(x) TERN_STR_(x)
 
 unsigned tern_version(void) { return TERN_VERSION_HEX; }
@@ -20,9 +20,9 @@ const char *tern_version_string(void) {
 const char *tern_strerror(int err) {
   switch (err) {
     case 0: return "success";
-#define XX(name, value, desc) \
+#define XX(name, value, desc)                                                                      \
   case value: return desc;
-    TERN_ERRNO_MAP(XX)
+      TERN_ERRNO_MAP(XX)
 #undef XX
     default: return "unknown error";
   }
@@ -31,9 +31,9 @@ const char *tern_strerror(int err) {
 const char *tern_err_name(int err) {
   switch (err) {
     case 0: return "OK";
-#define XX(name, value, desc) \
+#define XX(name, value, desc)                                                                      \
   case value: return #name;
-    TERN_ERRNO_MAP(XX)
+      TERN_ERRNO_MAP(XX)
 #undef XX
     default: return "EUNKNOWN";
   }
@@ -45,8 +45,8 @@ int tern_error_is_timeout(int err) {
 }
 
 int tern_error_is_tls_verify(int err) {
-  return err == TERN_ETLSCERTEXPIRED || err == TERN_ETLSCERTNOTYETVALID || err == TERN_ETLSHOSTNAME ||
-         err == TERN_ETLSUNKNOWNCA || err == TERN_ETLSVERIFY;
+  return err == TERN_ETLSCERTEXPIRED || err == TERN_ETLSCERTNOTYETVALID ||
+         err == TERN_ETLSHOSTNAME || err == TERN_ETLSUNKNOWNCA || err == TERN_ETLSVERIFY;
 }
 
 int tern__map_uv_error(int uverr, int fallback) {
@@ -88,8 +88,8 @@ void tern__request_set_error(tern_request_t *req, int err, const char *fmt, ...)
 
 /* ---- logging ---- */
 
-void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *req,
-               const char *fmt, ...) {
+void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *req, const char *fmt,
+               ...) {
   if (!TERN__LOGGING(eng, level)) return;
   char line[512];
   va_list ap;

@@ -8,13 +8,13 @@
 #include <strings.h>
 #include <zlib.h>
 #ifdef TERN_HAVE_BROTLI
-#include <brotli/decode.h>
+#  include <brotli/decode.h>
 #endif
 #ifdef TERN_HAVE_ZSTD
-#include <zstd.h>
+#  include <zstd.h>
 #endif
 
-#define OUT_SIZE 16384
+#define OUT_SIZE           16384
 /* The ratio limit applies once this much has been decoded, so real, very compressible bodies
  * (a 5 MB repetitive JSON document at 256:1, 10 MiB of zeros at 1000:1) are never refused. A
  * body kept in memory gets 16 MiB; one streamed to a file or callback costs no memory and gets
@@ -36,10 +36,10 @@ struct tern__decoder {
   unsigned char head[2];
   size_t nhead;
   uint64_t in_total, out_total;
-  uint64_t max_bytes;  /* 0: none */
-  unsigned max_ratio;  /* 0: none */
-  uint64_t grace;      /* output below this is not held to the ratio */
-  char msg[200];       /* why decoding failed ("" when the sink failed) */
+  uint64_t max_bytes; /* 0: none */
+  unsigned max_ratio; /* 0: none */
+  uint64_t grace;     /* output below this is not held to the ratio */
+  char msg[200];      /* why decoding failed ("" when the sink failed) */
 #ifdef TERN_HAVE_BROTLI
   BrotliDecoderState *br;
 #endif
@@ -236,7 +236,7 @@ static int inflate_some(tern__decoder *d, const unsigned char *p, size_t n, tern
 
 #ifdef TERN_HAVE_BROTLI
 static int brotli_some(tern__decoder *d, const unsigned char *p, size_t n, tern__sink_fn sink,
-                      void *ctx) {
+                       void *ctx) {
   size_t avail_in = n;
   const uint8_t *next_in = p;
   for (;;) {
@@ -263,8 +263,8 @@ static int brotli_some(tern__decoder *d, const unsigned char *p, size_t n, tern_
 
 #ifdef TERN_HAVE_ZSTD
 static int zstd_some(tern__decoder *d, const unsigned char *p, size_t n, tern__sink_fn sink,
-                      void *ctx) {
-  ZSTD_inBuffer in = {p, n, 0};
+                     void *ctx) {
+  ZSTD_inBuffer in = { p, n, 0 };
   for (;;) {
     /* Keep the frame's header: libzstd's streaming decoder (1.5.4) can finish a frame without
      * checking the content size its header declares, when the frame arrived in pieces. */
@@ -278,10 +278,11 @@ static int zstd_some(tern__decoder *d, const unsigned char *p, size_t n, tern__s
     if (d->frame_head_len >= 4) {
       uint32_t magic = (uint32_t)d->frame_head[0] | (uint32_t)d->frame_head[1] << 8 |
                        (uint32_t)d->frame_head[2] << 16 | (uint32_t)d->frame_head[3] << 24;
-      if (magic != ZSTD_MAGICNUMBER && (magic & ZSTD_MAGIC_SKIPPABLE_MASK) != ZSTD_MAGIC_SKIPPABLE_START)
+      if (magic != ZSTD_MAGICNUMBER &&
+          (magic & ZSTD_MAGIC_SKIPPABLE_MASK) != ZSTD_MAGIC_SKIPPABLE_START)
         return fail(d, "not a zstd frame (RFC 8878)");
     }
-    ZSTD_outBuffer out = {d->out, OUT_SIZE, 0};
+    ZSTD_outBuffer out = { d->out, OUT_SIZE, 0 };
     size_t r = ZSTD_decompressStream(d->zstd, &out, &in);
     if (ZSTD_isError(r)) return fail(d, ZSTD_getErrorName(r));
     d->frame_out += out.pos;

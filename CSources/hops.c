@@ -33,7 +33,7 @@ int tern__request_decide_hop(tern_request_t *req) {
 
 /* Drops the caller's header lines whose names are in `names` (lower case, NULL-terminated). */
 static void strip_headers(tern_request_t *req, const char *const *names) {
-  tern__str kept = {0};
+  tern__str kept = { 0 };
   const char *p = req->headers.data, *end = p ? p + req->headers.len : NULL;
   while (p && p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -51,7 +51,7 @@ static void strip_headers(tern_request_t *req, const char *const *names) {
 
 /* Credentials (Authorization, Cookie) never reach another origin. */
 static void strip_credential_headers(tern_request_t *req) {
-  static const char *const names[] = {"authorization", "cookie", NULL};
+  static const char *const names[] = { "authorization", "cookie", NULL };
   strip_headers(req, names);
   req->user_authorization = false;
 }
@@ -84,8 +84,8 @@ int tern__request_next_hop(tern_request_t *req) {
       return TERN_EREDIRECT;
     }
     if (req->url.tls && !next.tls && !(req->hop.redirect_flags & TERN_REDIRECT_ALLOW_DOWNGRADE)) {
-      tern__request_set_error(req, TERN_EREDIRECT, "%s: refusing to follow a redirect from https to %s",
-                              host, abs);
+      tern__request_set_error(req, TERN_EREDIRECT,
+                              "%s: refusing to follow a redirect from https to %s", host, abs);
       tern__url_free(&next);
       free(abs);
       return TERN_EREDIRECT;
@@ -108,11 +108,12 @@ int tern__request_next_hop(tern_request_t *req) {
       tern__request_clear_body(req);
       replay_body = false;
       /* The headers that described the body go with it (Fetch 4.4, and curl). */
-      static const char *const body_headers[] = {"content-type", "content-encoding",
-                                                 "content-language", "content-location", NULL};
+      static const char *const body_headers[] = { "content-type", "content-encoding",
+                                                  "content-language", "content-location", NULL };
       strip_headers(req, body_headers);
     }
-    if (!same_origin(&req->url, &next) && !(req->hop.redirect_flags & TERN_REDIRECT_TRUST_CROSS_ORIGIN)) {
+    if (!same_origin(&req->url, &next) &&
+        !(req->hop.redirect_flags & TERN_REDIRECT_TRUST_CROSS_ORIGIN)) {
       tern__auth_clear(&req->auth.www);
       req->auth.from_url = false;
       strip_credential_headers(req);
@@ -126,8 +127,8 @@ int tern__request_next_hop(tern_request_t *req) {
     req->hop.redirect_count++;
   }
   if (replay_body && !tern__request_can_replay(req)) {
-    tern__request_set_error(req, TERN_EAUTH, "%s: cannot send a callback body again for the next hop",
-                            host);
+    tern__request_set_error(req, TERN_EAUTH,
+                            "%s: cannot send a callback body again for the next hop", host);
     return req->hop.next == TERN__HOP_REDIRECT ? TERN_EREDIRECT : TERN_EAUTH;
   }
   req->hop.next = TERN__HOP_NONE;

@@ -37,7 +37,8 @@ bool tern__http1_can_pipeline(const tern__conn *c, const tern_request_t *req, un
   if (c->nrequests >= depth || c->upload_buffered) return false;
   if (!req->pipelining || !req->idempotent || req->upload.kind != TERN__BODY_NONE) return false;
   const tern_request_t *head = tern__conn_first(c);
-  return head == NULL || (head->pipelining && head->idempotent && head->upload.kind == TERN__BODY_NONE);
+  return head == NULL ||
+         (head->pipelining && head->idempotent && head->upload.kind == TERN__BODY_NONE);
 }
 
 void tern__http1_send(tern__conn *c, tern_request_t *req) {
@@ -74,9 +75,9 @@ static void on_written(tern__conn *c, int status) {
   bool was_head = req->send == TERN__SEND_NOTHING;
   if (was_head) req->send = TERN__SEND_BODY;
   req->upload.sent += c->pending_body;
-  bool body_out = req->upload.kind == TERN__BODY_NONE ||
-                  (req->upload.len == UINT64_MAX ? c->last_chunk_pending
-                                               : req->upload.sent >= req->upload.len);
+  bool body_out =
+      req->upload.kind == TERN__BODY_NONE ||
+      (req->upload.len == UINT64_MAX ? c->last_chunk_pending : req->upload.sent >= req->upload.len);
   if (was_head && req->expect_continue && !body_out) {
     /* Hold the body until the server's 100 (or its final answer) or the wait runs out. */
     req->send = TERN__SEND_WAIT_100;
@@ -122,7 +123,8 @@ static void response_done(tern__conn *c, tern_request_t *req) {
     tern__conn_close(c); /* pipelined requests behind it are retried elsewhere */
   } else if (more) {
     tern_request_t *next = tern__conn_first(c);
-    if (tern__request_out(next)) tern__conn_set_timer(c, TERN__TIMER_HEADERS, next->timeouts[TERN_TIMEOUT_HEADERS]);
+    if (tern__request_out(next))
+      tern__conn_set_timer(c, TERN__TIMER_HEADERS, next->timeouts[TERN_TIMEOUT_HEADERS]);
   } else {
     c->engine->ops->release(c);
   }
@@ -139,8 +141,10 @@ static int pump(tern__conn *c) {
   for (;;) {
     int r;
     while ((r = tern__http1_read(c)) > 0) {
-      if (r == TERN__READ_DONE) response_done(c, tern__conn_first(c));
-      else tern__http1_write_next(c); /* TERN__READ_CONTINUE */
+      if (r == TERN__READ_DONE)
+        response_done(c, tern__conn_first(c));
+      else
+        tern__http1_write_next(c); /* TERN__READ_CONTINUE */
     }
     if (r < 0) return r;
     if (c->state != TERN__CONN_ACTIVE || c->len == c->cap || !tern__tls_pending(c)) return 0;
@@ -152,8 +156,10 @@ static int pump(tern__conn *c) {
 }
 
 static void after_pump(tern__conn *c, int r) {
-  if (r < 0) tern__conn_fail(c, NULL, r);
-  else if (r == 1 && c->state != TERN__CONN_CLOSING) on_eof(c, UV_EOF); /* close_notify */
+  if (r < 0)
+    tern__conn_fail(c, NULL, r);
+  else if (r == 1 && c->state != TERN__CONN_CLOSING)
+    on_eof(c, UV_EOF); /* close_notify */
 }
 
 static void on_eof(tern__conn *c, int uverr) {
@@ -253,7 +259,8 @@ static void on_received(tern__conn *c, int tls) {
     tern__conn_stop_reading(c); /* full while a request is still being sent; resumes after */
   } else if (c->state == TERN__CONN_ACTIVE && tern__conn_first(c) &&
              atomic_load(&tern__conn_first(c)->recv_paused)) {
-    tern__conn_stop_reading(c); /* the caller's consumer is behind: bytes read so far were delivered */
+    tern__conn_stop_reading(
+        c); /* the caller's consumer is behind: bytes read so far were delivered */
   } else {
     throttle(c);
   }
@@ -267,8 +274,10 @@ static void on_timer(tern__conn *c) {
       tern__conn_set_timer(c, TERN__TIMER_BODY, req ? req->timeouts[TERN_TIMEOUT_BODY] : 0);
       tern__conn_start_reading(c);
       int r = pump(c); /* plaintext OpenSSL kept meanwhile */
-      if (r != 0) after_pump(c, r);
-      else throttle(c);
+      if (r != 0)
+        after_pump(c, r);
+      else
+        throttle(c);
       break;
     }
     case TERN__TIMER_EXPECT:
@@ -283,12 +292,12 @@ static void on_timer(tern__conn *c) {
 }
 
 static const tern__conn_events http1_events = {
-    .connected = on_connected,
-    .ready = on_ready,
-    .received = on_received,
-    .eof = on_eof,
-    .written = on_written,
-    .timer = on_timer,
+  .connected = on_connected,
+  .ready = on_ready,
+  .received = on_received,
+  .eof = on_eof,
+  .written = on_written,
+  .timer = on_timer,
 };
 
 tern__conn *tern__http1_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms) {

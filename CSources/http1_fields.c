@@ -18,13 +18,12 @@
 #include <string.h>
 
 /* Content-Length values above this are refused, so that sums of lengths cannot overflow. */
-#define CONTENT_LENGTH_MAX (UINT64_C(1) << 62)
+#define CONTENT_LENGTH_MAX     (UINT64_C(1) << 62)
 /* Keep-Alive timeouts above this are treated as malformed; callers multiply it into ms. */
 #define KEEP_ALIVE_TIMEOUT_MAX UINT64_C(0xffffffff)
 
-static unsigned char ascii_lower(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c | 0x20) : c;
+static unsigned char ascii_lower(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') ? (unsigned char)(c | 0x20) : c;
 }
 
 /*
@@ -34,166 +33,142 @@ static unsigned char ascii_lower(unsigned char c)
  * possibly empty; each caller decides what an empty element means.
  */
 static int next_element(const unsigned char *v, size_t len, size_t *pos, size_t *start,
-                        size_t *stop)
-{
-    size_t i = *pos, s, e;
+                        size_t *stop) {
+  size_t i = *pos, s, e;
 
-    s = i;
-    while (i < len && v[i] != ',')
-        i++;
-    e = i;
-    while (s < e && tern__is_ows(v[s]))
-        s++;
-    while (e > s && tern__is_ows(v[e - 1]))
-        e--;
-    *start = s;
-    *stop = e;
-    if (i == len)
-        return 0;
-    *pos = i + 1;
-    return 1;
+  s = i;
+  while (i < len && v[i] != ',') i++;
+  e = i;
+  while (s < e && tern__is_ows(v[s])) s++;
+  while (e > s && tern__is_ows(v[e - 1])) e--;
+  *start = s;
+  *stop = e;
+  if (i == len) return 0;
+  *pos = i + 1;
+  return 1;
 }
 
 /* Case-insensitive equality of v[s, e) with the NUL-terminated `word`. */
-static int range_is(const unsigned char *v, size_t s, size_t e, const char *word)
-{
-    size_t i, wlen = strlen(word);
+static int range_is(const unsigned char *v, size_t s, size_t e, const char *word) {
+  size_t i, wlen = strlen(word);
 
-    if (e - s != wlen)
-        return 0;
-    for (i = 0; i < wlen; i++)
-        if (ascii_lower(v[s + i]) != ascii_lower((unsigned char)word[i]))
-            return 0;
-    return 1;
+  if (e - s != wlen) return 0;
+  for (i = 0; i < wlen; i++)
+    if (ascii_lower(v[s + i]) != ascii_lower((unsigned char)word[i])) return 0;
+  return 1;
 }
 
 /* Decimal digits v[s, e) with no sign and no whitespace, up to `max`. Returns 0 or -1. */
-static int parse_decimal(const unsigned char *v, size_t s, size_t e, uint64_t max, uint64_t *out)
-{
-    uint64_t x = 0;
+static int parse_decimal(const unsigned char *v, size_t s, size_t e, uint64_t max, uint64_t *out) {
+  uint64_t x = 0;
 
-    if (s == e)
-        return -1;
-    for (; s < e; s++) {
-        unsigned d = (unsigned)(v[s] - '0');
-        if (d > 9)
-            return -1;
-        if (x > (max - d) / 10)
-            return -1;
-        x = x * 10 + d;
-    }
-    *out = x;
-    return 0;
+  if (s == e) return -1;
+  for (; s < e; s++) {
+    unsigned d = (unsigned)(v[s] - '0');
+    if (d > 9) return -1;
+    if (x > (max - d) / 10) return -1;
+    x = x * 10 + d;
+  }
+  *out = x;
+  return 0;
 }
 
-int tern__parse_content_length(const char *value, size_t len, uint64_t *out)
-{
-    const unsigned char *v = (const unsigned char *)value;
-    size_t pos = 0, s, e;
-    uint64_t first = 0, x;
-    int more, seen = 0;
+int tern__parse_content_length(const char *value, size_t len, uint64_t *out) {
+  const unsigned char *v = (const unsigned char *)value;
+  size_t pos = 0, s, e;
+  uint64_t first = 0, x;
+  int more, seen = 0;
 
-    /* Every element must be a number and all must be equal. An empty element (",5", "5,,5" or
+  /* Every element must be a number and all must be equal. An empty element (",5", "5,,5" or
      * an empty value) is refused rather than skipped, since a length is framing. */
-    do {
-        more = next_element(v, len, &pos, &s, &e);
-        if (parse_decimal(v, s, e, CONTENT_LENGTH_MAX, &x) != 0)
-            return -1;
-        if (seen && x != first)
-            return -1;
-        first = x;
-        seen = 1;
-    } while (more);
-    *out = first;
-    return 0;
+  do {
+    more = next_element(v, len, &pos, &s, &e);
+    if (parse_decimal(v, s, e, CONTENT_LENGTH_MAX, &x) != 0) return -1;
+    if (seen && x != first) return -1;
+    first = x;
+    seen = 1;
+  } while (more);
+  *out = first;
+  return 0;
 }
 
-int tern__has_token(const char *value, size_t len, const char *token)
-{
-    const unsigned char *v = (const unsigned char *)value;
-    size_t pos = 0, s, e;
-    int more;
+int tern__has_token(const char *value, size_t len, const char *token) {
+  const unsigned char *v = (const unsigned char *)value;
+  size_t pos = 0, s, e;
+  int more;
 
-    if (token[0] == '\0')
-        return 0;
-    do {
-        more = next_element(v, len, &pos, &s, &e);
-        if (range_is(v, s, e, token))
-            return 1;
-    } while (more);
-    return 0;
+  if (token[0] == '\0') return 0;
+  do {
+    more = next_element(v, len, &pos, &s, &e);
+    if (range_is(v, s, e, token)) return 1;
+  } while (more);
+  return 0;
 }
 
-int tern__is_chunked_final(const char *value, size_t len)
-{
-    const unsigned char *v = (const unsigned char *)value;
-    size_t pos = 0, s, e, last_s = 0, last_e = 0;
-    int more;
+int tern__is_chunked_final(const char *value, size_t len) {
+  const unsigned char *v = (const unsigned char *)value;
+  size_t pos = 0, s, e, last_s = 0, last_e = 0;
+  int more;
 
-    /* Empty elements are ignored, as RFC 9110 5.6.1 asks of list recipients. */
-    do {
-        more = next_element(v, len, &pos, &s, &e);
-        if (s != e) {
-            last_s = s;
-            last_e = e;
-        }
-    } while (more);
-    return last_s != last_e && range_is(v, last_s, last_e, "chunked");
+  /* Empty elements are ignored, as RFC 9110 5.6.1 asks of list recipients. */
+  do {
+    more = next_element(v, len, &pos, &s, &e);
+    if (s != e) {
+      last_s = s;
+      last_e = e;
+    }
+  } while (more);
+  return last_s != last_e && range_is(v, last_s, last_e, "chunked");
 }
 
-int tern__is_chunked_only(const char *value, size_t len)
-{
-    const unsigned char *v = (const unsigned char *)value;
-    size_t pos = 0, s, e, codings = 0;
-    int more, chunked = 0;
+int tern__is_chunked_only(const char *value, size_t len) {
+  const unsigned char *v = (const unsigned char *)value;
+  size_t pos = 0, s, e, codings = 0;
+  int more, chunked = 0;
 
-    do {
-        more = next_element(v, len, &pos, &s, &e);
-        if (s != e) {
-            codings++;
-            chunked = range_is(v, s, e, "chunked");
-        }
-    } while (more);
-    return codings == 1 && chunked;
+  do {
+    more = next_element(v, len, &pos, &s, &e);
+    if (s != e) {
+      codings++;
+      chunked = range_is(v, s, e, "chunked");
+    }
+  } while (more);
+  return codings == 1 && chunked;
 }
 
-int tern__parse_keep_alive_timeout(const char *value, size_t len, uint64_t *seconds)
-{
-    const unsigned char *v = (const unsigned char *)value;
-    size_t pos = 0, s, e, eq, name_end;
-    int more;
+int tern__parse_keep_alive_timeout(const char *value, size_t len, uint64_t *seconds) {
+  const unsigned char *v = (const unsigned char *)value;
+  size_t pos = 0, s, e, eq, name_end;
+  int more;
 
-    do {
-        more = next_element(v, len, &pos, &s, &e);
-        /* An element is `name [BWS "=" BWS value]`. */
-        for (eq = s; eq < e && v[eq] != '='; eq++)
-            ;
-        for (name_end = eq; name_end > s && tern__is_ows(v[name_end - 1]); name_end--)
-            ;
-        if (!range_is(v, s, name_end, "timeout"))
-            continue;
-        /* The first timeout parameter decides: one without a plain decimal value (bare, empty,
+  do {
+    more = next_element(v, len, &pos, &s, &e);
+    /* An element is `name [BWS "=" BWS value]`. */
+    for (eq = s; eq < e && v[eq] != '='; eq++)
+      ;
+    for (name_end = eq; name_end > s && tern__is_ows(v[name_end - 1]); name_end--)
+      ;
+    if (!range_is(v, s, name_end, "timeout")) continue;
+    /* The first timeout parameter decides: one without a plain decimal value (bare, empty,
          * signed, fractional or too large) makes the header unusable. */
-        if (eq == e)
-            return -1;
-        for (s = eq + 1; s < e && tern__is_ows(v[s]); s++)
-            ;
-        if (e - s >= 2 && v[s] == '"' && v[e - 1] == '"') {
-            s++;
-            e--;
-        }
-        return parse_decimal(v, s, e, KEEP_ALIVE_TIMEOUT_MAX, seconds);
-    } while (more);
-    return -1;
+    if (eq == e) return -1;
+    for (s = eq + 1; s < e && tern__is_ows(v[s]); s++)
+      ;
+    if (e - s >= 2 && v[s] == '"' && v[e - 1] == '"') {
+      s++;
+      e--;
+    }
+    return parse_decimal(v, s, e, KEEP_ALIVE_TIMEOUT_MAX, seconds);
+  } while (more);
+  return -1;
 }
 
-int tern__name_is(const char *name, size_t name_len, const char *lower)
-{
-    size_t i;
+int tern__name_is(const char *name, size_t name_len, const char *lower) {
+  size_t i;
 
-    /* Test lower[i] first: it may end before name does, and must not be read past its NUL. */
-    for (i = 0; i < name_len; i++)
-        if (lower[i] == '\0' || ascii_lower((unsigned char)name[i]) != (unsigned char)lower[i])
-            return 0;
-    return lower[name_len] == '\0';
+  /* Test lower[i] first: it may end before name does, and must not be read past its NUL. */
+  for (i = 0; i < name_len; i++)
+    if (lower[i] == '\0' || ascii_lower((unsigned char)name[i]) != (unsigned char)lower[i])
+      return 0;
+  return lower[name_len] == '\0';
 }

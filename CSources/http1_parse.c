@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ONES UINT64_C(0x0101010101010101)
+#define ONES  UINT64_C(0x0101010101010101)
 #define HIGHS UINT64_C(0x8080808080808080)
 
 /*
@@ -29,19 +29,17 @@
  * skipping clean words.
  */
 #if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define SWAR_FIRST_BYTE(m) ((size_t)__builtin_ctzll(m) >> 3)
+#  define SWAR_FIRST_BYTE(m) ((size_t)__builtin_ctzll(m) >> 3)
 #endif
 
-static uint64_t ctl_mask(uint64_t w)
-{
-    uint64_t del = w ^ (ONES * 0x7f);
-    return (((w - ONES * 0x20) & ~w) | ((del - ONES) & ~del)) & HIGHS;
+static uint64_t ctl_mask(uint64_t w) {
+  uint64_t del = w ^ (ONES * 0x7f);
+  return (((w - ONES * 0x20) & ~w) | ((del - ONES) & ~del)) & HIGHS;
 }
 
-static uint64_t colon_mask(uint64_t w)
-{
-    uint64_t x = w ^ (ONES * ':');
-    return (x - ONES) & ~x & HIGHS;
+static uint64_t colon_mask(uint64_t w) {
+  uint64_t x = w ^ (ONES * ':');
+  return (x - ONES) & ~x & HIGHS;
 }
 
 /*
@@ -50,61 +48,54 @@ static uint64_t colon_mask(uint64_t w)
  * sets *bad (and returns non-NULL) on a byte that may not appear in a value. Values are most of
  * a head, so this is the loop that matters.
  */
-static const unsigned char *find_eol(const unsigned char *p, const unsigned char *end, int *bad)
-{
-    while ((size_t)(end - p) >= 8) {
-        uint64_t w, m;
-        memcpy(&w, p, 8);
-        if ((m = ctl_mask(w)) == 0) {
-            p += 8;
-            continue;
-        }
+static const unsigned char *find_eol(const unsigned char *p, const unsigned char *end, int *bad) {
+  while ((size_t)(end - p) >= 8) {
+    uint64_t w, m;
+    memcpy(&w, p, 8);
+    if ((m = ctl_mask(w)) == 0) {
+      p += 8;
+      continue;
+    }
 #ifdef SWAR_FIRST_BYTE
-        p += SWAR_FIRST_BYTE(m);
-        if (*p == '\t') {
-            p++;
-            continue;
-        }
-        if (*p != '\r' && *p != '\n')
-            *bad = 1;
-        return p;
+    p += SWAR_FIRST_BYTE(m);
+    if (*p == '\t') {
+      p++;
+      continue;
+    }
+    if (*p != '\r' && *p != '\n') *bad = 1;
+    return p;
 #else
-        break;
+    break;
 #endif
-    }
-    for (; p < end; p++) {
-        unsigned char c = *p;
-        if (c >= 0x20 && c != 0x7f)
-            continue;
-        if (c == '\t')
-            continue;
-        if (c != '\r' && c != '\n')
-            *bad = 1;
-        return p;
-    }
-    return NULL;
+  }
+  for (; p < end; p++) {
+    unsigned char c = *p;
+    if (c >= 0x20 && c != 0x7f) continue;
+    if (c == '\t') continue;
+    if (c != '\r' && c != '\n') *bad = 1;
+    return p;
+  }
+  return NULL;
 }
 
 /* Finds the first ':' in [p, end), or NULL. */
-static const unsigned char *find_colon(const unsigned char *p, const unsigned char *end)
-{
-    while ((size_t)(end - p) >= 8) {
-        uint64_t w, m;
-        memcpy(&w, p, 8);
-        if ((m = colon_mask(w)) == 0) {
-            p += 8;
-            continue;
-        }
-#ifdef SWAR_FIRST_BYTE
-        return p + SWAR_FIRST_BYTE(m);
-#else
-        break;
-#endif
+static const unsigned char *find_colon(const unsigned char *p, const unsigned char *end) {
+  while ((size_t)(end - p) >= 8) {
+    uint64_t w, m;
+    memcpy(&w, p, 8);
+    if ((m = colon_mask(w)) == 0) {
+      p += 8;
+      continue;
     }
-    for (; p < end; p++)
-        if (*p == ':')
-            return p;
-    return NULL;
+#ifdef SWAR_FIRST_BYTE
+    return p + SWAR_FIRST_BYTE(m);
+#else
+    break;
+#endif
+  }
+  for (; p < end; p++)
+    if (*p == ':') return p;
+  return NULL;
 }
 
 /*
@@ -112,175 +103,132 @@ static const unsigned char *find_colon(const unsigned char *p, const unsigned ch
  * The terminator is "\n\n" or "\n\r\n"; since none lay wholly inside [0, last_len), one can only
  * start at last_len - 2 or later, so a short read costs a memchr over the new bytes only.
  */
-static int head_is_complete(const unsigned char *buf, size_t len, size_t last_len)
-{
-    const unsigned char *p = buf + (last_len >= 2 ? last_len - 2 : 0);
-    const unsigned char *end = buf + len;
+static int head_is_complete(const unsigned char *buf, size_t len, size_t last_len) {
+  const unsigned char *p = buf + (last_len >= 2 ? last_len - 2 : 0);
+  const unsigned char *end = buf + len;
 
-    while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-        p++;
-        if (p == end)
-            return 0;
-        if (*p == '\n')
-            return 1;
-        if (*p == '\r' && p + 1 < end && p[1] == '\n')
-            return 1;
-    }
-    return 0;
+  while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+    p++;
+    if (p == end) return 0;
+    if (*p == '\n') return 1;
+    if (*p == '\r' && p + 1 < end && p[1] == '\n') return 1;
+  }
+  return 0;
 }
 
 /*
  * Non-zero if [p, e) holds only token bytes. The caller has found the colon already, so this
  * loop has no early exit to mispredict; a line without a colon fails here at its CR or LF.
  */
-static int token_bytes_ok(const unsigned char *p, const unsigned char *e)
-{
-    unsigned ok = 1;
+static int token_bytes_ok(const unsigned char *p, const unsigned char *e) {
+  unsigned ok = 1;
 
-    for (; (size_t)(e - p) >= 4; p += 4)
-        ok &= (unsigned)(tern__is_tchar(p[0]) & tern__is_tchar(p[1]) & tern__is_tchar(p[2]) &
-                         tern__is_tchar(p[3]));
-    for (; p < e; p++)
-        ok &= (unsigned)tern__is_tchar(*p);
-    return ok != 0;
+  for (; (size_t)(e - p) >= 4; p += 4)
+    ok &= (unsigned)(tern__is_tchar(p[0]) & tern__is_tchar(p[1]) & tern__is_tchar(p[2]) &
+                     tern__is_tchar(p[3]));
+  for (; p < e; p++) ok &= (unsigned)tern__is_tchar(*p);
+  return ok != 0;
 }
 
 /* Checks byte i (< 13) of "HTTP/1.x SP DDD (SP|CR|LF)". */
-static int status_byte_ok(size_t i, unsigned char c)
-{
-    switch (i) {
-    case 7:
-        return c == '0' || c == '1';
-    case 8:
-        return c == ' ';
-    case 9:
-        return c >= '1' && c <= '9';
+static int status_byte_ok(size_t i, unsigned char c) {
+  switch (i) {
+    case 7: return c == '0' || c == '1';
+    case 8: return c == ' ';
+    case 9: return c >= '1' && c <= '9';
     case 10:
-    case 11:
-        return c >= '0' && c <= '9';
-    case 12:
-        return c == ' ' || c == '\r' || c == '\n';
-    default:
-        return c == (unsigned char)"HTTP/1."[i];
-    }
+    case 11: return c >= '0' && c <= '9';
+    case 12: return c == ' ' || c == '\r' || c == '\n';
+    default: return c == (unsigned char)"HTTP/1."[i];
+  }
 }
 
 /*
  * Steps over the line ending at eol (CRLF or a bare LF). Returns the start of the next line,
  * NULL if a CR is the last byte so far, or sets *bad if a CR is followed by anything but LF.
  */
-static const unsigned char *skip_eol(const unsigned char *eol, const unsigned char *end, int *bad)
-{
-    if (*eol == '\n')
-        return eol + 1;
-    if (eol + 1 == end)
-        return NULL;
-    if (eol[1] != '\n') {
-        *bad = 1;
-        return eol;
-    }
-    return eol + 2;
+static const unsigned char *skip_eol(const unsigned char *eol, const unsigned char *end, int *bad) {
+  if (*eol == '\n') return eol + 1;
+  if (eol + 1 == end) return NULL;
+  if (eol[1] != '\n') {
+    *bad = 1;
+    return eol;
+  }
+  return eol + 2;
 }
 
 int tern__parse_response(const char *buf_, size_t len, size_t last_len, int *minor_version,
                          int *status, const char **reason, size_t *reason_len,
-                         tern__header_t *headers, size_t *num_headers)
-{
-    const unsigned char *buf = (const unsigned char *)buf_;
-    const unsigned char *p, *end, *eol, *reason_start, *reason_end;
-    size_t cap = *num_headers, n = 0, i;
-    int bad = 0;
+                         tern__header_t *headers, size_t *num_headers) {
+  const unsigned char *buf = (const unsigned char *)buf_;
+  const unsigned char *p, *end, *eol, *reason_start, *reason_end;
+  size_t cap = *num_headers, n = 0, i;
+  int bad = 0;
 
-    if (len == 0)
-        return TERN__PARSE_INCOMPLETE;
-    /* A hint larger than the buffer cannot describe it; parse from scratch instead. */
-    if (last_len > len)
-        last_len = 0;
-    if (last_len != 0 && !head_is_complete(buf, len, last_len))
-        return TERN__PARSE_INCOMPLETE;
-    end = buf + len;
+  if (len == 0) return TERN__PARSE_INCOMPLETE;
+  /* A hint larger than the buffer cannot describe it; parse from scratch instead. */
+  if (last_len > len) last_len = 0;
+  if (last_len != 0 && !head_is_complete(buf, len, last_len)) return TERN__PARSE_INCOMPLETE;
+  end = buf + len;
 
-    /*
+  /*
      * Status line. The first 13 bytes have a fixed shape, so they are checked as far as they
      * have arrived: a peer that does not speak HTTP/1.x is refused at its first bytes rather
      * than after it has filled the buffer.
      */
-    for (i = 0; i < 13; i++) {
-        if (i == len)
-            return TERN__PARSE_INCOMPLETE;
-        if (!status_byte_ok(i, buf[i]))
-            return TERN__PARSE_ERROR;
+  for (i = 0; i < 13; i++) {
+    if (i == len) return TERN__PARSE_INCOMPLETE;
+    if (!status_byte_ok(i, buf[i])) return TERN__PARSE_ERROR;
+  }
+  p = buf + 12;
+  if (*p == ' ') p++;
+  if ((eol = find_eol(p, end, &bad)) == NULL) return TERN__PARSE_INCOMPLETE;
+  if (bad) return TERN__PARSE_ERROR;
+  reason_start = p;
+  reason_end = eol;
+  while (reason_start < reason_end && tern__is_ows(*reason_start)) reason_start++;
+  while (reason_end > reason_start && tern__is_ows(reason_end[-1])) reason_end--;
+  if ((p = skip_eol(eol, end, &bad)) == NULL) return TERN__PARSE_INCOMPLETE;
+  if (bad) return TERN__PARSE_ERROR;
+
+  /* Field lines, up to the empty line. */
+  for (;;) {
+    const unsigned char *name, *name_end, *value, *value_end;
+
+    if (p == end) return TERN__PARSE_INCOMPLETE;
+    if (*p == '\r' || *p == '\n') {
+      if ((p = skip_eol(p, end, &bad)) == NULL) return TERN__PARSE_INCOMPLETE;
+      if (bad) return TERN__PARSE_ERROR;
+      break;
     }
-    p = buf + 12;
-    if (*p == ' ')
-        p++;
-    if ((eol = find_eol(p, end, &bad)) == NULL)
-        return TERN__PARSE_INCOMPLETE;
-    if (bad)
-        return TERN__PARSE_ERROR;
-    reason_start = p;
-    reason_end = eol;
-    while (reason_start < reason_end && tern__is_ows(*reason_start))
-        reason_start++;
-    while (reason_end > reason_start && tern__is_ows(reason_end[-1]))
-        reason_end--;
-    if ((p = skip_eol(eol, end, &bad)) == NULL)
-        return TERN__PARSE_INCOMPLETE;
-    if (bad)
-        return TERN__PARSE_ERROR;
-
-    /* Field lines, up to the empty line. */
-    for (;;) {
-        const unsigned char *name, *name_end, *value, *value_end;
-
-        if (p == end)
-            return TERN__PARSE_INCOMPLETE;
-        if (*p == '\r' || *p == '\n') {
-            if ((p = skip_eol(p, end, &bad)) == NULL)
-                return TERN__PARSE_INCOMPLETE;
-            if (bad)
-                return TERN__PARSE_ERROR;
-            break;
-        }
-        /* A name is a non-empty token ended by the colon: this refuses obs-fold (a line that
+    /* A name is a non-empty token ended by the colon: this refuses obs-fold (a line that
          * starts with whitespace) and whitespace before the colon alike. */
-        name = p;
-        name_end = find_colon(p, end);
-        if (!token_bytes_ok(name, name_end != NULL ? name_end : end))
-            return TERN__PARSE_ERROR;
-        if (name_end == NULL)
-            return TERN__PARSE_INCOMPLETE;
-        if (name_end == name)
-            return TERN__PARSE_ERROR;
-        value = p = name_end + 1;
-        if ((eol = find_eol(p, end, &bad)) == NULL)
-            return TERN__PARSE_INCOMPLETE;
-        if (bad)
-            return TERN__PARSE_ERROR;
-        value_end = eol;
-        while (value < value_end && tern__is_ows(*value))
-            value++;
-        while (value_end > value && tern__is_ows(value_end[-1]))
-            value_end--;
-        if ((p = skip_eol(eol, end, &bad)) == NULL)
-            return TERN__PARSE_INCOMPLETE;
-        if (bad)
-            return TERN__PARSE_ERROR;
-        if (n == cap)
-            return TERN__PARSE_TOO_MANY;
-        headers[n].name = (const char *)name;
-        headers[n].name_len = (size_t)(name_end - name);
-        headers[n].value = (const char *)value;
-        headers[n].value_len = (size_t)(value_end - value);
-        n++;
-    }
+    name = p;
+    name_end = find_colon(p, end);
+    if (!token_bytes_ok(name, name_end != NULL ? name_end : end)) return TERN__PARSE_ERROR;
+    if (name_end == NULL) return TERN__PARSE_INCOMPLETE;
+    if (name_end == name) return TERN__PARSE_ERROR;
+    value = p = name_end + 1;
+    if ((eol = find_eol(p, end, &bad)) == NULL) return TERN__PARSE_INCOMPLETE;
+    if (bad) return TERN__PARSE_ERROR;
+    value_end = eol;
+    while (value < value_end && tern__is_ows(*value)) value++;
+    while (value_end > value && tern__is_ows(value_end[-1])) value_end--;
+    if ((p = skip_eol(eol, end, &bad)) == NULL) return TERN__PARSE_INCOMPLETE;
+    if (bad) return TERN__PARSE_ERROR;
+    if (n == cap) return TERN__PARSE_TOO_MANY;
+    headers[n].name = (const char *)name;
+    headers[n].name_len = (size_t)(name_end - name);
+    headers[n].value = (const char *)value;
+    headers[n].value_len = (size_t)(value_end - value);
+    n++;
+  }
 
-    if ((size_t)(p - buf) > (size_t)INT_MAX)
-        return TERN__PARSE_ERROR;
-    *minor_version = buf[7] - '0';
-    *status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
-    *reason = (const char *)reason_start;
-    *reason_len = (size_t)(reason_end - reason_start);
-    *num_headers = n;
-    return (int)(p - buf);
+  if ((size_t)(p - buf) > (size_t)INT_MAX) return TERN__PARSE_ERROR;
+  *minor_version = buf[7] - '0';
+  *status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+  *reason = (const char *)reason_start;
+  *reason_len = (size_t)(reason_end - reason_start);
+  *num_headers = n;
+  return (int)(p - buf);
 }

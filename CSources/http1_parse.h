@@ -17,9 +17,9 @@
 #include <sys/types.h>
 
 /* Return values shared by the parsers below. */
-#define TERN__PARSE_ERROR (-1)      /* malformed input */
+#define TERN__PARSE_ERROR      (-1) /* malformed input */
 #define TERN__PARSE_INCOMPLETE (-2) /* need more bytes */
-#define TERN__PARSE_TOO_MANY (-3)   /* more header fields than the caller's array holds */
+#define TERN__PARSE_TOO_MANY   (-3) /* more header fields than the caller's array holds */
 
 /*
  * Byte classes used by more than one of the three files. static inline, so that each file keeps
@@ -28,25 +28,21 @@
  */
 
 /* Optional whitespace (OWS, BWS): SP or HTAB. */
-static inline int tern__is_ows(unsigned char c)
-{
-    return c == ' ' || c == '\t';
-}
+static inline int tern__is_ows(unsigned char c) { return c == ' ' || c == '\t'; }
 
 /* RFC 9110 tchar: "!#$%&'*+-.^_`|~", DIGIT and ALPHA. Bytes 0x80..0xff are not token bytes. */
-static inline int tern__is_tchar(unsigned char c)
-{
-    static const unsigned char token_char[256] = {
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00 */
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
-        0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, /* 0x20  !"#$%&'()*+,-./ */
-        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, /* 0x30 0123456789:;<=>? */
-        0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x40 @ABCDEFGHIJKLMNO */
-        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, /* 0x50 PQRSTUVWXYZ[\]^_ */
-        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x60 `abcdefghijklmno */
-        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, /* 0x70 pqrstuvwxyz{|}~  */
-    };
-    return token_char[c];
+static inline int tern__is_tchar(unsigned char c) {
+  static const unsigned char token_char[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
+    0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, /* 0x20  !"#$%&'()*+,-./ */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, /* 0x30 0123456789:;<=>? */
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x40 @ABCDEFGHIJKLMNO */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, /* 0x50 PQRSTUVWXYZ[\]^_ */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x60 `abcdefghijklmno */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, /* 0x70 pqrstuvwxyz{|}~  */
+  };
+  return token_char[c];
 }
 
 /* One header field: views into the parsed buffer. The value has no leading or trailing

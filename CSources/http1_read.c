@@ -111,13 +111,13 @@ int tern__http1_read(tern__conn *c) {
         int minor = 0, status = 0;
         const char *reason = NULL;
         size_t reason_len = 0;
-        r = tern__parse_response(c->buf, c->len, c->last_len, &minor, &status, &reason,
-                                 &reason_len, h, &nh);
+        r = tern__parse_response(c->buf, c->len, c->last_len, &minor, &status, &reason, &reason_len,
+                                 h, &nh);
         int limit = tern__conn_head_limit(c);
         if (r == TERN__PARSE_INCOMPLETE) {
           if (c->len >= (size_t)limit) {
-            tern__request_set_error(req, TERN_EHEADERSIZE,
-                                    "%s: response head exceeds %d bytes", req->url.hostport, limit);
+            tern__request_set_error(req, TERN_EHEADERSIZE, "%s: response head exceeds %d bytes",
+                                    req->url.hostport, limit);
             return TERN_EHEADERSIZE;
           }
           c->last_len = c->len;
@@ -207,4 +207,3 @@ int tern__http1_read(tern__conn *c) {
   }
   return 0;
 }
-

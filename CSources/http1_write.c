@@ -53,7 +53,8 @@ void tern__http1_write_next(tern__conn *c) {
     if (req->upload.gzip) {
       /* Compressed bodies are staged in the buffer like file bodies. */
       if (c->len != 0) {
-        tern__request_set_error(req, TERN_EPROTO, "%s: response bytes arrived before the request was sent",
+        tern__request_set_error(req, TERN_EPROTO,
+                                "%s: response bytes arrived before the request was sent",
                                 req->url.hostport);
         tern__conn_fail(c, req, TERN_EPROTO);
         return;
@@ -83,7 +84,8 @@ void tern__http1_write_next(tern__conn *c) {
         ptr = c->buf;
       } else {
         n = TERN_EPROTO;
-        tern__request_set_error(req, TERN_EPROTO, "%s: response bytes arrived before the request was sent",
+        tern__request_set_error(req, TERN_EPROTO,
+                                "%s: response bytes arrived before the request was sent",
                                 req->url.hostport);
       }
     }
@@ -116,7 +118,5 @@ void tern__http1_write_next(tern__conn *c) {
     tern__conn_fail(c, req, r);
     return;
   }
-  if (head && has_body)
-    tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
+  if (head && has_body) tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
 }
-

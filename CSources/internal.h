@@ -27,9 +27,9 @@ typedef struct tern__tls_ctx tern__tls_ctx;
 #include <string.h>
 #ifdef TERN_TORTURE
 bool tern__alloc_should_fail(void);
-#define TERN__ALLOC_FAILS() tern__alloc_should_fail()
+#  define TERN__ALLOC_FAILS() tern__alloc_should_fail()
 #else
-#define TERN__ALLOC_FAILS() false
+#  define TERN__ALLOC_FAILS() false
 #endif
 static inline void *tern__malloc(size_t n) { return TERN__ALLOC_FAILS() ? NULL : malloc(n); }
 static inline void *tern__calloc(size_t k, size_t n) {
@@ -94,7 +94,7 @@ typedef struct tern__decoder tern__decoder;
 /* Where decoded bytes go. Returns 0 or a TERN_E* code (which stops decoding). */
 typedef int (*tern__sink_fn)(void *ctx, const char *data, size_t n);
 #define TERN__CODING_IDENTITY (-1) /* no Content-Encoding, or only "identity" */
-#define TERN__CODING_UNKNOWN (-2)  /* one this build cannot decode, or several stacked */
+#define TERN__CODING_UNKNOWN  (-2) /* one this build cannot decode, or several stacked */
 /* The decoder kind (>= 0) for a Content-Encoding value, or one of the two above. */
 int tern__decoder_kind(const char *coding, size_t len);
 /* "gzip", "deflate", "br", "zstd" for a kind. */
@@ -139,7 +139,7 @@ struct tern_config {
   tern_log_cb log_cb;
   tern_log_level log_level;
   void *log_data;
-  tern__str resolve; /* "host\tport\taddr,addr\n" lines from tern_config_add_resolve */
+  tern__str resolve;     /* "host\tport\taddr,addr\n" lines from tern_config_add_resolve */
   uint64_t dns_cache_ms; /* how long the resolver's answers are reused; 0: not at all */
 };
 
@@ -150,10 +150,10 @@ void tern__config_clear(tern_config_t *c);
 /* ---- URL (url.c) -------------------------------------------------------------------------- */
 
 typedef struct {
-  char *host;      /* lower-case; IPv6 without brackets */
-  char *hostport;  /* for the Host header: "host", "host:port", "[v6]:port" */
-  char *target;    /* origin-form: "/path?query" */
-  char *userinfo;  /* "user:password" still percent-encoded, or NULL */
+  char *host;     /* lower-case; IPv6 without brackets */
+  char *hostport; /* for the Host header: "host", "host:port", "[v6]:port" */
+  char *target;   /* origin-form: "/path?query" */
+  char *userinfo; /* "user:password" still percent-encoded, or NULL */
   uint16_t port;
   bool tls;
   bool ipv6;
@@ -174,12 +174,12 @@ typedef struct {
 /* Where a request stands with one server's authentication (the origin's or the proxy's). */
 typedef struct {
   char *user, *password;
-  unsigned schemes;     /* TERN_AUTH_* allowed */
-  int scheme;           /* TERN_AUTH_BASIC or TERN_AUTH_DIGEST once chosen, else 0 */
-  tern__challenge ch;   /* the Digest challenge answered */
-  unsigned nc;          /* Digest nonce count */
-  unsigned tries;       /* challenges answered in this exchange (a preemptive send counts) */
-  bool stale_retried;   /* a stale=true challenge was answered once already */
+  unsigned schemes;   /* TERN_AUTH_* allowed */
+  int scheme;         /* TERN_AUTH_BASIC or TERN_AUTH_DIGEST once chosen, else 0 */
+  tern__challenge ch; /* the Digest challenge answered */
+  unsigned nc;        /* Digest nonce count */
+  unsigned tries;     /* challenges answered in this exchange (a preemptive send counts) */
+  bool stale_retried; /* a stale=true challenge was answered once already */
 } tern__auth;
 
 /* Sets a slot's credentials (copies; Basic alone is sent at once) or clears them (wiping the
@@ -221,8 +221,8 @@ int tern__request_next_hop(tern_request_t *req);
 enum { TERN__BODY_NONE, TERN__BODY_MEM, TERN__BODY_FILE, TERN__BODY_CB, TERN__BODY_SEGMENTS };
 
 typedef struct {
-  char *data;   /* memory segment, or NULL for a file segment */
-  char *path;   /* file segment */
+  char *data;                /* memory segment, or NULL for a file segment */
+  char *path;                /* file segment */
   uint64_t offset, end, len; /* file range; len is known once the request starts */
   int fd;
 } tern__segment;
@@ -240,11 +240,11 @@ typedef struct tern__origin tern__origin;
  * connection (tern__conn.rstate: head, then a body by length, chunks or close) and recorded in
  * the request's response fields. */
 typedef enum {
-  TERN__SEND_NOTHING, /* nothing of the request on the wire */
-  TERN__SEND_BODY,    /* the head is out; the body is going out */
+  TERN__SEND_NOTHING,  /* nothing of the request on the wire */
+  TERN__SEND_BODY,     /* the head is out; the body is going out */
   TERN__SEND_WAIT_100, /* the head is out; the body waits for 100 Continue or the expect timer */
-  TERN__SEND_DONE,    /* the whole request is out */
-  TERN__SEND_SKIPPED, /* a final response came before the body: the body is not sent */
+  TERN__SEND_DONE,     /* the whole request is out */
+  TERN__SEND_SKIPPED,  /* a final response came before the body: the body is not sent */
 } tern__send_state;
 
 /* The request is wholly out, or as much of it as the server will get. */
@@ -260,15 +260,15 @@ struct tern_request {
   atomic_bool recv_paused;      /* any thread: tern_request_pause_receive */
   /* `engine` as other threads may read it (cancel, pause): published after submit set it. */
   _Atomic(tern_engine_t *) submitted_to;
-  atomic_bool cancel_queued;    /* in engine->cancels */
-  atomic_bool released;         /* the caller let go: no more callbacks */
+  atomic_bool cancel_queued; /* in engine->cancels */
+  atomic_bool released;      /* the caller let go: no more callbacks */
   tern__list cancel_node;
   void *user_data;
   uv_timer_t total_timer;
   bool total_timer_live;
   uint64_t start_ns;
   int64_t times_ns[5];
-  int error;          /* the first failure's code, with its message (tern__request_set_error) */
+  int error; /* the first failure's code, with its message (tern__request_set_error) */
   char errmsg[256];
 
   /* ---- what to send (request.c; serialized by request_head.c) ---- */
@@ -311,10 +311,10 @@ struct tern_request {
     tern_read_cb cb;
     void *cb_data;
     int64_t cb_length;
-    bool gzip;           /* sent gzip-compressed */
-    uint64_t len;        /* length on the wire, or UINT64_MAX for chunked */
-    uint64_t sent;       /* bytes handed to the socket (before compression) */
-    uint64_t plain_len;  /* length before compression, UINT64_MAX when unknown */
+    bool gzip;          /* sent gzip-compressed */
+    uint64_t len;       /* length on the wire, or UINT64_MAX for chunked */
+    uint64_t sent;      /* bytes handed to the socket (before compression) */
+    uint64_t plain_len; /* length before compression, UINT64_MAX when unknown */
     tern__encoder *encoder;
     int fd;
   } upload;
@@ -346,23 +346,23 @@ struct tern_request {
     uint64_t decoded_max_bytes;
     unsigned decoded_max_ratio;
     int fd;
-    bool to_file;          /* this response's body goes to fd */
-    char *target_path;     /* the file written: path, or the file its symlink points to */
-    char *part_path;       /* target_path + ".part": where a download lands until complete */
-    char *validator_path;  /* part_path + ".validator": ETag or Last-Modified for If-Range */
-    uint64_t resume_from;  /* bytes already in the file being continued */
-    bool resume_in_place;  /* continuing path itself (no .part existed) */
-    bool special;          /* path is no regular file (/dev/null, a FIFO, a directory): opened
+    bool to_file;         /* this response's body goes to fd */
+    char *target_path;    /* the file written: path, or the file its symlink points to */
+    char *part_path;      /* target_path + ".part": where a download lands until complete */
+    char *validator_path; /* part_path + ".validator": ETag or Last-Modified for If-Range */
+    uint64_t resume_from; /* bytes already in the file being continued */
+    bool resume_in_place; /* continuing path itself (no .part existed) */
+    bool special;         /* path is no regular file (/dev/null, a FIFO, a directory): opened
                             * in place (a directory then fails with EISDIR) */
-    bool writing_part;     /* this response's body goes to part_path */
+    bool writing_part;    /* this response's body goes to part_path */
     tern__decoder *decoder;
     const char *decoded_encoding;
     uint64_t delivered;
-    bool keep_error_body;  /* non-2xx with a file sink: body goes to memory instead */
-    uint64_t skip_bytes;   /* leading body bytes to drop (a 200 answering a ranged download) */
-    uint64_t range_start;  /* first byte asked for (download offset + resumed size) */
+    bool keep_error_body; /* non-2xx with a file sink: body goes to memory instead */
+    uint64_t skip_bytes;  /* leading body bytes to drop (a 200 answering a ranged download) */
+    uint64_t range_start; /* first byte asked for (download offset + resumed size) */
     bool range_sent;
-    bool range_done;       /* 416 on a resumed download: the file was already whole */
+    bool range_done; /* 416 on a resumed download: the file was already whole */
   } sink;
 
   /* ---- redirects and the hop callbacks (hops.c) ---- */
@@ -499,8 +499,8 @@ enum {
   TERN__CONN_CONNECTING,
   TERN__CONN_TUNNEL,    /* CONNECT sent to the proxy, waiting for its answer */
   TERN__CONN_HANDSHAKE, /* TLS handshake under way */
-  TERN__CONN_ACTIVE, /* has requests */
-  TERN__CONN_IDLE,   /* in the pool */
+  TERN__CONN_ACTIVE,    /* has requests */
+  TERN__CONN_IDLE,      /* in the pool */
   TERN__CONN_CLOSING
 };
 
@@ -510,7 +510,7 @@ enum {
   TERN__TIMER_HEADERS,
   TERN__TIMER_BODY,
   TERN__TIMER_IDLE,
-  TERN__TIMER_EXPECT, /* waiting for 100 Continue */
+  TERN__TIMER_EXPECT,  /* waiting for 100 Continue */
   TERN__TIMER_THROTTLE /* reading paused by the receive-rate cap */
 };
 
@@ -529,9 +529,9 @@ typedef struct {
   /* Bytes were added to c->buf (decrypted already); tls is tern__tls_recv's result: 0, 1 when
    * the peer sent close_notify, or a TERN_E* code. */
   void (*received)(tern__conn *c, int tls);
-  void (*eof)(tern__conn *c, int uverr); /* the peer closed, or reading failed */
+  void (*eof)(tern__conn *c, int uverr);      /* the peer closed, or reading failed */
   void (*written)(tern__conn *c, int status); /* a tern__conn_write finished */
-  void (*timer)(tern__conn *c); /* the protocol's own timer kinds: EXPECT, THROTTLE */
+  void (*timer)(tern__conn *c);               /* the protocol's own timer kinds: EXPECT, THROTTLE */
 } tern__conn_events;
 
 struct tern__conn {
@@ -546,15 +546,15 @@ struct tern__conn {
   uv_write_t write_req;
   struct addrinfo *addrs, *next_addr;
   bool own_addrs; /* addrs built from a pinned entry, not by getaddrinfo */
-  int pending; /* open handles and in-flight libuv requests; freed at 0 after closing */
+  int pending;    /* open handles and in-flight libuv requests; freed at 0 after closing */
   int state;
   bool reading, writing, gai_live;
-  bool keep_alive;    /* the current response allows reuse */
-  bool no_more;       /* no further request may be queued here */
+  bool keep_alive;      /* the current response allows reuse */
+  bool no_more;         /* no further request may be queued here */
   bool upload_buffered; /* the request body is streamed through buf: reading paused */
-  unsigned served;    /* responses completed on this connection */
-  uint64_t id;        /* for logs: the engine's connection counter */
-  int last_error;     /* of the last failed address */
+  unsigned served;      /* responses completed on this connection */
+  uint64_t id;          /* for logs: the engine's connection counter */
+  int last_error;       /* of the last failed address */
 
   tern__list requests; /* written or being written, oldest first */
   unsigned nrequests;
@@ -572,26 +572,26 @@ struct tern__conn {
 
   /* timers */
   int timer_kind;
-  uint64_t timer_ms;     /* the limit the timer enforces */
-  uint64_t last_activity; /* uv_now at the last read or write */
-  uint64_t idle_ms;       /* idle timeout for this connection */
-  size_t pending_body;    /* body bytes in the write under way */
+  uint64_t timer_ms;       /* the limit the timer enforces */
+  uint64_t last_activity;  /* uv_now at the last read or write */
+  uint64_t idle_ms;        /* idle timeout for this connection */
+  size_t pending_body;     /* body bytes in the write under way */
   bool last_chunk_pending; /* the write under way ends a chunked body */
-  bool tcp_closing;       /* uv_close called on tcp (reconnect or close) */
-  bool http11;            /* the last response was HTTP/1.1 */
-  char chunk_line[24];    /* "HEX\r\n" for chunked request bodies */
+  bool tcp_closing;        /* uv_close called on tcp (reconnect or close) */
+  bool http11;             /* the last response was HTTP/1.1 */
+  char chunk_line[24];     /* "HEX\r\n" for chunked request bodies */
 
   /* TLS: ciphertext goes out through a memory BIO detached per write (so OpenSSL never
    * reallocates bytes libuv is still sending) and comes in through the connection buffer. */
   struct ssl_st *ssl;
   bool handshaking;
   bool tls_resumed, cert_requested;
-  bool failed; /* closed by an error: its TLS session is not offered again */
+  bool failed;                  /* closed by an error: its TLS session is not offered again */
   struct bio_st *tls_req_bio;   /* ciphertext of the write under way in write_req */
   struct bio_st *tls_extra_bio; /* handshake or alert bytes under way in tls_wreq */
   struct bio_st *tls_spare_bio; /* an emptied output BIO, reused by the next write */
   uv_write_t tls_wreq;
-  char *tunnel_head; /* the CONNECT request while it is being written */
+  char *tunnel_head;     /* the CONNECT request while it is being written */
   size_t tunnel_interim; /* bytes of 1xx heads the proxy sent before answering CONNECT */
 };
 
@@ -605,13 +605,13 @@ struct tern__origin {
   tern__list busy;    /* connecting or active */
   tern__list waiting; /* requests waiting for a connection slot */
   unsigned nconns;
-  char *tls_id;                    /* TLS settings shared by its connections, or NULL */
-  char *proxy_host;                /* connections go through this proxy, or NULL */
+  char *tls_id;     /* TLS settings shared by its connections, or NULL */
+  char *proxy_host; /* connections go through this proxy, or NULL */
   uint16_t proxy_port;
-  char *proxy_id;                  /* proxy credentials: a tunnel opened for one user is not
+  char *proxy_id;                 /* proxy credentials: a tunnel opened for one user is not
                                     * handed to a request with other (or no) credentials */
-  tern__tls_ctx *tls_ctx;          /* owned by the engine */
-  struct ssl_session_st *session;  /* the latest session, offered by new connections */
+  tern__tls_ctx *tls_ctx;         /* owned by the engine */
+  struct ssl_session_st *session; /* the latest session, offered by new connections */
 };
 
 /* ---- the engine and what the layers below report to it ---------------------------------------
@@ -646,14 +646,14 @@ struct tern_engine {
   uv_thread_t loop_thread;
   uv_async_t async;
   uv_mutex_t lock;
-  tern__list submitted; /* guarded by lock */
-  tern__list cancels;   /* guarded by lock */
-  bool stopping;        /* guarded by lock */
-  bool stopped;         /* loop thread: shutdown done */
-  tern__list ready;     /* loop thread: submitted from a callback, started on return */
-  tern__list calls;     /* guarded by lock: tern_engine_call from other threads */
+  tern__list submitted;   /* guarded by lock */
+  tern__list cancels;     /* guarded by lock */
+  bool stopping;          /* guarded by lock */
+  bool stopped;           /* loop thread: shutdown done */
+  tern__list ready;       /* loop thread: submitted from a callback, started on return */
+  tern__list calls;       /* guarded by lock: tern_engine_call from other threads */
   tern__list ready_calls; /* loop thread: calls run when the outermost callback returns */
-  int depth;            /* loop thread: nesting of engine callbacks */
+  int depth;              /* loop thread: nesting of engine callbacks */
   tern__list origins;
   tern__list tls_ctxs; /* tern__tls_ctx, one per distinct TLS settings */
   tern__list dns;      /* resolve.c: the resolver's answers, most recently stored first */
@@ -804,8 +804,8 @@ void tern__tls_origin_free(tern__origin *o);
 /* error.c */
 int tern__map_uv_error(int uverr, int fallback);
 /* Formats and routes one log line when the engine logs at `level`. */
-void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *req,
-               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *req, const char *fmt,
+               ...) __attribute__((format(printf, 4, 5)));
 #define TERN__LOGGING(eng, level) ((eng)->config.log_cb && (level) >= (eng)->config.log_level)
 
 #endif

@@ -9,7 +9,7 @@
 /* "user\npassword" for the request's proxy credentials, "" without any: part of the pool key. */
 static char *proxy_identity(const tern_request_t *req) {
   const tern__auth *a = &req->auth.proxy;
-  tern__str id = {0};
+  tern__str id = { 0 };
   if (tern__str_appendf(&id, "%s\n%s", a->user ? a->user : "", a->password ? a->password : ""))
     return NULL;
   return id.data;
@@ -23,8 +23,7 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
     tern__origin *o = tern__container_of(n, tern__origin, node);
     if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
         strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls.id) == 0) &&
-        o->proxy_port == req->proxy.port &&
-        (o->proxy_host == NULL) == (req->proxy.host == NULL) &&
+        o->proxy_port == req->proxy.port && (o->proxy_host == NULL) == (req->proxy.host == NULL) &&
         (o->proxy_host == NULL ||
          (strcmp(o->proxy_host, req->proxy.host) == 0 && strcmp(o->proxy_id, pid) == 0))) {
       free(pid);

@@ -24,13 +24,15 @@ static void on_tunnel_written(uv_write_t *wr, int status) {
 int tern__proxy_tunnel_start(tern__conn *c) {
   tern_request_t *req = tern__conn_first(c);
   const tern__origin *o = c->origin;
-  tern__str authority = {0}, h = {0}, pa = {0};
+  tern__str authority = { 0 }, h = { 0 }, pa = { 0 };
   int r = tern__str_appendf(&authority, strchr(o->host, ':') ? "[%s]:%u" : "%s:%u", o->host,
                             (unsigned)o->port);
-  if (!r) r = tern__str_appendf(&h, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n", authority.data,
-                                authority.data);
+  if (!r)
+    r = tern__str_appendf(&h, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n", authority.data,
+                          authority.data);
   if (!r) r = tern__request_proxy_authorization(req, "CONNECT", authority.data, &pa);
-  if (!r && pa.len) r = tern__str_appendf(&h, "Proxy-Authorization: %.*s\r\n", (int)pa.len, pa.data);
+  if (!r && pa.len)
+    r = tern__str_appendf(&h, "Proxy-Authorization: %.*s\r\n", (int)pa.len, pa.data);
   if (!r) r = tern__str_append(&h, "\r\n", 2);
   tern__str_free(&authority);
   tern__str_free(&pa);
@@ -66,8 +68,8 @@ int tern__proxy_tunnel_read(tern__conn *c) {
     int minor = 0, status = 0;
     const char *reason = NULL;
     size_t reason_len = 0;
-    int r = tern__parse_response(c->buf, c->len, c->last_len, &minor, &status, &reason,
-                                 &reason_len, h, &nh);
+    int r = tern__parse_response(c->buf, c->len, c->last_len, &minor, &status, &reason, &reason_len,
+                                 h, &nh);
     if (r == TERN__PARSE_INCOMPLETE) {
       if (c->len >= (size_t)tern__conn_head_limit(c)) break;
       c->last_len = c->len;
@@ -78,7 +80,8 @@ int tern__proxy_tunnel_read(tern__conn *c) {
     if (status < 200) {
       c->tunnel_interim += (size_t)r;
       if (c->tunnel_interim > TERN__MAX_INTERIM) {
-        tern__request_set_error(req, TERN_EPROXY, "proxy %s: interim (1xx) responses to CONNECT exceed %u bytes",
+        tern__request_set_error(req, TERN_EPROXY,
+                                "proxy %s: interim (1xx) responses to CONNECT exceed %u bytes",
                                 c->origin->proxy_host, TERN__MAX_INTERIM);
         return TERN_EPROXY;
       }
@@ -116,4 +119,3 @@ int tern__proxy_tunnel_read(tern__conn *c) {
                           c->origin->proxy_host);
   return TERN_EPROXY;
 }
-

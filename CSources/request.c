@@ -83,11 +83,10 @@ void tern__request_unref(tern_request_t *req) {
   if (atomic_fetch_sub(&req->refs, 1) == 1) destroy(req);
 }
 
-
-#define CHECK_NEW(req)                                                               \
-  do {                                                                               \
-    if ((req) == NULL) return TERN_EINVAL;                                           \
-    if (atomic_load(&(req)->state) != TERN__REQ_NEW) return TERN_EBUSY;              \
+#define CHECK_NEW(req)                                                                             \
+  do {                                                                                             \
+    if ((req) == NULL) return TERN_EINVAL;                                                         \
+    if (atomic_load(&(req)->state) != TERN__REQ_NEW) return TERN_EBUSY;                            \
   } while (0)
 
 static bool is_tchar(unsigned char c) {
@@ -193,10 +192,11 @@ static int add_segment(tern_request_t *req, const void *data, size_t len, const 
   CHECK_NEW(req);
   if ((data == NULL && len > 0 && path == NULL) || (end != 0 && end < offset)) return TERN_EINVAL;
   if (req->upload.kind != TERN__BODY_SEGMENTS) tern__request_clear_body(req);
-  tern__segment *grown = tern__realloc(req->upload.segments, (req->upload.nsegments + 1) * sizeof *grown);
+  tern__segment *grown =
+      tern__realloc(req->upload.segments, (req->upload.nsegments + 1) * sizeof *grown);
   if (grown == NULL) return TERN_ENOMEM;
   req->upload.segments = grown;
-  tern__segment seg = {NULL, NULL, offset, end, len, -1};
+  tern__segment seg = { NULL, NULL, offset, end, len, -1 };
   if (path) {
     if ((seg.path = tern__strdup(path)) == NULL) return TERN_ENOMEM;
   } else if ((seg.data = tern__malloc(len ? len : 1)) == NULL) {

@@ -54,11 +54,11 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (r) return r;
 
   if (req->url.tls && req->tls.id == NULL) {
-    tern__str id = {0};
-    r = tern__str_appendf(&id, "v%d|%s|%s|%s|%s|%s", req->tls.verify,
-                          req->tls.ca_file ? req->tls.ca_file : "",
-                          req->tls.ca_path ? req->tls.ca_path : "", req->tls.cert ? req->tls.cert : "",
-                          req->tls.key ? req->tls.key : "", req->tls.password ? req->tls.password : "");
+    tern__str id = { 0 };
+    r = tern__str_appendf(
+        &id, "v%d|%s|%s|%s|%s|%s", req->tls.verify, req->tls.ca_file ? req->tls.ca_file : "",
+        req->tls.ca_path ? req->tls.ca_path : "", req->tls.cert ? req->tls.cert : "",
+        req->tls.key ? req->tls.key : "", req->tls.password ? req->tls.password : "");
     if (r) return r;
     req->tls.id = id.data;
   }
@@ -82,16 +82,17 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   /* Through a proxy, plain http goes in absolute form; https goes through a tunnel. */
   bool absolute = req->proxy.host && !req->url.tls;
   const char *target = req->url.target;
-  tern__str abs_target = {0};
+  tern__str abs_target = { 0 };
   if (absolute) {
     r = cat(&abs_target, "http://", req->url.hostport, req->url.target, NULL);
     if (r) return r;
     target = abs_target.data;
   }
-  tern__str h = {0};
+  tern__str h = { 0 };
   char n1[21], n2[21];
   r = tern__str_reserve(&h, 256 + strlen(target) + req->headers.len + req->hop.headers.len);
-  if (!r) r = cat(&h, req->method, " ", target, req->http10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n", NULL);
+  if (!r)
+    r = cat(&h, req->method, " ", target, req->http10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n", NULL);
   if (req->auth.www.scheme == TERN_AUTH_BASIC && req->auth.www.tries == 0) req->auth.www.tries = 1;
   if (req->auth.proxy.scheme == TERN_AUTH_BASIC && req->auth.proxy.tries == 0)
     req->auth.proxy.tries = 1; /* a preemptive send is an answer: a 401 to it is final */
@@ -100,12 +101,12 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     if (!r && req->auth.www.scheme == TERN_AUTH_BASIC)
       r = tern__auth_basic(req->auth.www.user, req->auth.www.password, &h);
     else if (!r)
-      r = tern__auth_digest(&req->auth.www.ch, req->auth.www.user, req->auth.www.password, req->method, target,
-                            ++req->auth.www.nc, &h);
+      r = tern__auth_digest(&req->auth.www.ch, req->auth.www.user, req->auth.www.password,
+                            req->method, target, ++req->auth.www.nc, &h);
     if (!r) r = cat(&h, "\r\n", NULL);
   }
   if (!r && absolute && !req->user_proxy_authorization) {
-    tern__str pa = {0};
+    tern__str pa = { 0 };
     r = tern__request_proxy_authorization(req, req->method, target, &pa);
     if (!r && pa.len) {
       r = cat(&h, "Proxy-Authorization: ", NULL);
@@ -142,9 +143,10 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
              method_is(req, "PUT") || method_is(req, "PATCH"))
       r = cat(&h, "Content-Length: ", u64_text(req->upload.len, n1), "\r\n", NULL);
   }
-  req->expect_continue = req->upload.kind != TERN__BODY_NONE && req->expect_min >= 0 &&
-                         !req->http10 && req->upload.len > 0 &&
-                         (req->upload.len == UINT64_MAX || req->upload.len >= (uint64_t)req->expect_min);
+  req->expect_continue =
+      req->upload.kind != TERN__BODY_NONE && req->expect_min >= 0 && !req->http10 &&
+      req->upload.len > 0 &&
+      (req->upload.len == UINT64_MAX || req->upload.len >= (uint64_t)req->expect_min);
   if (!r && req->expect_continue) r = cat(&h, "Expect: 100-continue\r\n", NULL);
   if (!r && !req->user_connection_close) {
     if (!req->persistent && !req->http10)

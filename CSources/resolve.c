@@ -154,5 +154,6 @@ void tern__resolve_remember(tern_engine_t *eng, const char *host, uint16_t port,
 }
 
 void tern__resolve_forget_all(tern_engine_t *eng) {
-  while (!tern__list_empty(&eng->dns)) drop(eng, tern__container_of(eng->dns.next, dns_entry, node));
+  while (!tern__list_empty(&eng->dns))
+    drop(eng, tern__container_of(eng->dns.next, dns_entry, node));
 }

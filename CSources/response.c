@@ -115,7 +115,9 @@ double tern_request_get_time(const tern_request_t *req, tern_time which) {
 
 /* ---- the exchange as it went ---- */
 
-int tern_request_is_body_skipped(const tern_request_t *req) { return req ? req->send == TERN__SEND_SKIPPED : 0; }
+int tern_request_is_body_skipped(const tern_request_t *req) {
+  return req ? req->send == TERN__SEND_SKIPPED : 0;
+}
 
 const char *tern_request_get_effective_url(const tern_request_t *req) {
   if (req == NULL) return NULL;

@@ -18,7 +18,7 @@
 #define ERROR_BODY_LIMIT (1u << 20)
 /* Memory sinks reserve the announced Content-Length up front, but never more than this, so a
  * lying server cannot make one header allocate gigabytes. */
-#define PREALLOC_LIMIT (16u << 20)
+#define PREALLOC_LIMIT   (16u << 20)
 
 /* Where a file download lands and from which byte it continues: the .part and validator paths
  * (beside the file a symlink points to), devices written in place, the size already there, and
@@ -36,7 +36,7 @@ int tern__request_prepare_download(tern_request_t *req, char *validator, size_t 
       if (lstat(req->sink.path, &lst) == 0 && S_ISLNK(lst.st_mode))
         target = realpath(req->sink.path, NULL);
       if (target == NULL) target = tern__strdup(req->sink.path);
-      tern__str pp = {0}, vp = {0};
+      tern__str pp = { 0 }, vp = { 0 };
       if (target == NULL || tern__str_appendf(&pp, "%s.part", target) ||
           tern__str_appendf(&vp, "%s.part.validator", target)) {
         free(target);
@@ -55,10 +55,11 @@ int tern__request_prepare_download(tern_request_t *req, char *validator, size_t 
      * replace it with a regular file. So is a directory, to fail on it with EISDIR and no .part
      * debris, and a dangling symlink (open creates the file it names, as curl does). */
     bool exists = stat(req->sink.target_path, &dst) == 0;
-    req->sink.special = (exists && !S_ISREG(dst.st_mode)) ||
-                      strncmp(req->sink.path, "/dev/", 5) == 0 || /* /dev/stdout: the open fd */
-                      strncmp(req->sink.target_path, "/proc/", 6) == 0 ||
-                      (!exists && lstat(req->sink.target_path, &lst) == 0 && S_ISLNK(lst.st_mode));
+    req->sink.special =
+        (exists && !S_ISREG(dst.st_mode)) ||
+        strncmp(req->sink.path, "/dev/", 5) == 0 || /* /dev/stdout: the open fd */
+        strncmp(req->sink.target_path, "/proc/", 6) == 0 ||
+        (!exists && lstat(req->sink.target_path, &lst) == 0 && S_ISLNK(lst.st_mode));
     if (req->sink.resume && !req->sink.special) {
       struct stat st;
       if (stat(req->sink.part_path, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -69,7 +70,8 @@ int tern__request_prepare_download(tern_request_t *req, char *validator, size_t 
           validator[strcspn(validator, "\r\n")] = '\0';
           fclose(f);
         }
-      } else if (!req->sink.part_only && stat(req->sink.target_path, &st) == 0 && S_ISREG(st.st_mode)) {
+      } else if (!req->sink.part_only && stat(req->sink.target_path, &st) == 0 &&
+                 S_ISREG(st.st_mode)) {
         req->sink.resume_from = (uint64_t)st.st_size;
         req->sink.resume_in_place = true;
       }
@@ -247,9 +249,9 @@ static int sink_write(void *ctx, const char *data, size_t n) {
       ssize_t w = write(req->sink.fd, data, n);
       if (w < 0) {
         if (errno == EINTR) continue;
-        tern__request_set_error(req, TERN_EFILEWRITE, "write %s: %s",
-                                req->sink.writing_part ? req->sink.part_path : req->sink.target_path,
-                                strerror(errno));
+        tern__request_set_error(
+            req, TERN_EFILEWRITE, "write %s: %s",
+            req->sink.writing_part ? req->sink.part_path : req->sink.target_path, strerror(errno));
         return TERN_EFILEWRITE;
       }
       data += w;
@@ -280,7 +282,8 @@ int tern__request_deliver(tern_request_t *req, const char *data, size_t n) {
   req->resp.received += n;
   if (req->hop.discard_body) return 0; /* an intermediate hop's body */
   if (req->sink.decoder) {
-    tern__decoder_set_limits(req->sink.decoder, req->sink.decoded_max_bytes, req->sink.decoded_max_ratio,
+    tern__decoder_set_limits(req->sink.decoder, req->sink.decoded_max_bytes,
+                             req->sink.decoded_max_ratio,
                              req->sink.kind == TERN__SINK_MEM && !req->sink.to_file);
     return decode_failed(req, tern__decoder_write(req->sink.decoder, data, n, sink_write, req));
   }
@@ -302,12 +305,14 @@ int tern__request_body_end(tern_request_t *req) {
 static int copy_into_target(tern_request_t *req) {
   int in = open(req->sink.part_path, O_RDONLY | O_CLOEXEC);
   if (in < 0) {
-    tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", req->sink.part_path, strerror(errno));
+    tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", req->sink.part_path,
+                            strerror(errno));
     return TERN_EFILEWRITE;
   }
   int out = open(req->sink.target_path, O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (out < 0) {
-    tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", req->sink.target_path, strerror(errno));
+    tern__request_set_error(req, TERN_EFILEWRITE, "open %s: %s", req->sink.target_path,
+                            strerror(errno));
     close(in);
     return TERN_EFILEWRITE;
   }
@@ -317,7 +322,8 @@ static int copy_into_target(tern_request_t *req) {
     ssize_t n = read(in, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      tern__request_set_error(req, TERN_EFILEWRITE, "read %s: %s", req->sink.part_path, strerror(errno));
+      tern__request_set_error(req, TERN_EFILEWRITE, "read %s: %s", req->sink.part_path,
+                              strerror(errno));
       r = TERN_EFILEWRITE;
       break;
     }
@@ -337,7 +343,8 @@ static int copy_into_target(tern_request_t *req) {
   }
   close(in);
   if (close(out) != 0 && r == 0) {
-    tern__request_set_error(req, TERN_EFILEWRITE, "close %s: %s", req->sink.target_path, strerror(errno));
+    tern__request_set_error(req, TERN_EFILEWRITE, "close %s: %s", req->sink.target_path,
+                            strerror(errno));
     r = TERN_EFILEWRITE;
   }
   if (r == 0) unlink(req->sink.part_path);
@@ -369,7 +376,8 @@ static int replace_target(tern_request_t *req) {
 int tern__request_finish_file(tern_request_t *req, int err) {
   if (req->sink.kind != TERN__SINK_FILE || req->sink.part_path == NULL) return err;
   tern__close_fd(&req->sink.fd);
-  bool part_done = !err && (req->sink.writing_part || (req->sink.range_done && !req->sink.resume_in_place));
+  bool part_done =
+      !err && (req->sink.writing_part || (req->sink.range_done && !req->sink.resume_in_place));
   if (part_done) {
     int r = replace_target(req);
     if (r) {
@@ -395,12 +403,14 @@ int tern__request_progress_download(tern_request_t *req, bool final) {
   int percent = final ? 100 : (total ? tern__percent_of(done, total) : 0);
   if (!final && percent > 99) percent = 99;
   /* Percent never goes back, and 100 is reported once. */
-  if (percent <= req->notify.last_percent && !(percent == 0 && req->notify.last_percent == 0 && !total))
+  if (percent <= req->notify.last_percent &&
+      !(percent == 0 && req->notify.last_percent == 0 && !total))
     return 0;
   if (percent == 100 && req->notify.last_percent == 100) return 0;
   req->notify.last_percent = percent;
   if (final && total == 0) total = done;
-  if (req->notify.progress(req, TERN_PROGRESS_DOWNLOAD, percent, done, total, req->notify.progress_data)) {
+  if (req->notify.progress(req, TERN_PROGRESS_DOWNLOAD, percent, done, total,
+                           req->notify.progress_data)) {
     tern__request_set_error(req, TERN_ECANCELED, "canceled by the progress callback");
     return TERN_ECANCELED;
   }

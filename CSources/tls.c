@@ -32,7 +32,7 @@ struct tern__tls_ctx {
   SSL_CTX *ctx;
   char *password;
   bool password_asked; /* OpenSSL asked for it: the key file is encrypted */
-  int load_error; /* TERN_ETLSCAFILE or TERN_ETLSCERTFILE when loading failed */
+  int load_error;      /* TERN_ETLSCAFILE or TERN_ETLSCERTFILE when loading failed */
   char load_msg[512];
 };
 
@@ -116,12 +116,14 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
     /* What is wrong with a file is said in its words ("No such file or directory"), before
      * OpenSSL's codes; a CA directory OpenSSL would only consult during the handshake. */
     if ((req->tls.ca_file && unreadable(t, TERN_ETLSCAFILE, "CA file", req->tls.ca_file, false)) ||
-        (req->tls.ca_path && unreadable(t, TERN_ETLSCAFILE, "CA directory", req->tls.ca_path, true)))
+        (req->tls.ca_path &&
+         unreadable(t, TERN_ETLSCAFILE, "CA directory", req->tls.ca_path, true)))
       return;
     if (SSL_CTX_load_verify_locations(ctx, req->tls.ca_file, req->tls.ca_path) != 1) {
       openssl_error_string(err, sizeof err);
       t->load_error = TERN_ETLSCAFILE;
-      snprintf(t->load_msg, sizeof t->load_msg, "CA file %.200s holds no usable PEM certificate (%.160s)",
+      snprintf(t->load_msg, sizeof t->load_msg,
+               "CA file %.200s holds no usable PEM certificate (%.160s)",
                req->tls.ca_file ? req->tls.ca_file : req->tls.ca_path, err);
       return;
     }
@@ -145,14 +147,14 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
     if (SSL_CTX_use_certificate_chain_file(ctx, req->tls.cert) != 1) {
       openssl_error_string(err, sizeof err);
       snprintf(t->load_msg, sizeof t->load_msg,
-               "client certificate %.200s holds no usable PEM certificate (%.160s)", req->tls.cert, err);
+               "client certificate %.200s holds no usable PEM certificate (%.160s)", req->tls.cert,
+               err);
     } else if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
       bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
       openssl_error_string(err, sizeof err);
       if (mismatch)
         snprintf(t->load_msg, sizeof t->load_msg,
-                 "client key %.200s does not belong to the certificate %.200s", key,
-                 req->tls.cert);
+                 "client key %.200s does not belong to the certificate %.200s", key, req->tls.cert);
       else if (t->password_asked && t->password == NULL)
         snprintf(t->load_msg, sizeof t->load_msg,
                  "client key %.200s is encrypted and no password was given", key);
@@ -160,8 +162,8 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
         snprintf(t->load_msg, sizeof t->load_msg,
                  "client key %.200s: wrong password (the key could not be decrypted)", key);
       else
-        snprintf(t->load_msg, sizeof t->load_msg, "client key %.200s holds no usable PEM key (%.160s)",
-                 key, err);
+        snprintf(t->load_msg, sizeof t->load_msg,
+                 "client key %.200s holds no usable PEM key (%.160s)", key, err);
     } else if (SSL_CTX_check_private_key(ctx) != 1) {
       openssl_error_string(err, sizeof err);
       snprintf(t->load_msg, sizeof t->load_msg,
@@ -395,9 +397,9 @@ int tern__tls_recv(tern__conn *c, size_t n) {
       openssl_error_string(detail, sizeof detail);
       if (req) {
         tern__tls_note(c, req);
-        tern__request_set_error(req, err, "TLS receive from %s failed: %s%s", req->url.hostport,
-                                detail,
-                                err == TERN_ETLSCLIENTCERT ? " (the server requires a client certificate)" : "");
+        tern__request_set_error(
+            req, err, "TLS receive from %s failed: %s%s", req->url.hostport, detail,
+            err == TERN_ETLSCLIENTCERT ? " (the server requires a client certificate)" : "");
       }
       return err;
     }

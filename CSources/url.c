@@ -149,8 +149,7 @@ static void remove_dot_segments(char *path) {
     } else if (strncmp(in, "/../", 4) == 0 || strcmp(in, "/..") == 0) {
       in += 3; /* "/../x" -> "/x" (in is at "/x" now), "/.." -> "/" */
       if (*in == '\0') *--in = '/';
-      while (out > path && *--out != '/') {
-      }
+      while (out > path && *--out != '/') {}
     } else if (strcmp(in, ".") == 0 || strcmp(in, "..") == 0) {
       break;
     } else {
@@ -180,14 +179,14 @@ int tern__url_resolve(const tern__url *base, const char *location, char **out) {
   if (location == NULL) return TERN_EREDIRECT;
   while (*location == ' ' || *location == '\t') location++;
   if (*location == '\0') return TERN_EREDIRECT;
-  tern__str loc = {0};
+  tern__str loc = { 0 };
   int r = encode_location(location, &loc);
   if (r) {
     tern__str_free(&loc);
     return r;
   }
   const char *l = loc.data;
-  tern__str abs = {0};
+  tern__str abs = { 0 };
   const char *scheme = base->tls ? "https" : "http";
 
   /* scheme ":" ... is absolute; a scheme is ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ). */
@@ -203,7 +202,7 @@ int tern__url_resolve(const tern__url *base, const char *location, char **out) {
     /* Relative to the base: keep its authority, merge paths. */
     const char *target = base->target;
     size_t path_len = strcspn(target, "?");
-    tern__str path = {0};
+    tern__str path = { 0 };
     if (l[0] == '/') {
       size_t n = strcspn(l, "?#");
       r = tern__str_append(&path, l, n);

@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
   }
   const char *url = argv[1], *file = argv[2];
   int resume = argc == 4;
-  struct wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  struct wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
 
   /* README: begin */
   tern_engine_t *engine;

@@ -34,7 +34,7 @@ extern "C" {
 #define TERN_VERSION_MAJOR 0
 #define TERN_VERSION_MINOR 1
 #define TERN_VERSION_PATCH 0
-#define TERN_VERSION_HEX                                                                        \
+#define TERN_VERSION_HEX                                                                           \
   ((TERN_VERSION_MAJOR << 16) | (TERN_VERSION_MINOR << 8) | TERN_VERSION_PATCH)
 
 /** The library's version as TERN_VERSION_HEX, which may differ from the header's.
@@ -47,54 +47,54 @@ TERN_API const char *tern_version_string(void);
  * Errors. Negative codes; 0 is success. The list is append-only: a code keeps its number for
  * ever. XX(NAME, value, description). The map and tern_errno: since 0.1.
  */
-#define TERN_ERRNO_MAP(XX)                                                                      \
-  XX(EINVAL, -1, "invalid argument")                                                            \
-  XX(ENOMEM, -2, "out of memory")                                                               \
-  XX(EBADURL, -3, "malformed or unsupported URL")                                               \
-  XX(EBADHEADER, -4, "invalid request header name or value")                                    \
-  XX(EBUSY, -5, "request already submitted")                                                    \
-  XX(ERESOLVE, -6, "could not resolve host")                                                    \
-  XX(ECONNREFUSED, -7, "connection refused")                                                    \
-  XX(ECONNECT, -8, "could not connect to host")                                                 \
-  XX(ECONNRESET, -9, "connection reset by peer")                                                \
-  XX(ECONNECTTIMEOUT, -10, "connect timed out")                                                 \
-  XX(EHEADERTIMEOUT, -11, "timed out waiting for response headers")                             \
-  XX(EBODYTIMEOUT, -12, "response body stalled")                                                \
-  XX(ETOTALTIMEOUT, -13, "request exceeded its total time limit")                               \
-  XX(EPROTO, -14, "malformed HTTP response")                                                    \
-  XX(EHEADERSIZE, -15, "response headers too large")                                            \
-  XX(ECHUNKED, -16, "malformed chunked encoding")                                               \
-  XX(EPARTIAL, -17, "response body ended early")                                                \
-  XX(EEMPTYREPLY, -18, "server closed the connection without replying")                         \
-  XX(ECANCELED, -19, "request canceled")                                                        \
-  XX(EFILEWRITE, -20, "could not write the download file")                                      \
-  XX(EFILEREAD, -21, "could not read the upload file")                                          \
-  XX(ESHUTDOWN, -22, "engine shut down")                                                        \
-  XX(EIO, -23, "network I/O error")                                                             \
-  XX(ERANGE, -24, "requested range not satisfiable")                                            \
-  XX(ECALLBACK, -25, "a callback reported an error")                                            \
-  XX(EUNSUPPORTED, -26, "feature not supported by this build")                                 \
-  XX(ETLSHANDSHAKE, -27, "TLS handshake failed")                                                \
-  XX(ETLSCERTEXPIRED, -28, "server certificate has expired")                                    \
-  XX(ETLSCERTNOTYETVALID, -29, "server certificate is not yet valid")                           \
-  XX(ETLSHOSTNAME, -30, "server certificate does not match the host name")                      \
-  XX(ETLSUNKNOWNCA, -31, "server certificate is not signed by a trusted CA")                    \
-  XX(ETLSVERIFY, -32, "server certificate verification failed")                                 \
-  XX(ETLSCLIENTCERT, -33, "server requires a client certificate")                               \
-  XX(ETLSCERTFILE, -34, "could not load the client certificate or key")                         \
-  XX(ETLSCAFILE, -35, "could not load the CA certificates")                                     \
-  XX(EDECODE, -36, "malformed compressed body")                                                 \
-  XX(EDECODELIMIT, -37, "decompressed body exceeds its size or ratio limit")                   \
-  XX(ETOOMANYREDIRECTS, -38, "too many redirects")                                              \
-  XX(EREDIRECT, -39, "redirect refused")                                                        \
-  XX(EAUTH, -40, "authentication failed")                                                       \
+#define TERN_ERRNO_MAP(XX)                                                                         \
+  XX(EINVAL, -1, "invalid argument")                                                               \
+  XX(ENOMEM, -2, "out of memory")                                                                  \
+  XX(EBADURL, -3, "malformed or unsupported URL")                                                  \
+  XX(EBADHEADER, -4, "invalid request header name or value")                                       \
+  XX(EBUSY, -5, "request already submitted")                                                       \
+  XX(ERESOLVE, -6, "could not resolve host")                                                       \
+  XX(ECONNREFUSED, -7, "connection refused")                                                       \
+  XX(ECONNECT, -8, "could not connect to host")                                                    \
+  XX(ECONNRESET, -9, "connection reset by peer")                                                   \
+  XX(ECONNECTTIMEOUT, -10, "connect timed out")                                                    \
+  XX(EHEADERTIMEOUT, -11, "timed out waiting for response headers")                                \
+  XX(EBODYTIMEOUT, -12, "response body stalled")                                                   \
+  XX(ETOTALTIMEOUT, -13, "request exceeded its total time limit")                                  \
+  XX(EPROTO, -14, "malformed HTTP response")                                                       \
+  XX(EHEADERSIZE, -15, "response headers too large")                                               \
+  XX(ECHUNKED, -16, "malformed chunked encoding")                                                  \
+  XX(EPARTIAL, -17, "response body ended early")                                                   \
+  XX(EEMPTYREPLY, -18, "server closed the connection without replying")                            \
+  XX(ECANCELED, -19, "request canceled")                                                           \
+  XX(EFILEWRITE, -20, "could not write the download file")                                         \
+  XX(EFILEREAD, -21, "could not read the upload file")                                             \
+  XX(ESHUTDOWN, -22, "engine shut down")                                                           \
+  XX(EIO, -23, "network I/O error")                                                                \
+  XX(ERANGE, -24, "requested range not satisfiable")                                               \
+  XX(ECALLBACK, -25, "a callback reported an error")                                               \
+  XX(EUNSUPPORTED, -26, "feature not supported by this build")                                     \
+  XX(ETLSHANDSHAKE, -27, "TLS handshake failed")                                                   \
+  XX(ETLSCERTEXPIRED, -28, "server certificate has expired")                                       \
+  XX(ETLSCERTNOTYETVALID, -29, "server certificate is not yet valid")                              \
+  XX(ETLSHOSTNAME, -30, "server certificate does not match the host name")                         \
+  XX(ETLSUNKNOWNCA, -31, "server certificate is not signed by a trusted CA")                       \
+  XX(ETLSVERIFY, -32, "server certificate verification failed")                                    \
+  XX(ETLSCLIENTCERT, -33, "server requires a client certificate")                                  \
+  XX(ETLSCERTFILE, -34, "could not load the client certificate or key")                            \
+  XX(ETLSCAFILE, -35, "could not load the CA certificates")                                        \
+  XX(EDECODE, -36, "malformed compressed body")                                                    \
+  XX(EDECODELIMIT, -37, "decompressed body exceeds its size or ratio limit")                       \
+  XX(ETOOMANYREDIRECTS, -38, "too many redirects")                                                 \
+  XX(EREDIRECT, -39, "redirect refused")                                                           \
+  XX(EAUTH, -40, "authentication failed")                                                          \
   XX(EPROXY, -41, "proxy error")
 
 typedef enum {
 #define TERN_XX_(name, value, desc) TERN_##name = (value),
   TERN_ERRNO_MAP(TERN_XX_)
 #undef TERN_XX_
-  TERN_OK = 0
+      TERN_OK = 0
 } tern_errno;
 
 /** A sentence for an error code ("connection refused"); never NULL. Thread: any. Since 0.1. */
@@ -302,8 +302,8 @@ TERN_API int tern_request_set_body_cb(tern_request_t *req, int64_t length, tern_
  *  removes FILE.part once it gives up (since 0.2).
  *  Thread: the request's owner, before submit. Since 0.1. */
 #define TERN_RESUME_PART 2
-TERN_API int tern_request_set_download_file(tern_request_t *req, const char *path,
-                                            uint64_t offset, uint64_t end, int resume);
+TERN_API int tern_request_set_download_file(tern_request_t *req, const char *path, uint64_t offset,
+                                            uint64_t end, int resume);
 /** Non-zero sends the body of a final non-2xx response to the download file too, replacing
  *  the file when complete as a 2xx body would (curl's -o without -f); ignored with resume, so a
  *  partial download is never overwritten by an error page. Default 0.
@@ -359,10 +359,10 @@ TERN_API int tern_request_is_body_skipped(const tern_request_t *req);
 TERN_API int tern_request_set_follow_redirects(tern_request_t *req, unsigned max);
 /** Flags for tern_request_set_redirect_flags. Since 0.1. */
 typedef enum {
-  TERN_REDIRECT_POST_301 = 1,          /* keep POST on 301 (curl --post301) */
-  TERN_REDIRECT_POST_302 = 2,          /* keep POST on 302 (curl --post302) */
-  TERN_REDIRECT_POST_303 = 4,          /* keep POST on 303 (curl --post303) */
-  TERN_REDIRECT_ALLOW_DOWNGRADE = 8,   /* follow https -> http (refused by default) */
+  TERN_REDIRECT_POST_301 = 1,           /* keep POST on 301 (curl --post301) */
+  TERN_REDIRECT_POST_302 = 2,           /* keep POST on 302 (curl --post302) */
+  TERN_REDIRECT_POST_303 = 4,           /* keep POST on 303 (curl --post303) */
+  TERN_REDIRECT_ALLOW_DOWNGRADE = 8,    /* follow https -> http (refused by default) */
   TERN_REDIRECT_TRUST_CROSS_ORIGIN = 16 /* keep Authorization/Cookie/credentials across origins */
 } tern_redirect_flags;
 /** TERN_REDIRECT_* flags, OR-ed together (default 0); unknown bits are TERN_EINVAL.
@@ -470,7 +470,7 @@ TERN_API int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir);
 /** A client certificate (PEM chain) and its key (PEM; NULL: in the certificate file), with the
  *  key's password or NULL. Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
-                                             const char *key_file, const char *password);
+                                              const char *key_file, const char *password);
 
 /** Caps the response body's receive rate at about `bytes_per_second` (0: no cap), like
  *  curl's --limit-rate: the engine stops reading while ahead of the rate, so the sender is

@@ -16,12 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(expr)                                                                            \
-  do {                                                                                         \
-    if (!(expr)) {                                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);                 \
-      abort();                                                                                 \
-    }                                                                                          \
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    if (!(expr)) {                                                                                 \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);                     \
+      abort();                                                                                     \
+    }                                                                                              \
   } while (0)
 
 #define MAX_OUT (4u << 20)
@@ -60,7 +60,7 @@ static int run(int kind, const uint8_t *p, size_t n, size_t split, uint64_t *byt
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
-  static const char *codings[] = {"gzip", "deflate", "br", "zstd"};
+  static const char *codings[] = { "gzip", "deflate", "br", "zstd" };
   int kind = tern__decoder_kind(codings[data[0] % 4], strlen(codings[data[0] % 4]));
   if (kind < 0) return 0; /* a coding this build lacks */
   const uint8_t *body = data + 2;

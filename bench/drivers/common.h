@@ -29,158 +29,146 @@
 #include <string.h>
 #include <time.h>
 
-#define BENCH_EXIT_OK 0
-#define BENCH_EXIT_FAILED 1
-#define BENCH_EXIT_USAGE 2
+#define BENCH_EXIT_OK          0
+#define BENCH_EXIT_FAILED      1
+#define BENCH_EXIT_USAGE       2
 #define BENCH_EXIT_UNSUPPORTED 3
 
 enum bench_mode { BENCH_GET, BENCH_DOWNLOAD, BENCH_IDLE, BENCH_UPLOAD, BENCH_FANOUT };
 
 /* The multipart/form-data framing every upload driver sends around the file's bytes. */
 #define BENCH_BOUNDARY "tern-bench-7d1c0a5e9b3f"
-#define BENCH_PART_HEAD                                                                         \
-    "--" BENCH_BOUNDARY "\r\n"                                                                  \
-    "Content-Disposition: form-data; name=\"file\"; filename=\"upload.bin\"\r\n"                \
-    "Content-Type: application/octet-stream\r\n\r\n"
+#define BENCH_PART_HEAD                                                                            \
+  "--" BENCH_BOUNDARY                                                                              \
+  "\r\n"                                                                                           \
+  "Content-Disposition: form-data; name=\"file\"; filename=\"upload.bin\"\r\n"                     \
+  "Content-Type: application/octet-stream\r\n\r\n"
 #define BENCH_PART_TAIL "\r\n--" BENCH_BOUNDARY "--\r\n"
 
 struct bench_args {
-    enum bench_mode mode;
-    const char *url;
-    const char *path;   /* download: where the body goes; upload: the file to send */
-    long n;             /* get: requests; idle: connections */
-    long c;             /* get, fanout: connections */
-    long w;             /* fanout: requests in flight (get: equal to c) */
-    const char *cafile; /* $BENCH_CAFILE or NULL */
+  enum bench_mode mode;
+  const char *url;
+  const char *path;   /* download: where the body goes; upload: the file to send */
+  long n;             /* get: requests; idle: connections */
+  long c;             /* get, fanout: connections */
+  long w;             /* fanout: requests in flight (get: equal to c) */
+  const char *cafile; /* $BENCH_CAFILE or NULL */
 };
 
 static const char *bench_name = "driver";
 
-static void bench_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 static void bench_die(int code, const char *fmt, ...)
-{
-    va_list ap;
+    __attribute__((format(printf, 2, 3), noreturn));
+static void bench_die(int code, const char *fmt, ...) {
+  va_list ap;
 
-    fprintf(stderr, "%s: ", bench_name);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(code);
+  fprintf(stderr, "%s: ", bench_name);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  exit(code);
 }
 
-static long bench_parse_count(const char *s, const char *what)
-{
-    char *end;
-    long v;
+static long bench_parse_count(const char *s, const char *what) {
+  char *end;
+  long v;
 
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v <= 0)
-        bench_die(BENCH_EXIT_USAGE, "%s must be a positive integer, not '%s'", what, s);
-    return v;
+  errno = 0;
+  v = strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v <= 0)
+    bench_die(BENCH_EXIT_USAGE, "%s must be a positive integer, not '%s'", what, s);
+  return v;
 }
 
 /* Parses argv by the contract; `has_extras` says whether this driver knows idle and upload. */
-static void bench_parse_args(struct bench_args *a, int argc, char **argv, int has_extras)
-{
-    const char *ca = getenv("BENCH_CAFILE");
+static void bench_parse_args(struct bench_args *a, int argc, char **argv, int has_extras) {
+  const char *ca = getenv("BENCH_CAFILE");
 
-    memset(a, 0, sizeof *a);
-    a->cafile = ca != NULL && *ca != '\0' ? ca : NULL;
-    if (argc == 5 && strcmp(argv[1], "get") == 0) {
-        a->mode = BENCH_GET;
-        a->url = argv[2];
-        a->n = bench_parse_count(argv[3], "N");
-        a->c = bench_parse_count(argv[4], "C");
-        if (a->c > a->n)
-            a->c = a->n; /* more connections than requests could never all be used */
-        a->w = a->c;
-        return;
-    }
-    if (argc == 6 && strcmp(argv[1], "fanout") == 0) {
-        a->mode = BENCH_FANOUT;
-        a->url = argv[2];
-        a->n = bench_parse_count(argv[3], "N");
-        a->c = bench_parse_count(argv[4], "C");
-        a->w = bench_parse_count(argv[5], "W");
-        if (a->w > a->n)
-            a->w = a->n;
-        if (a->c > a->w)
-            a->c = a->w;
-        return;
-    }
-    if (argc == 4 && strcmp(argv[1], "download") == 0) {
-        a->mode = BENCH_DOWNLOAD;
-        a->url = argv[2];
-        a->path = argv[3];
-        return;
-    }
-    if (argc == 4 && strcmp(argv[1], "idle") == 0) {
-        if (!has_extras)
-            bench_die(BENCH_EXIT_UNSUPPORTED, "unsupported workload: idle");
-        a->mode = BENCH_IDLE;
-        a->url = argv[2];
-        a->n = bench_parse_count(argv[3], "N");
-        return;
-    }
-    if (argc == 4 && strcmp(argv[1], "upload") == 0) {
-        if (!has_extras)
-            bench_die(BENCH_EXIT_UNSUPPORTED, "unsupported workload: upload");
-        a->mode = BENCH_UPLOAD;
-        a->url = argv[2];
-        a->path = argv[3];
-        return;
-    }
-    if (argc >= 2 && strcmp(argv[1], "get") != 0 && strcmp(argv[1], "download") != 0 &&
-        strcmp(argv[1], "idle") != 0 && strcmp(argv[1], "upload") != 0 &&
-        strcmp(argv[1], "fanout") != 0)
-        bench_die(BENCH_EXIT_UNSUPPORTED, "unsupported workload: %s", argv[1]);
-    fprintf(stderr,
-            "usage: %s get URL N C | fanout URL N C W | download URL PATH%s\n"
-            "  env BENCH_CAFILE: PEM CA file to trust for https\n",
-            bench_name, has_extras ? " | idle URL N | upload URL FILE" : "");
-    exit(BENCH_EXIT_USAGE);
+  memset(a, 0, sizeof *a);
+  a->cafile = ca != NULL && *ca != '\0' ? ca : NULL;
+  if (argc == 5 && strcmp(argv[1], "get") == 0) {
+    a->mode = BENCH_GET;
+    a->url = argv[2];
+    a->n = bench_parse_count(argv[3], "N");
+    a->c = bench_parse_count(argv[4], "C");
+    if (a->c > a->n) a->c = a->n; /* more connections than requests could never all be used */
+    a->w = a->c;
+    return;
+  }
+  if (argc == 6 && strcmp(argv[1], "fanout") == 0) {
+    a->mode = BENCH_FANOUT;
+    a->url = argv[2];
+    a->n = bench_parse_count(argv[3], "N");
+    a->c = bench_parse_count(argv[4], "C");
+    a->w = bench_parse_count(argv[5], "W");
+    if (a->w > a->n) a->w = a->n;
+    if (a->c > a->w) a->c = a->w;
+    return;
+  }
+  if (argc == 4 && strcmp(argv[1], "download") == 0) {
+    a->mode = BENCH_DOWNLOAD;
+    a->url = argv[2];
+    a->path = argv[3];
+    return;
+  }
+  if (argc == 4 && strcmp(argv[1], "idle") == 0) {
+    if (!has_extras) bench_die(BENCH_EXIT_UNSUPPORTED, "unsupported workload: idle");
+    a->mode = BENCH_IDLE;
+    a->url = argv[2];
+    a->n = bench_parse_count(argv[3], "N");
+    return;
+  }
+  if (argc == 4 && strcmp(argv[1], "upload") == 0) {
+    if (!has_extras) bench_die(BENCH_EXIT_UNSUPPORTED, "unsupported workload: upload");
+    a->mode = BENCH_UPLOAD;
+    a->url = argv[2];
+    a->path = argv[3];
+    return;
+  }
+  if (argc >= 2 && strcmp(argv[1], "get") != 0 && strcmp(argv[1], "download") != 0 &&
+      strcmp(argv[1], "idle") != 0 && strcmp(argv[1], "upload") != 0 &&
+      strcmp(argv[1], "fanout") != 0)
+    bench_die(BENCH_EXIT_UNSUPPORTED, "unsupported workload: %s", argv[1]);
+  fprintf(stderr,
+          "usage: %s get URL N C | fanout URL N C W | download URL PATH%s\n"
+          "  env BENCH_CAFILE: PEM CA file to trust for https\n",
+          bench_name, has_extras ? " | idle URL N | upload URL FILE" : "");
+  exit(BENCH_EXIT_USAGE);
 }
 
-static double bench_now(void)
-{
-    struct timespec ts;
+static double bench_now(void) {
+  struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* The one result line; `extra` (may be NULL) is appended after a space. */
-static void bench_report(double elapsed, long requests, unsigned long long bytes, const char *extra)
-{
-    printf("elapsed_s=%.6f requests=%ld bytes=%llu%s%s\n", elapsed, requests, bytes,
-           extra != NULL ? " " : "", extra != NULL ? extra : "");
-    fflush(stdout);
+static void bench_report(double elapsed, long requests, unsigned long long bytes,
+                         const char *extra) {
+  printf("elapsed_s=%.6f requests=%ld bytes=%llu%s%s\n", elapsed, requests, bytes,
+         extra != NULL ? " " : "", extra != NULL ? extra : "");
+  fflush(stdout);
 }
 
 /* Resident set size now, in KiB (VmRSS of /proc/self/status), or -1. */
-static long bench_rss_kib(void)
-{
-    char line[256];
-    long kib = -1;
-    FILE *f = fopen("/proc/self/status", "r");
+static long bench_rss_kib(void) {
+  char line[256];
+  long kib = -1;
+  FILE *f = fopen("/proc/self/status", "r");
 
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "VmRSS:", 6) == 0) {
-            kib = strtol(line + 6, NULL, 10);
-            break;
-        }
+  if (f == NULL) return -1;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "VmRSS:", 6) == 0) {
+      kib = strtol(line + 6, NULL, 10);
+      break;
     }
-    fclose(f);
-    return kib;
+  }
+  fclose(f);
+  return kib;
 }
 
-static int bench_is_devnull(const char *path)
-{
-    return strcmp(path, "/dev/null") == 0;
-}
+static int bench_is_devnull(const char *path) { return strcmp(path, "/dev/null") == 0; }
 
 #endif /* BENCH_COMMON_H */

@@ -23,18 +23,19 @@
 #include <string.h>
 #include <time.h>
 
-static const char head_nginx[] = "HTTP/1.1 200 OK\r\n"
-                                 "Server: nginx/1.25.3\r\n"
-                                 "Date: Tue, 21 Nov 2023 12:00:00 GMT\r\n"
-                                 "Content-Type: text/html; charset=utf-8\r\n"
-                                 "Content-Length: 615\r\n"
-                                 "Last-Modified: Tue, 24 Oct 2023 13:46:47 GMT\r\n"
-                                 "Connection: keep-alive\r\n"
-                                 "Keep-Alive: timeout=5, max=100\r\n"
-                                 "ETag: \"6537cac7-267\"\r\n"
-                                 "Cache-Control: max-age=3600\r\n"
-                                 "Accept-Ranges: bytes\r\n"
-                                 "\r\n";
+static const char head_nginx[] =
+    "HTTP/1.1 200 OK\r\n"
+    "Server: nginx/1.25.3\r\n"
+    "Date: Tue, 21 Nov 2023 12:00:00 GMT\r\n"
+    "Content-Type: text/html; charset=utf-8\r\n"
+    "Content-Length: 615\r\n"
+    "Last-Modified: Tue, 24 Oct 2023 13:46:47 GMT\r\n"
+    "Connection: keep-alive\r\n"
+    "Keep-Alive: timeout=5, max=100\r\n"
+    "ETag: \"6537cac7-267\"\r\n"
+    "Cache-Control: max-age=3600\r\n"
+    "Accept-Ranges: bytes\r\n"
+    "\r\n";
 
 static const char head_app[] =
     "HTTP/1.1 200 OK\r\n"
@@ -62,77 +63,71 @@ static const char head_app[] =
     "Server-Timing: db;dur=53.2, app;dur=47.1, cache;desc=\"hit\"\r\n"
     "\r\n";
 
-static const char head_chunked[] = "HTTP/1.1 200 OK\r\n"
-                                   "Server: nginx/1.25.3\r\n"
-                                   "Date: Tue, 21 Nov 2023 12:00:00 GMT\r\n"
-                                   "Content-Type: application/octet-stream\r\n"
-                                   "Transfer-Encoding: chunked\r\n"
-                                   "Connection: keep-alive\r\n"
-                                   "\r\n";
+static const char head_chunked[] =
+    "HTTP/1.1 200 OK\r\n"
+    "Server: nginx/1.25.3\r\n"
+    "Date: Tue, 21 Nov 2023 12:00:00 GMT\r\n"
+    "Content-Type: application/octet-stream\r\n"
+    "Transfer-Encoding: chunked\r\n"
+    "Connection: keep-alive\r\n"
+    "\r\n";
 
 #define CHUNKED_BODY_TARGET (4u << 20)
-static const size_t chunk_sizes[] = {16384, 1024, 64};
+static const size_t chunk_sizes[] = { 16384, 1024, 64 };
 
 static volatile size_t bench_sink; /* keeps the compiler from dropping the work */
 
-static double bench_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+static double bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /*
  * A whole chunked response: head_chunked, then chunks of `chunk` data bytes adding up to about
  * CHUNKED_BODY_TARGET, then the last chunk. *len is the input size, *data_len the body size.
  */
-static char *make_chunked_response(size_t chunk, size_t *len, size_t *data_len)
-{
-    size_t target = CHUNKED_BODY_TARGET;
-    size_t cap = sizeof head_chunked + target + target / chunk * 16 + 64, n, data = 0;
-    char *buf = malloc(cap);
+static char *make_chunked_response(size_t chunk, size_t *len, size_t *data_len) {
+  size_t target = CHUNKED_BODY_TARGET;
+  size_t cap = sizeof head_chunked + target + target / chunk * 16 + 64, n, data = 0;
+  char *buf = malloc(cap);
 
-    if (buf == NULL)
-        exit(1);
-    memcpy(buf, head_chunked, sizeof head_chunked - 1);
-    n = sizeof head_chunked - 1;
-    while (data < target) {
-        n += (size_t)snprintf(buf + n, cap - n, "%zx\r\n", chunk);
-        for (size_t i = 0; i < chunk; i++)
-            buf[n + i] = (char)('a' + (i + data) % 26);
-        n += chunk;
-        memcpy(buf + n, "\r\n", 2);
-        n += 2;
-        data += chunk;
-    }
-    memcpy(buf + n, "0\r\n\r\n", 5);
-    n += 5;
-    *len = n;
-    *data_len = data;
-    return buf;
+  if (buf == NULL) exit(1);
+  memcpy(buf, head_chunked, sizeof head_chunked - 1);
+  n = sizeof head_chunked - 1;
+  while (data < target) {
+    n += (size_t)snprintf(buf + n, cap - n, "%zx\r\n", chunk);
+    for (size_t i = 0; i < chunk; i++) buf[n + i] = (char)('a' + (i + data) % 26);
+    n += chunk;
+    memcpy(buf + n, "\r\n", 2);
+    n += 2;
+    data += chunk;
+  }
+  memcpy(buf + n, "0\r\n\r\n", 5);
+  n += 5;
+  *len = n;
+  *data_len = data;
+  return buf;
 }
 
-static void report(const char *parser, const char *name, size_t bytes, long count, double dt)
-{
-    printf("parser=%s case=%s bytes=%zu per_s=%.0f mb_per_s=%.1f ns_each=%.1f\n", parser, name,
-           bytes, (double)count / dt, (double)count * (double)bytes / dt / 1e6,
-           dt / (double)count * 1e9);
-    fflush(stdout);
+static void report(const char *parser, const char *name, size_t bytes, long count, double dt) {
+  printf("parser=%s case=%s bytes=%zu per_s=%.0f mb_per_s=%.1f ns_each=%.1f\n", parser, name, bytes,
+         (double)count / dt, (double)count * (double)bytes / dt / 1e6, dt / (double)count * 1e9);
+  fflush(stdout);
 }
 
 /* Times `rounds` plain copies of the input: the floor under the chunked cases. */
-static void report_copy_floor(const char *parser, const char *name, const char *input,
-                              size_t len, char *work, int rounds)
-{
-    double t0 = bench_now();
-    size_t total = 0;
+static void report_copy_floor(const char *parser, const char *name, const char *input, size_t len,
+                              char *work, int rounds) {
+  double t0 = bench_now();
+  size_t total = 0;
 
-    for (int r = 0; r < rounds; r++) {
-        memcpy(work, input, len);
-        total += (unsigned char)work[(size_t)r % len];
-    }
-    bench_sink = total;
-    report(parser, name, len, rounds, bench_now() - t0);
+  for (int r = 0; r < rounds; r++) {
+    memcpy(work, input, len);
+    total += (unsigned char)work[(size_t)r % len];
+  }
+  bench_sink = total;
+  report(parser, name, len, rounds, bench_now() - t0);
 }
 
 #endif /* BENCH_PARSER_INPUTS_H */
