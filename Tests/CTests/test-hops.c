@@ -1615,7 +1615,10 @@ TEST(proxy_auth_failures) {
     ASSERT_EQ(tern_request_set_proxy_auth(req, user(), "wrong", schemes[i]), 0);
     watch_hops(req, &h);
     ASSERT_EQ(test_run(eng, req), 0);
-    ASSERT_EQ(tern_request_get_status(req), 407);
+    if (tern_request_get_status(req) != 407)
+      TEST_FAIL_("scheme %u, wrong password: status %d after %d hop(s) (%d, %d), Via %s",
+                 schemes[i], tern_request_get_status(req), h.n, h.status[0], h.status[1],
+                 tern_request_get_header(req, "Via") ? tern_request_get_header(req, "Via") : "-");
     ASSERT_LE(h.n, 2);
     tern_request_free(req);
   }
