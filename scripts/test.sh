@@ -141,6 +141,7 @@ scripts/check-cli-memory.sh
 step "the README's examples are the code that runs, and the demo (the main job) works"
 scripts/check-readme.sh
 scripts/check-header.sh
+scripts/check-layers.py
 scripts/demo.sh
 
 if [ -x bench/run ]; then
