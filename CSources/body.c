@@ -148,8 +148,8 @@ int tern__request_open_body(tern_request_t *req) {
 }
 
 bool tern__request_can_replay(const tern_request_t *req) {
-  return req->upload.kind != TERN__BODY_CB || req->upload.sent == 0 ||
-         req->send == TERN__SEND_SKIPPED;
+  /* A body skipped before any of it was read counts as unread. */
+  return req->upload.kind != TERN__BODY_CB || req->upload.sent == 0;
 }
 
 int tern__request_progress_upload(tern_request_t *req) {
@@ -201,6 +201,7 @@ int64_t tern__request_read_plain(tern_request_t *req, char *buf, size_t cap) {
     return n;
   }
   int64_t n = req->upload.cb(req, buf, cap, req->upload.cb_data);
+  if (n == TERN_READ_WAIT) return TERN__PULL_WAIT;
   if (n < 0 || (uint64_t)n > cap || (n == 0 && req->upload.plain_len != UINT64_MAX)) {
     tern__request_set_error(req, TERN_EFILEREAD, "the body callback %s",
                             n == 0 ? "ended before the announced length" : "reported an error");

@@ -124,7 +124,7 @@ tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t con
   tern_engine_t *eng = first->engine;
   tern__conn *c = tern__calloc(1, sizeof *c);
   if (c == NULL) return NULL;
-  c->cap = o->buffer_size;
+  c->cap = c->rcap = o->buffer_size;
   c->buf = tern__malloc(c->cap);
   if (c->buf == NULL) {
     free(c);
@@ -327,7 +327,7 @@ void tern__conn_stop_reading(tern__conn *c) {
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
   tern__conn *c = h->data;
-  *buf = uv_buf_init(c->buf + c->len, (unsigned)(c->cap - c->len));
+  *buf = uv_buf_init(c->buf + c->len, (unsigned)(c->rcap - c->len));
 }
 
 void tern__conn_consume(tern__conn *c, size_t n) {

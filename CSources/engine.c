@@ -79,6 +79,24 @@ int tern_request_pause_receive(tern_request_t *req, int paused) {
   return r;
 }
 
+static void apply_resume(void *arg) {
+  tern_request_t *req = arg;
+  if (atomic_load(&req->state) == TERN__REQ_SUBMITTED) tern__http1_resume_send(req);
+  tern__request_unref(req);
+}
+
+/* Runs on the loop thread after whatever callback said "no bytes yet" has returned, so a
+ * resume can never come between the callback's answer and the engine's noting it. */
+int tern_request_resume_send(tern_request_t *req) {
+  if (req == NULL) return TERN_EINVAL;
+  tern_engine_t *eng = atomic_load(&req->submitted_to);
+  if (eng == NULL || atomic_load(&req->state) != TERN__REQ_SUBMITTED) return 0;
+  tern__request_ref(req);
+  int r = tern_engine_call(eng, apply_resume, req);
+  if (r) tern__request_unref(req);
+  return r;
+}
+
 int tern_engine_call(tern_engine_t *eng, void (*fn)(void *arg), void *arg) {
   if (eng == NULL || fn == NULL) return TERN_EINVAL;
   loop_call *call = tern__malloc(sizeof *call);

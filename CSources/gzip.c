@@ -365,6 +365,12 @@ int64_t tern__encoder_fill(tern__encoder *e, tern__pull_fn pull, void *ctx, char
     if (e->zs.avail_in == 0 && !e->input_eof) {
       const char *p = NULL;
       int64_t k = pull(ctx, e->scratch, sizeof e->scratch, &p);
+      if (k == TERN__PULL_WAIT) {
+        /* No input yet: what came so far is flushed out of zlib and goes now (a reader on the
+         * other side sees it without waiting for more); the rest when input comes. */
+        if (deflate(&e->zs, Z_SYNC_FLUSH) == Z_STREAM_ERROR) return TERN_EIO;
+        return e->zs.avail_out < cap ? (int64_t)(cap - e->zs.avail_out) : k;
+      }
       if (k < 0) return k;
       if (k == 0) {
         e->input_eof = true;

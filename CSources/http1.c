@@ -72,9 +72,17 @@ static void on_written(tern__conn *c, int status) {
     tern__conn_fail(c, req, err);
     return;
   }
+  c->rcap = c->cap; /* the staged piece is on its way */
   bool was_head = req->send == TERN__SEND_NOTHING;
   if (was_head) req->send = TERN__SEND_BODY;
   req->upload.sent += c->pending_body;
+  if (req->send == TERN__SEND_SKIPPED) {
+    /* A final answer came while the body was going: no more of it is sent. */
+    c->writing_req = NULL;
+    c->upload_buffered = false;
+    tern__conn_start_reading(c);
+    return;
+  }
   bool body_out =
       req->upload.kind == TERN__BODY_NONE ||
       (req->upload.len == UINT64_MAX ? c->last_chunk_pending : req->upload.sent >= req->upload.len);
@@ -92,6 +100,7 @@ static void on_written(tern__conn *c, int status) {
       return;
     }
   }
+  tern__conn_start_reading(c); /* it stops when a staged piece left no room */
   if (body_out) {
     tern__http1_request_sent(c, req);
     tern__http1_write_next(c); /* a pipelined request may be waiting */
@@ -147,7 +156,7 @@ static int pump(tern__conn *c) {
         tern__http1_write_next(c); /* TERN__READ_CONTINUE */
     }
     if (r < 0) return r;
-    if (c->state != TERN__CONN_ACTIVE || c->len == c->cap || !tern__tls_pending(c)) return 0;
+    if (c->state != TERN__CONN_ACTIVE || c->len == c->rcap || !tern__tls_pending(c)) return 0;
     size_t before = c->len;
     r = tern__conn_tls_more(c);
     if (r != 0) return r;
@@ -243,6 +252,16 @@ void tern__http1_apply_pause(tern_request_t *req) {
   after_pump(c, pump(c)); /* plaintext OpenSSL kept meanwhile */
 }
 
+void tern__http1_resume_send(tern_request_t *req) {
+  if (!req->upload.waiting) return;
+  req->upload.waiting = false;
+  tern__conn *c = req->conn;
+  if (c == NULL || c->state != TERN__CONN_ACTIVE || tern__request_out(req)) return;
+  if (c->timer_kind == TERN__TIMER_NONE)
+    tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
+  tern__http1_write_next(c);
+}
+
 static void on_received(tern__conn *c, int tls) {
   int r = tls;
   if (r >= 0) {
@@ -255,8 +274,8 @@ static void on_received(tern__conn *c, int tls) {
   }
   if (r < 0 || r == 1) {
     after_pump(c, r);
-  } else if (c->len == c->cap && c->state == TERN__CONN_ACTIVE) {
-    tern__conn_stop_reading(c); /* full while a request is still being sent; resumes after */
+  } else if (c->len == c->rcap && c->state == TERN__CONN_ACTIVE) {
+    tern__conn_stop_reading(c); /* full while a body piece is staged; resumes after its write */
   } else if (c->state == TERN__CONN_ACTIVE && tern__conn_first(c) &&
              atomic_load(&tern__conn_first(c)->recv_paused)) {
     tern__conn_stop_reading(

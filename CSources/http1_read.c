@@ -100,8 +100,8 @@ int tern__http1_read(tern__conn *c) {
       }
       return TERN__READ_MORE;
     }
-    /* Bytes wait until the request is out, or its head is and its body waits for them. */
-    if (req->send == TERN__SEND_NOTHING || req->send == TERN__SEND_BODY) return TERN__READ_MORE;
+    /* Bytes wait until the request's head is out; an answer may come while its body goes. */
+    if (req->send == TERN__SEND_NOTHING) return TERN__READ_MORE;
     if (c->len == 0) return TERN__READ_MORE;
     int r;
     switch (c->rstate) {
@@ -161,6 +161,13 @@ int tern__http1_read(tern__conn *c) {
           /* A final answer to the head alone: the body is not sent, and since the server may
            * still expect it, the connection is not reused. */
           req->send = TERN__SEND_SKIPPED;
+          c->no_more = true;
+        } else if (req->send == TERN__SEND_BODY && status >= 300) {
+          /* An answer that refuses the body (413, 401, a redirect) while it is still going: the
+           * rest is not sent (RFC 9112 9.3, as curl does), and the connection ends with it.
+           * An early 2xx lets the body go on beside the response. */
+          req->send = TERN__SEND_SKIPPED;
+          req->upload.waiting = false;
           c->no_more = true;
         }
         int done = setup_response(c, req, minor, status, reason, reason_len, h, nh);

@@ -23,7 +23,8 @@ void tern__http1_request_sent(tern__conn *c, tern_request_t *req) {
   tern__request_mark(req, TERN_TIME_SENT);
   tern__log(c->engine, TERN_LOG_INFO, req, "sent %s %s to %s on connection #%llu", req->method,
             req->url.target, req->url.hostport, (unsigned long long)c->id);
-  if (c->upload_buffered) c->upload_buffered = false;
+  c->upload_buffered = false;
+  c->rcap = c->cap;
   if (req == tern__conn_first(c) && req->resp.status == 0)
     tern__conn_set_timer(c, TERN__TIMER_HEADERS, req->timeouts[TERN_TIMEOUT_HEADERS]);
   tern__conn_start_reading(c);
@@ -33,10 +34,29 @@ static int64_t pull_plain(void *req, char *scratch, size_t cap, const char **ptr
   return tern__request_pull_plain(req, scratch, cap, ptr);
 }
 
+/* Where the next staged body piece goes: above the response bytes already read and a reserve
+ * for more, so the response is read while the body is sent. Reads are bounded below it. */
+static char *stage(tern__conn *c) {
+  size_t reserve = c->cap / 4;
+  c->rcap = c->len > reserve ? c->len : reserve;
+  if (c->rcap == c->cap) return NULL; /* response bytes fill it: none can be consumed now */
+  c->upload_buffered = true;
+  return c->buf + c->rcap;
+}
+
+static int64_t full_buffer(tern__conn *c, tern_request_t *req) {
+  c->rcap = c->cap;
+  c->upload_buffered = false;
+  tern__request_set_error(req, TERN_EPROTO,
+                          "%s: the response filled the buffer before the request was sent",
+                          req->url.hostport);
+  return TERN_EPROTO;
+}
+
 void tern__http1_write_next(tern__conn *c) {
   if (c->writing || c->state != TERN__CONN_ACTIVE) return;
   tern_request_t *req = next_unsent(c);
-  if (req == NULL) return;
+  if (req == NULL || req->upload.waiting) return;
   c->writing_req = req;
   bool has_body = req->upload.kind != TERN__BODY_NONE;
   bool chunked = req->upload.len == UINT64_MAX;
@@ -52,49 +72,46 @@ void tern__http1_write_next(tern__conn *c) {
     int64_t n;
     if (req->upload.gzip) {
       /* Compressed bodies are staged in the buffer like file bodies. */
-      if (c->len != 0) {
-        tern__request_set_error(req, TERN_EPROTO,
-                                "%s: response bytes arrived before the request was sent",
-                                req->url.hostport);
-        tern__conn_fail(c, req, TERN_EPROTO);
-        return;
-      }
       if (req->upload.encoder == NULL && (req->upload.encoder = tern__encoder_new()) == NULL) {
         tern__conn_fail(c, req, TERN_ENOMEM);
         return;
       }
-      tern__conn_stop_reading(c);
-      c->upload_buffered = true;
-      n = tern__encoder_fill(req->upload.encoder, pull_plain, req, c->buf, c->cap);
+      ptr = stage(c);
+      n = ptr ? tern__encoder_fill(req->upload.encoder, pull_plain, req, (char *)ptr,
+                                   c->cap - c->rcap)
+              : full_buffer(c, req);
       if (n == TERN_EIO)
         tern__request_set_error(req, TERN_EIO, "compressing the body for %s failed",
                                 req->url.hostport);
-      ptr = c->buf;
     } else if (req->upload.kind == TERN__BODY_MEM) {
       uint64_t left = req->upload.len - req->upload.sent;
       uint64_t piece = c->ssl ? c->cap : MEM_PIECE; /* bounds the ciphertext held per write */
       n = (int64_t)(left < piece ? left : piece);
       ptr = (const char *)req->upload.mem + req->upload.sent;
     } else {
-      /* The body is staged in the connection buffer: no response bytes may land there now. */
-      if (c->len == 0) {
-        tern__conn_stop_reading(c);
-        c->upload_buffered = true;
-        n = tern__request_read_plain(req, c->buf, c->cap);
-        ptr = c->buf;
-      } else {
-        n = TERN_EPROTO;
-        tern__request_set_error(req, TERN_EPROTO,
-                                "%s: response bytes arrived before the request was sent",
-                                req->url.hostport);
-      }
+      ptr = stage(c);
+      n = ptr ? tern__request_read_plain(req, (char *)ptr, c->cap - c->rcap) : full_buffer(c, req);
     }
-    if (n < 0) {
+    if (n == TERN__PULL_WAIT) {
+      /* No bytes yet: the head (if not out yet) goes alone, the response is read meanwhile. */
+      req->upload.waiting = true;
+      c->upload_buffered = false;
+      c->rcap = c->cap;
+      n = 0;
+      if (nb == 0) {
+        c->writing_req = NULL;
+        tern__conn_set_timer(c, TERN__TIMER_NONE, 0); /* the caller's silence, not the server's */
+        tern__conn_start_reading(c);
+        return;
+      }
+    } else if (n < 0) {
       tern__conn_fail(c, req, (int)n);
       return;
     }
     c->pending_body = req->upload.gzip ? 0 : (size_t)n; /* compressed: counted as pulled */
-    if (chunked) {
+    if (req->upload.waiting) {
+      /* nothing of the body in this write */
+    } else if (chunked) {
       if (n > 0) {
         int k = snprintf(c->chunk_line, sizeof c->chunk_line, "%llx\r\n", (unsigned long long)n);
         bufs[nb++] = uv_buf_init(c->chunk_line, (unsigned)k);
@@ -118,5 +135,9 @@ void tern__http1_write_next(tern__conn *c) {
     tern__conn_fail(c, req, r);
     return;
   }
-  if (head && has_body) tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
+  if (req->upload.waiting)
+    tern__conn_set_timer(c, TERN__TIMER_NONE, 0);
+  else if (head && has_body)
+    tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
+  tern__conn_start_reading(c); /* an early answer (413, 401) is seen while the body goes */
 }

@@ -120,6 +120,8 @@ void tern__decoder_free(tern__decoder *d);
  * 0 at the end, or a TERN_E* code). Returns bytes produced, 0 once the stream has ended, or a
  * TERN_E* code. */
 typedef int64_t (*tern__pull_fn)(void *ctx, char *scratch, size_t cap, const char **ptr);
+/* What a pull function returns when its source has no bytes yet but has not ended. */
+#define TERN__PULL_WAIT (-10000)
 typedef struct tern__encoder tern__encoder;
 tern__encoder *tern__encoder_new(void);
 int64_t tern__encoder_fill(tern__encoder *e, tern__pull_fn pull, void *ctx, char *out, size_t cap);
@@ -317,6 +319,7 @@ struct tern_request {
     uint64_t plain_len; /* length before compression, UINT64_MAX when unknown */
     tern__encoder *encoder;
     int fd;
+    bool waiting; /* the callback had no bytes yet: sending resumes on tern_request_resume_send */
   } upload;
 
   /* ---- the response (response.c, http1_read.c) ---- */
@@ -560,9 +563,10 @@ struct tern__conn {
   unsigned nrequests;
   tern_request_t *writing_req; /* request whose bytes are on the wire now */
 
-  /* the one I/O buffer */
+  /* the one I/O buffer: response bytes in [0, len), reads bounded by rcap; while a request
+   * body piece is staged, it lies in [rcap, cap) (http1_write.c) */
   char *buf;
-  size_t cap, len;
+  size_t cap, len, rcap;
 
   /* response framing for requests.next */
   int rstate;
@@ -706,6 +710,8 @@ void tern__http1_send(tern__conn *c, tern_request_t *req);
 bool tern__http1_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth);
 /* Applies the request's receive pause or resume (loop thread). */
 void tern__http1_apply_pause(tern_request_t *req);
+/* The request's body callback has bytes again (loop thread). */
+void tern__http1_resume_send(tern_request_t *req);
 
 /* http1_write.c: the request's bytes */
 /* Composes and starts the next write: the head of the next unsent request and, with it, the

@@ -174,6 +174,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
 
 void tern__request_rewind(tern_request_t *req) {
   req->send = TERN__SEND_NOTHING;
+  req->upload.waiting = false;
   req->reused = false;
   req->conn = NULL;
   req->resp.status = 0;

@@ -373,7 +373,7 @@ int tern__tls_recv(tern__conn *c, size_t n) {
     /* Plaintext may overwrite only what was already fed to OpenSSL; once everything is fed,
      * the rest of the buffer is free. */
     while (!c->handshaking && !closed) {
-      size_t room = fed == n ? c->cap - (base + produced) : fed - produced;
+      size_t room = fed == n ? c->rcap - (base + produced) : fed - produced;
       if (room == 0) break;
       ERR_clear_error();
       int k = SSL_read(c->ssl, c->buf + base + produced, room > INT_MAX ? INT_MAX : (int)room);

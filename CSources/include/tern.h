@@ -238,7 +238,9 @@ typedef int (*tern_hop_response_cb)(tern_request_t *req, int status, void *user_
  *  to abort with TERN_ECALLBACK. Thread: called on the loop thread. Since 0.1. */
 typedef int (*tern_data_cb)(tern_request_t *req, const void *data, size_t len, void *user_data);
 /** Supplies request body bytes: fill at most `cap` bytes of `buf`, return the count, 0 at the
- *  end, or a negative value to abort with TERN_EFILEREAD.
+ *  end, TERN_READ_WAIT when no bytes are ready yet (sending waits until
+ *  tern_request_resume_send; since 0.2), or another negative value to abort with
+ *  TERN_EFILEREAD. It must not block: the engine's other requests wait while it runs.
  *  Thread: called on the loop thread. Since 0.1. */
 typedef int64_t (*tern_read_cb)(tern_request_t *req, void *buf, size_t cap, void *user_data);
 
@@ -314,6 +316,15 @@ TERN_API int tern_request_set_download_any_status(tern_request_t *req, int enabl
  *  reads nothing more (TCP flow control slows the server) until resumed; the body timeout does
  *  not run while paused. Thread: any, before or during the request. Since 0.2. */
 TERN_API int tern_request_pause_receive(tern_request_t *req, int paused);
+/** What a body callback (tern_read_cb) returns when it has no bytes yet but has not ended:
+ *  the request head and what was read so far are sent, the response is read meanwhile (an
+ *  early 413 or 401 ends the upload), and no body timeout runs while it waits.
+ *  Thread: any. Since 0.2. */
+#define TERN_READ_WAIT INT64_MIN
+/** The body callback has bytes again: it is called anew. Harmless when the request is not
+ *  waiting (or done). Returns 0, or TERN_ENOMEM.
+ *  Thread: any. Since 0.2. */
+TERN_API int tern_request_resume_send(tern_request_t *req);
 /** Streams the body to `cb` instead of keeping it; nothing is accumulated.
  *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_data_cb(tern_request_t *req, tern_data_cb cb, void *user_data);

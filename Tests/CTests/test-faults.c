@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -1136,5 +1137,133 @@ TEST(faults_free_in_flight) {
   /* The engine goes on serving. */
   tern_request_t *ok = req_new("/ok?size=10");
   ASSERT_EQ(run(eng, ok), 0);
+  finish(eng);
+}
+
+/* ---- bodies that wait for their bytes, and answers that come while a body goes ---------- */
+
+/* A body whose bytes come from another thread, a piece every so often: the callback says
+ * TERN_READ_WAIT while none is there, the producer calls tern_request_resume_send. */
+typedef struct {
+  source_t src;
+  tern_request_t *req;
+  atomic_int ready; /* pieces the producer made available and the callback has not taken */
+  atomic_int waits;
+  atomic_bool done;
+  int pieces;
+  uint64_t long_pause_ms; /* one pause this long, halfway, longer than the body timeout */
+} waiting_source_t;
+
+static int64_t read_waiting(tern_request_t *req, void *buf, size_t cap, void *ud) {
+  waiting_source_t *w = ud;
+  if (w->src.pos == w->src.len) return 0;
+  if (atomic_load(&w->ready) == 0) {
+    atomic_fetch_add(&w->waits, 1);
+    return TERN_READ_WAIT;
+  }
+  atomic_fetch_sub(&w->ready, 1);
+  return read_source(req, buf, cap, &w->src);
+}
+
+static void *produce(void *arg) {
+  waiting_source_t *w = arg;
+  for (int i = 0; i < w->pieces && !atomic_load(&w->done); i++) {
+    sleep_ms(i == w->pieces / 2 ? w->long_pause_ms : 5);
+    atomic_fetch_add(&w->ready, 1);
+    ASSERT_EQ(tern_request_resume_send(w->req), 0);
+  }
+  /* The rest at once, in case pieces ran short. */
+  while (!atomic_load(&w->done)) {
+    atomic_fetch_add(&w->ready, 1);
+    ASSERT_EQ(tern_request_resume_send(w->req), 0);
+    sleep_ms(2);
+  }
+  return NULL;
+}
+
+static void waiting_body(bool gzip) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  size_t n = 300000;
+  unsigned char *data = malloc(n);
+  ASSERT(data != NULL);
+  for (size_t i = 0; i < n; i++) data[i] = (unsigned char)(i * 13 + 1);
+  char sha[65];
+  testsrv_sha256_mem(data, n, sha);
+  waiting_source_t w = {.src = {data, n, 0, 0, 0}, .pieces = 60, .long_pause_ms = 400};
+  atomic_init(&w.ready, 0);
+  atomic_init(&w.waits, 0);
+  atomic_init(&w.done, false);
+  tern_request_t *req = req_new("/echo");
+  w.req = req;
+  ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
+  ASSERT_EQ(tern_request_set_body_cb(req, gzip ? -1 : (int64_t)n, read_waiting, &w), 0);
+  if (gzip) ASSERT_EQ(tern_request_set_body_gzip(req, 1), 0);
+  /* The body timeout measures the server's silence, not the caller's: a 400 ms pause of the
+   * producer must not trip a 150 ms limit. */
+  ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_BODY, 150), 0);
+  pthread_t t;
+  ASSERT_EQ(pthread_create(&t, NULL, produce, &w), 0);
+  int rc = run(eng, req);
+  atomic_store(&w.done, true);
+  pthread_join(t, NULL);
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_UEQ(w.src.pos, n);
+  ASSERT_GT(atomic_load(&w.waits), 20);
+  if (!gzip) {
+    ASSERT_STR_EQ(header_or_empty(req, "X-Echo-Body-Length"), "300000");
+    ASSERT_STR_EQ(header_or_empty(req, "X-Echo-Body-Sha256"), sha);
+  } else {
+    ASSERT_STR_EQ(header_or_empty(req, "X-Echo-Chunked"), "1");
+  }
+  free(data);
+  finish(eng);
+}
+
+TEST(faults_body_callback_waits_for_bytes) { waiting_body(false); }
+TEST(faults_gzip_body_callback_waits_for_bytes) { waiting_body(true); }
+
+/* An endless supply of body bytes that do not compress (so bytes given are bytes sent). */
+static int64_t read_forever(tern_request_t *req, void *buf, size_t cap, void *ud) {
+  (void)req;
+  uint64_t *given = ud;
+  uint64_t x = *given * 2654435761u + 88172645463325252ull;
+  unsigned char *p = buf;
+  for (size_t i = 0; i < cap; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    p[i] = (unsigned char)x;
+  }
+  *given += cap;
+  return (int64_t)cap;
+}
+
+/* The server refuses the body as soon as it has the head (413) and reads none of it: the
+ * answer is seen while the body is going, the rest of the body is not sent, and the request
+ * ends with the 413 at once, as curl does, instead of a send error after 1 GiB. */
+TEST(faults_early_answer_stops_the_upload) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  for (int i = 0; i < 2; i++) {
+    uint64_t given = 0;
+    char path[128]; /* a key of its own: /flaky answers 413 to a key's first request only */
+    snprintf(path, sizeof path, "/flaky?key=early-%d-%llu-%d&fail=1&status=413&early=1",
+             (int)getpid(), (unsigned long long)test_now_ms(), i);
+    tern_request_t *req = req_new(path);
+    ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
+    ASSERT_EQ(tern_request_set_body_cb(req, i == 0 ? (int64_t)1 << 30 : -1, read_forever, &given),
+              0);
+    if (i == 1) ASSERT_EQ(tern_request_set_body_gzip(req, 1), 0);
+    /* Without Expect: 100-continue, which would hold the body back until the answer. */
+    ASSERT_EQ(tern_request_set_expect_continue(req, -1, 0), 0);
+    uint64_t t0 = test_now_ms();
+    int rc = run(eng, req);
+    if (rc)
+      TEST_FAIL_("%s (status %d, %llu bytes given)", tern_request_get_error_message(req),
+                 tern_request_get_status(req), (unsigned long long)given);
+    ASSERT_EQ(tern_request_get_status(req), 413);
+    ASSERT_EQ(tern_request_is_body_skipped(req), 1);
+    ASSERT_GT(given, 0);
+    ASSERT_LT(given, (uint64_t)64 << 20);
+    ASSERT_LT(test_now_ms() - t0, test_scaled_ms(5000));
+  }
   finish(eng);
 }
