@@ -139,7 +139,8 @@ def alloc_site(out):
 
 def report_site(out):
     """The first engine frames of the sanitizer report (after the injection's stack)."""
-    i = out.find("==ERROR")
+    m = re.search(r"==\d+==ERROR", out)
+    i = m.start() if m else -1
     if i < 0:
         i = out.find("runtime error")
     frames = engine_frames(out[i:]) if i >= 0 else []
