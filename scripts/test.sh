@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: warnings-as-errors build + ctest, the same under ASan+UBSan (with
-# LeakSanitizer) and under TSan, a bounded fuzz run, the installed library used through
-# pkg-config (valgrind, resume, flat memory), the Swift build and tests (plain, then under
-# TSan), the Swift example package (examples/swift-everyday), the CLI's memory, the README's
-# examples, the demo, and a smoke pass of the benchmark drivers.
+# LeakSanitizer), the allocation-failure torture run, ctest under TSan, a bounded fuzz run, the
+# installed library used through pkg-config (valgrind, resume, flat memory), the Swift build and
+# tests (plain, then under TSan), the Swift example package (examples/swift-everyday), the CLI's
+# memory, the README's examples, the demo, and a smoke pass of the benchmark drivers.
 # Usage: scripts/test.sh [--quick]   (--quick: the plain build and ctest only)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -43,6 +43,25 @@ cmake -S . -B build/asan -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_BUILD_TYPE=Debug \
 cmake --build build/asan -j"$JOBS" 2>&1 | grep -v "Cannot export local symbol '__asan" || true
 run_ctest build/asan env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+step "allocation-failure torture run: selected C cases with the N-th engine allocation failing, every N"
+# ASan+LSan build with -DTERN_TORTURE (Tests/CTests/torture.c fails the N-th allocation); the
+# driver runs ~30 cases (GET, chunked, redirects, Digest, .part downloads, uploads, gzip/br/zstd,
+# TLS, pipelining, cancel, shutdown) at every N, a stride above 250 runs: a few minutes on 2
+# cores. A case may fail its assertions; a crash, sanitizer report, lost reference or hang fails.
+cmake -S . -B build/torture -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_BUILD_TYPE=Debug \
+  -DTERN_ASAN=ON -DTERN_WERROR=ON -DTERN_TORTURE=ON -DTERN_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build/torture -j"$JOBS" --target test-http test-hops test-body test-tls test-faults \
+  test-hostile 2>&1 | grep -v "Cannot export local symbol '__asan" || true
+torture_rc=0
+python3 Tests/CTests/torture.py --jobs "$JOBS" build/torture >build/torture.log 2>&1 || torture_rc=$?
+grep -vE '^[a-z]+:[a-z0-9_]+ +A=' build/torture.log || true # per case: runs, seconds, outcomes
+if [ "$torture_rc" != 0 ]; then
+  echo "the torture run found defects (above; logs in build/torture/torture-logs)"
+  echo "$passed passed, 1 failed"
+  exit 1
+fi
+passed=$((passed + 1))
 
 step "ThreadSanitizer (gcc; Swift's clang runtime wants libdispatch) and ctest"
 cmake -S . -B build/tsan -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DTERN_TSAN=ON >/dev/null
