@@ -17,7 +17,7 @@ extension RequestBody {
     ///
     /// A stream can be read once: a request with a stream body is not retried once reading
     /// began, cannot follow a 307/308 redirect, and executing the request again fails with
-    /// ``TernError/Code/fileReadFailed`` unless a new body is set.
+    /// `TernError.Code.fileReadFailed` unless a new body is set.
     ///
     /// ```swift
     /// import Tern
@@ -26,7 +26,7 @@ extension RequestBody {
     /// request.requestBody = .stream(InputStream(fileAtPath: "/var/log/app.log")!)
     /// ```
     ///
-    /// Without Foundation, ``RequestBody/stream(length:contentType:_:)`` takes a closure that
+    /// Without Foundation, `RequestBody.stream(length:contentType:_:)` takes a closure that
     /// fills a buffer instead.
     ///
     /// - Parameters:
@@ -44,7 +44,7 @@ extension RequestBody {
 
 extension MultipartForm.Part {
     /// The bytes of an `InputStream` of unknown length; the form is then sent chunked. The
-    /// stream rules of ``Tern/RequestBody/stream(_:length:contentType:)`` apply.
+    /// stream rules of ``RequestBody/stream(_:length:contentType:)`` apply.
     ///
     /// - Parameters:
     ///   - stream: The stream, read on the engine's thread.
