@@ -16,8 +16,9 @@ import Musl
 import Darwin
 #endif
 
-/// `String(format:)` for C formats of numbers (`%5.1f`, `%03d`, ...), through vsnprintf in the
-/// C locale (a "." decimal point, as Foundation's `String(format:)` without a locale).
+/// `String(format:)` for C formats of numbers (`%5.1f`, `%03ld`, ...), through vsnprintf in the
+/// C locale (a "." decimal point, as Foundation's `String(format:)` without a locale). A Swift
+/// `Int` is a C `long`: format it with `%ld`.
 func formatted(_ format: String, _ arguments: any CVarArg...) -> String {
     var buffer = [CChar](repeating: 0, count: 64)
     while true {

@@ -86,7 +86,7 @@ final class ProgressMeter: @unchecked Sendable {
         guard seconds >= 0, seconds.isFinite else { return "--:--" }
         let s = Int(seconds.rounded())
         return s >= 3600
-            ? formatted("%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60)
-            : formatted("%02d:%02d", s / 60, s % 60)
+            ? formatted("%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60)
+            : formatted("%02ld:%02ld", s / 60, s % 60)
     }
 }

@@ -32,9 +32,9 @@ enum WriteOut {
         let refusedTunnel = request.error?.code == .proxyError
         let code = refusedTunnel ? 0 : request.statusCode
         let variables: [String: String] = [
-            "http_code": formatted("%03d", code),
-            "response_code": formatted("%03d", code),
-            "http_connect": formatted("%03d", refusedTunnel ? request.statusCode : 0),
+            "http_code": formatted("%03ld", code),
+            "response_code": formatted("%03ld", code),
+            "http_connect": formatted("%03ld", refusedTunnel ? request.statusCode : 0),
             "size_download": "\(received)",
             "size_upload": "\(request.progress.bytesSent)",
             "size_header": "\(request.statusCode == 0 ? 0 : CommandRunner.headText(request).utf8.count)",
