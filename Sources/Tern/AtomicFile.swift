@@ -2,7 +2,11 @@
 // temporary file in the same directory, are flushed to disk, and the temporary file is renamed
 // over the target. A crash at any moment leaves either the old file or the new one, whole.
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -39,8 +43,7 @@ func writeAtomically(_ data: Data, to path: String, permissions: mode_t) throws(
         return
     }
 
-    let directory = (path as NSString).deletingLastPathComponent
-    let name = (path as NSString).lastPathComponent
+    let (directory, name) = splitPath(path)
     let prefix = directory.isEmpty ? "" : directory + "/"
     var template = Array((prefix + "." + name + ".tmp-XXXXXX").utf8CString)
     let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
@@ -117,4 +120,18 @@ func readFile(at path: String) throws(TernError) -> Data {
 func fileExists(at path: String) -> Bool {
     var info = stat()
     return stat(path, &info) == 0
+}
+
+/// A path's directory and last component, as NSString's `deletingLastPathComponent` and
+/// `lastPathComponent` give them: trailing slashes ignored, `""` for the directory of a bare
+/// name, `"/"` for a name at the root.
+func splitPath(_ path: String) -> (directory: String, name: String) {
+    var trimmed = Substring(path)
+    while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+    guard let slash = trimmed.lastIndex(of: "/") else { return ("", String(trimmed)) }
+    if trimmed == "/" { return ("/", "/") }
+    var directory = trimmed[..<slash]
+    while directory.count > 1, directory.hasSuffix("/") { directory = directory.dropLast() }
+    let name = String(trimmed[trimmed.index(after: slash)...])
+    return (directory.isEmpty ? "/" : String(directory), name)
 }

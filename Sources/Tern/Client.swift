@@ -1,7 +1,11 @@
 // Client: requests relative to a base URL with a request serializer, default header fields and
 // a validation step, in async/await (AeroGear's Http with its serializers).
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import HTTPTypes
 
 /// A client for one service: paths relative to a base URL, parameters through a

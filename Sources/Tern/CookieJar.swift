@@ -4,7 +4,11 @@
 // Persistent in a JSON format of its own and in the Netscape cookie-file format curl reads
 // with `-b FILE` and writes with `-c FILE`.
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// One HTTP cookie, as stored in a ``CookieJar``.
 ///

@@ -3,7 +3,12 @@
 // for credentials when a server (or proxy) wants some. The C engine computes Basic and Digest;
 // this file only decides which user and password to hand it.
 
+import Dispatch
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// An HTTP authentication scheme, such as Basic or Digest.
 ///

@@ -2,7 +2,11 @@
 // connection pools and its counters. The C calls themselves live in CTern+Bridging.swift, the
 // only file that talks to the C engine.
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import Logging
 import Dispatch
 import Synchronization

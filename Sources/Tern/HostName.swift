@@ -1,7 +1,11 @@
 // Host names and ports as the cookie jar, the credential stores and the proxy rules compare
 // them: lower-cased, IPv6 literals without brackets, default ports filled in.
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc

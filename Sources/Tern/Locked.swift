@@ -12,11 +12,11 @@ import Darwin
 #endif
 
 /// A pthread mutex, optionally recursive, with one condition variable.
-final class ConditionLock: @unchecked Sendable {
+package final class ConditionLock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
-    init(recursive: Bool = false) {
+    package init(recursive: Bool = false) {
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
         if recursive { pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE)) }
@@ -32,13 +32,13 @@ final class ConditionLock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func lock() { pthread_mutex_lock(mutex) }
-    func unlock() { pthread_mutex_unlock(mutex) }
+    package func lock() { pthread_mutex_lock(mutex) }
+    package func unlock() { pthread_mutex_unlock(mutex) }
     /// Waits for ``broadcast()``; the lock must be held.
     func wait() { pthread_cond_wait(condition, mutex) }
     func broadcast() { pthread_cond_broadcast(condition) }
 
-    func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+    package func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
         lock()
         defer { unlock() }
         return try body()

@@ -2,7 +2,11 @@
 // so a file part is read from disk while sending and the Content-Length is known up front
 // (ASIFormDataRequest's setFile:forKey:, AeroGear's MultiPartData, Mesibo's uploadFile).
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// A `multipart/form-data` form: fields, in-memory data and files, sent in order.
 ///
@@ -21,8 +25,8 @@ public import Foundation
 /// ```
 ///
 /// When every part's size is known, the request carries a `Content-Length` computed as it
-/// starts (from the files' sizes then); a form with a ``Part/stream(_:name:fileName:contentType:)``
-/// part is sent chunked.
+/// starts (from the files' sizes then); a form with a
+/// ``Part/stream(name:fileName:contentType:_:)`` part is sent chunked.
 public struct MultipartForm: Sendable {
     /// One part of a form.
     public struct Part: Sendable {
@@ -104,21 +108,26 @@ public struct MultipartForm: Sendable {
                 content: .file(path: path, offset: offset, end: end ?? 0))
         }
 
-        /// The bytes of a stream of unknown length; the form is then sent chunked. The
-        /// stream rules of ``RequestBody/stream(_:length:contentType:)`` apply.
+        /// Bytes produced by a closure, of unknown length; the form is then sent chunked. The
+        /// rules of ``RequestBody/stream(length:contentType:_:)`` apply: the closure runs on
+        /// the engine's thread, fills the buffer it is given and returns the byte count (0 at
+        /// the end), and the part can be sent once.
+        ///
+        /// (`TernFoundation` adds a variant that reads a Foundation `InputStream`.)
         ///
         /// - Parameters:
-        ///   - stream: The stream, read on the engine's thread.
         ///   - name: The field's name.
         ///   - fileName: The file name to send, if any.
         ///   - contentType: The content type (default `application/octet-stream`).
+        ///   - read: Fills a buffer; returns the byte count, 0 at the end.
         public static func stream(
-            _ stream: InputStream, name: String, fileName: String? = nil,
-            contentType: String? = "application/octet-stream"
+            name: String, fileName: String? = nil,
+            contentType: String? = "application/octet-stream",
+            _ read: @escaping @Sendable (UnsafeMutableRawBufferPointer) throws -> Int
         ) -> Part {
             Part(
                 name: name, fileName: fileName, contentType: contentType,
-                content: .stream(InputStreamBody(stream)))
+                content: .stream(ClosureBody(read)))
         }
 
         /// The part's header block: boundary line, Content-Disposition, Content-Type, blank

@@ -2,7 +2,11 @@
 // list, and the environment variables curl honours (http_proxy, https_proxy, all_proxy,
 // no_proxy), with curl's rules for which variable applies to which URL.
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// An HTTP proxy: where it listens and, optionally, the credentials it wants.
 ///
@@ -65,8 +69,8 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
     ///   `http` (`https`, `socks5` and others are not supported), and
     ///   ``TernError/Code/badURL`` for a malformed string.
     public init(_ string: String, credential: Credential? = nil) throws(TernError) {
-        var rest = Substring(string.trimmingCharacters(in: .whitespaces))
-        if let range = rest.range(of: "://") {
+        var rest = Substring(string.trimmingWhitespace())
+        if let range = rest.firstRange(of: "://") {
             let scheme = rest[..<range.lowerBound].lowercased()
             guard scheme == "http" else {
                 throw TernError(
@@ -95,8 +99,8 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
                 user = userinfo
                 password = ""
             }
-            guard let decodedUser = String(user).removingPercentEncoding,
-                let decodedPassword = String(password).removingPercentEncoding
+            guard let decodedUser = String(user).percentDecoded(),
+                let decodedPassword = String(password).percentDecoded()
             else {
                 throw TernError(
                     code: .badURL,
@@ -160,7 +164,7 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
     static func redacted(_ string: String) -> String {
         guard let at = string.lastIndex(of: "@") else { return "\"\(string)\"" }
         let head = string[..<at]
-        let userStart = head.range(of: "://")?.upperBound ?? head.startIndex
+        let userStart = head.firstRange(of: "://")?.upperBound ?? head.startIndex
         guard let colon = head[userStart...].firstIndex(of: ":") else { return "\"\(string)\"" }
         return "\"\(string[..<colon]):***\(string[at...])\""
     }
@@ -190,7 +194,7 @@ public struct NoProxyList: Sendable, Hashable, CustomStringConvertible {
     /// Parses a list such as `"localhost,.internal.example,10.0.0.0/8"`.
     public init(_ list: String) {
         rawValue = list
-        let trimmed = list.trimmingCharacters(in: .whitespaces)
+        let trimmed = list.trimmingWhitespace()
         matchesAll = trimmed == "*"
         var entries: [Entry] = []
         for raw in trimmed.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }) {
@@ -316,7 +320,7 @@ public struct ProxyEnvironment: Sendable, Hashable {
         func variable(_ names: String...) -> String? {
             for name in names {
                 if let value = environment[name],
-                    !value.trimmingCharacters(in: .whitespaces).isEmpty
+                    !value.trimmingWhitespace().isEmpty
                 {
                     return value
                 }

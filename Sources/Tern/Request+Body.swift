@@ -2,7 +2,11 @@
 // compression, Expect: 100-continue, response decoding limits, TLS options, and the facts
 // about the response body and connection that the latest execution produced.
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 extension Request {
     /// When to send `Expect: 100-continue`: the body then waits until the server says
@@ -187,6 +191,6 @@ extension Request {
 func isCompressedEncoding(_ value: String?) -> Bool {
     guard let value else { return false }
     return value.split(separator: ",").contains { coding in
-        ["gzip", "x-gzip", "deflate"].contains(coding.trimmingCharacters(in: .whitespaces).lowercased())
+        ["gzip", "x-gzip", "deflate"].contains(coding.trimmingWhitespace().lowercased())
     }
 }

@@ -1,7 +1,11 @@
 // Conveniences for everyday use: header fields by plain names, a listener that returns
 // nothing, and file locations as URLs.
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 extension Request {
     /// Sets a header field by name, replacing any field of that name; `nil` removes it.

@@ -1,8 +1,20 @@
 // Running a request: execute(), executeAndWait(), response() and the two cancels.
 
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension Request {
     /// Starts the request and returns at once.
@@ -145,7 +157,7 @@ enum CallbackQueue {
         // Blocking the main thread blocks the main queue even outside its blocks (where no
         // specific is visible). DispatchQueue.main is a new wrapper per access on Linux, hence
         // the label.
-        if isMain && Thread.isMainThread { return true }
+        if isMain && isMainThread() { return true }
         // Global queues take no specifics, and blocking one of their threads blocks nothing.
         if queue.label.hasPrefix("com.apple.root.") { return false }
         var token = queue.getSpecific(key: key)
@@ -157,3 +169,24 @@ enum CallbackQueue {
         return DispatchQueue.getSpecific(key: key) == token
     }
 }
+
+/// True on the process's main thread (Foundation's `Thread.isMainThread`).
+func isMainThread() -> Bool {
+    #if canImport(Darwin)
+    return pthread_main_np() != 0
+    #else
+    // The main thread's id is the process id. Without gettid (glibc before 2.30), false:
+    // executeAndWait then does not detect a wait on the main queue from the main thread.
+    guard let gettid = linuxGettid else { return false }
+    return gettid() == getpid()
+    #endif
+}
+
+#if !canImport(Darwin)
+/// gettid(), looked up at run time: the Glibc module does not import it (it needs
+/// `_GNU_SOURCE`), and glibc has it only since 2.30.
+private let linuxGettid: (@convention(c) () -> pid_t)? = {
+    guard let symbol = dlsym(nil, "gettid") else { return nil }
+    return unsafeBitCast(symbol, to: (@convention(c) () -> pid_t).self)
+}()
+#endif

@@ -3,7 +3,11 @@
 // exchange; Swift plugs the cookie jar and credential stores in through its per-hop hooks
 // (CTern+Bridging.swift).
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Request {
     /// What a request may do when it follows redirects, beyond the defaults.

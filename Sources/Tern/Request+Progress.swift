@@ -1,6 +1,10 @@
 // Byte progress: the progress handler and how often it runs.
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 extension Request {
     /// Receives byte counts on ``callbackQueue``: the request and its ``Progress`` (the

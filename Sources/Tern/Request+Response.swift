@@ -1,7 +1,11 @@
 // The response side of a Request: what the latest execution produced, readable at any time
 // (head fields from the moment the head arrived, the rest once finished).
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import HTTPTypes
 
 /// What the latest execution of a request produced so far.

@@ -3,7 +3,11 @@
 // the consumer catches up, so a large body is processed without buffering it and without
 // blocking the engine's thread.
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import HTTPTypes
 
 /// A response whose body is still arriving; see ``Request/streamingResponse()``.

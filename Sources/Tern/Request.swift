@@ -2,7 +2,11 @@
 // response side lives in Request+Response.swift and execution in Request+Execution.swift.
 
 public import Dispatch
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import HTTPTypes
 import Synchronization
 

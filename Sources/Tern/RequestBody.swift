@@ -1,9 +1,14 @@
 // RequestBody: what a request sends, from memory, a file, segments (multipart from disk), or a
 // stream of unknown length; a struct over an internal enum with static factories, so new
-// kinds can be added without breaking callers. BodyStream bridges InputStreams and Swift
-// closures to the engine's body callback, which runs on the engine's thread.
+// kinds can be added without breaking callers. BodyStream bridges Swift closures to the
+// engine's body callback, which runs on the engine's thread. (InputStream bodies live in the
+// TernFoundation module, so that Tern itself needs only FoundationEssentials.)
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 #if canImport(Glibc)
 import Glibc
@@ -24,8 +29,12 @@ import Darwin
 /// request.requestBody = try .json(Profile(name: "Ada"))
 /// request.requestBody = .file("/tmp/video.mp4", contentType: "video/mp4")
 /// request.requestBody = .multipart(form)
-/// request.requestBody = .stream(InputStream(fileAtPath: "/var/log/app.log")!)
+/// request.requestBody = .stream { buffer in nextChunk(into: buffer) }  // 0 at the end
 /// ```
+///
+/// To send a Foundation `InputStream`, import the `TernFoundation` module, which adds
+/// `RequestBody.stream(_:length:contentType:)` and
+/// `MultipartForm.Part.stream(_:name:fileName:contentType:)` for it.
 ///
 /// Bodies whose size is known (memory, files, multipart forms of those) are sent with a
 /// `Content-Length` computed up front; files are read through the connection buffer while
@@ -136,37 +145,19 @@ public struct RequestBody: Sendable {
         RequestBody(form.storage(), contentType: form.contentType, form: form)
     }
 
-    /// The bytes of an `InputStream`, read on the engine's thread as the connection can take
-    /// them.
-    ///
-    /// Tern opens the stream, reads it to its end and closes it; do not touch it afterwards.
-    /// Because reads run on the engine's thread, the stream must not block for long: a
-    /// stream over a file or memory is fine, one over a slow pipe or socket stalls every
-    /// request of the engine while it waits.
-    ///
-    /// A stream can be read once: a request with a stream body is not retried once reading
-    /// began, cannot follow a 307/308 redirect, and executing the request again fails with
-    /// ``TernError/Code/fileReadFailed`` unless a new body is set.
-    ///
-    /// - Parameters:
-    ///   - stream: The stream to send.
-    ///   - length: Its length in bytes when known (sent as `Content-Length`; the stream must
-    ///     then hold exactly that many); `nil` sends the body chunked.
-    ///   - contentType: Its media type, if any.
-    public static func stream(
-        _ stream: InputStream, length: UInt64? = nil, contentType: String? = nil
-    ) -> RequestBody {
-        RequestBody(.stream(length: length, InputStreamBody(stream)), contentType: contentType)
-    }
-
     /// Bytes produced by a closure, called on the engine's thread whenever the connection can
     /// take more.
     ///
     /// The closure fills the buffer it is given (up to its size) and returns how many bytes it
     /// wrote, or 0 at the end of the body; throwing aborts the request with
     /// ``TernError/Code/fileReadFailed``. It must return at once with what it has: it cannot
-    /// wait for more data without stalling the engine. The same one-time rules as for
-    /// ``stream(_:length:contentType:)`` apply.
+    /// wait for more data without stalling the engine (a closure over a file or memory is
+    /// fine; one over a slow pipe or socket stalls every request of the engine while it
+    /// waits).
+    ///
+    /// A stream can be read once: a request with a stream body is not retried once reading
+    /// began, cannot follow a 307/308 redirect, and executing the request again fails with
+    /// ``TernError/Code/fileReadFailed`` unless a new body is set.
     ///
     /// ```swift
     /// let log = try FileHandle(forReadingFrom: logURL)
@@ -226,43 +217,6 @@ class BodyStream: @unchecked Sendable {
     /// reading attempt, for streams nested in this one.
     func readNext(into buffer: UnsafeMutableRawBufferPointer, for token: UInt64) throws -> Int {
         0
-    }
-}
-
-/// Reads an InputStream: opened on the first read, closed at its end.
-final class InputStreamBody: BodyStream, @unchecked Sendable {
-    private let stream: InputStream
-    private var opened = false
-    private var closed = false
-
-    init(_ stream: InputStream) {
-        self.stream = stream
-    }
-
-    deinit {
-        if opened && !closed { stream.close() }
-    }
-
-    override func readNext(
-        into buffer: UnsafeMutableRawBufferPointer, for token: UInt64
-    ) throws -> Int {
-        guard !closed, let base = buffer.baseAddress, buffer.count > 0 else { return 0 }
-        if !opened {
-            opened = true
-            if stream.streamStatus == .notOpen { stream.open() }
-        }
-        let n = stream.read(base.assumingMemoryBound(to: UInt8.self), maxLength: buffer.count)
-        if n < 0 {
-            let reason = stream.streamError.map { "\($0.localizedDescription)" } ?? "read error"
-            closed = true
-            stream.close()
-            throw BodyStreamError(description: "reading the body stream failed: \(reason)")
-        }
-        if n == 0 {
-            closed = true
-            stream.close()
-        }
-        return n
     }
 }
 

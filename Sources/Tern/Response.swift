@@ -1,7 +1,11 @@
 // Response: an immutable snapshot of a finished exchange, returned by response() and
 // executeAndWait() and kept in Request.result.
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import HTTPTypes
 
 /// What came back from a successful request: status, header fields, body and measurements.

@@ -2,7 +2,11 @@
 // URL query, a URL-encoded form or JSON; responses validated (status, content type) and turned
 // into Data, String or a Decodable value, with ResponseError for what does not fit.
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 import HTTPTypes
 
 // MARK: - Request serializers
@@ -263,7 +267,7 @@ public struct ResponseValidation: ResponseValidator {
                 response: response)
         }
         let mediaType = value.split(separator: ";").first
-            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            .map { $0.trimmingWhitespace().lowercased() } ?? ""
         let (type, subtype) = split(mediaType)
         for pattern in patterns {
             let (wantType, wantSubtype) = split(pattern.lowercased())
@@ -283,8 +287,8 @@ public struct ResponseValidation: ResponseValidator {
     private static func split(_ mediaType: String) -> (String, String) {
         let parts = mediaType.split(separator: "/", maxSplits: 1)
         return (
-            parts.first.map { String($0).trimmingCharacters(in: .whitespaces) } ?? "",
-            parts.count > 1 ? String(parts[1]).trimmingCharacters(in: .whitespaces) : "")
+            parts.first.map { String($0).trimmingWhitespace() } ?? "",
+            parts.count > 1 ? String(parts[1]).trimmingWhitespace() : "")
     }
 }
 

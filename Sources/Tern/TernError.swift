@@ -1,7 +1,11 @@
 // TernError: every failure a request can report, as an extensible struct (not an enum), so that
 // codes can be appended without breaking callers who switch over them.
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// An error from Tern: what failed, where, and in which phase of the exchange.
 ///

@@ -2,7 +2,11 @@
 // helper and URLEncodedForm, an ordered list of name/value pairs where names may repeat
 // (ASIHTTPRequest's setPostValue/addPostValue, Mesibo's postBundle).
 
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// Encodes a string the way HTML forms do (`application/x-www-form-urlencoded`, as the WHATWG
 /// URL standard defines it).

@@ -2,7 +2,11 @@
 // (joined with & in command-line order), -F/--form and --form-string (multipart/form-data
 // streamed from disk), and -E's CERT[:PASSWORD] syntax.
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Tern
 
 /// One body option, in command-line order.
@@ -143,14 +147,14 @@ enum Bodies {
         switch lead {
         case "@":
             if word == "-" {
-                let data = FileHandle.standardInput.readDataToEndOfFile()
+                let data = readStandardInput()
                 return .data(data, name: name, fileName: fileName ?? "-", contentType: type)
             }
             guard FileManager.default.isReadableFile(atPath: word) else { throw unreadable(word) }
             return .file(word, name: name, fileName: fileName, contentType: type)
         case "<":
             if word == "-" {
-                let data = FileHandle.standardInput.readDataToEndOfFile()
+                let data = readStandardInput()
                 return .data(data, name: name, fileName: fileName, contentType: type)
             }
             guard FileManager.default.isReadableFile(atPath: word) else { throw unreadable(word) }
@@ -190,7 +194,7 @@ enum Bodies {
             let lower = text.lowercased()
             var cut = text.endIndex
             for key in [";type=", ";filename=", ";headers=", ";encoder="] {
-                if let range = lower.range(of: key) {
+                if let range = lower.firstRange(of: key) {
                     let offset = lower.distance(from: lower.startIndex, to: range.lowerBound)
                     let index = text.index(text.startIndex, offsetBy: offset)
                     if index < cut { cut = index }
@@ -223,7 +227,7 @@ enum Bodies {
 
     /// A file's bytes, stdin for `-`.
     private static func read(_ path: String) throws(BodyFailure) -> Data {
-        if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
+        if path == "-" { return readStandardInput() }
         guard let data = FileManager.default.contents(atPath: path) else { throw unreadable(path) }
         return data
     }

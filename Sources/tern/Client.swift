@@ -3,7 +3,11 @@
 // file (Request.downloadFile), and turns the outcome into curl's messages and exit codes.
 
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import Logging
 import Tern
@@ -30,7 +34,7 @@ final class TransferState: Sendable {
         var writeFailed = false
     }
     // Guarded by `lock` (a pthread mutex, which ThreadSanitizer follows).
-    private let lock = NSLock()
+    private let lock = ConditionLock()
     nonisolated(unsafe) private var values = Values()
 
     var headShown: Bool {
@@ -156,7 +160,7 @@ final class CommandRunner {
                     "Warning: Problem : \(outcome.reason). Will retry in \(Int(delay)) second"
                         + "\(delay == 1 ? "" : "s"). \(left) retr\(left == 1 ? "y" : "ies") left.\n")
             }
-            Thread.sleep(forTimeInterval: delay)
+            sleep(seconds: delay)
             delay = min(delay * 2, 600)
             left -= 1
         }
@@ -187,12 +191,12 @@ final class CommandRunner {
             parts.percentEncodedPath.isEmpty || parts.percentEncodedPath.hasSuffix("/")
         {
             let name = URL(fileURLWithPath: upload).lastPathComponent
-            let encoded = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? name
+            let encoded = percentEncodedPath(name)
             parts.percentEncodedPath = (parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath) + encoded
             text = parts.string ?? text
         }
         // The scheme first: file:///x has no host, yet its trouble is the scheme (curl: 1).
-        if let colon = text.range(of: "://") {
+        if let colon = text.firstRange(of: "://") {
             let scheme = text[..<colon.lowerBound].lowercased()
             if scheme != "http" && scheme != "https" {
                 return failure(1, "Protocol \"\(scheme)\" not supported")
@@ -272,8 +276,8 @@ final class CommandRunner {
                 }
                 continue
             }
-            let nameText = line[..<colon].trimmingCharacters(in: .whitespaces)
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let nameText = line[..<colon].trimmingWhitespace()
+            let value = line[line.index(after: colon)...].trimmingWhitespace()
             guard let name = HTTPField.Name(nameText) else {
                 return failure(43, "invalid header field name \"\(nameText)\"")
             }
@@ -534,10 +538,13 @@ final class CommandRunner {
             }
             // Reads block the engine's thread while stdin has nothing; this process runs one
             // transfer at a time, so nothing else waits.
-            guard let stream = InputStream(fileAtPath: "/dev/stdin") else {
-                throw Bodies.unreadable("stdin")
+            return .stream { buffer in
+                while true {
+                    let n = read(0, buffer.baseAddress, buffer.count)
+                    if n >= 0 { return n }
+                    if errno != EINTR { throw StandardInputError(code: errno) }
+                }
             }
-            return .stream(stream)
         }
         guard FileManager.default.isReadableFile(atPath: upload) else {
             throw Bodies.unreadable(upload)

@@ -3,7 +3,11 @@
 // touched), then the process ends by the same signal, as curl's does.
 
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Tern
 
 #if canImport(Glibc)
@@ -18,7 +22,7 @@ import Darwin
 final class Interrupts: @unchecked Sendable {
     static let shared = Interrupts()
 
-    private let lock = NSLock()
+    private let lock = ConditionLock()
     private var running: Request?
     private var signalNumber: Int32 = 0
     private var sources: [any DispatchSourceSignal] = []

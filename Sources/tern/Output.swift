@@ -1,7 +1,11 @@
 // Unbuffered writes to file descriptors: the body, heads and -w output go straight to fd 1 in
 // the order they are produced, from whichever thread produces them.
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 #if canImport(Glibc)
 import Glibc

@@ -3,7 +3,11 @@
 // not while the body itself goes to a terminal.
 
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Tern
 
 #if canImport(Glibc)
@@ -58,7 +62,7 @@ final class ProgressMeter: @unchecked Sendable {
         if let total = uploading ? progress.bytesToSend : progress.bytesExpected, total > 0 {
             let percent = min(100, Double(done) * 100 / Double(total))
             let eta = rate > 0 ? Double(total &- min(done, total)) / rate : -1
-            line += String(format: "%5.1f%%  ", percent)
+            line += formatted("%5.1f%%  ", percent)
             line += "\(Self.bytes(done)) of \(Self.bytes(total))  \(Self.bytes(UInt64(rate)))/s"
             line += "  ETA \(Self.clock(eta))"
         } else {
@@ -75,14 +79,14 @@ final class ProgressMeter: @unchecked Sendable {
             value /= 1024
             unit += 1
         }
-        return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
+        return unit == 0 ? "\(n) B" : formatted("%.1f ", value) + units[unit]
     }
 
     static func clock(_ seconds: Double) -> String {
         guard seconds >= 0, seconds.isFinite else { return "--:--" }
         let s = Int(seconds.rounded())
         return s >= 3600
-            ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60)
-            : String(format: "%02d:%02d", s / 60, s % 60)
+            ? formatted("%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60)
+            : formatted("%02ld:%02ld", s / 60, s % 60)
     }
 }

@@ -2,7 +2,11 @@
 // with swift-argument-parser after a curl-style pass over argv (see CurlArguments).
 
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Tern
 
 #if canImport(Glibc)

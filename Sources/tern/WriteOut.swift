@@ -1,6 +1,10 @@
 // -w/--write-out: curl's format variables for what Tern knows after a transfer.
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import Tern
 
@@ -15,12 +19,12 @@ enum WriteOut {
         if format.hasPrefix("@") {
             let path = String(format.dropFirst())
             let data = path == "-"
-                ? FileHandle.standardInput.readDataToEndOfFile()
+                ? readStandardInput()
                 : FileManager.default.contents(atPath: path) ?? Data()
             template = String(decoding: data, as: UTF8.self)
         }
         let timings = request.timings
-        func seconds(_ value: TimeInterval?) -> String { String(format: "%.6f", value ?? 0) }
+        func seconds(_ value: TimeInterval?) -> String { formatted("%.6f", value ?? 0) }
         let total = timings?.total ?? 0
         let received = request.bytesReceived
         // A CONNECT the proxy refused: its status is curl's http_connect, and no response
@@ -28,9 +32,9 @@ enum WriteOut {
         let refusedTunnel = request.error?.code == .proxyError
         let code = refusedTunnel ? 0 : request.statusCode
         let variables: [String: String] = [
-            "http_code": String(format: "%03d", code),
-            "response_code": String(format: "%03d", code),
-            "http_connect": String(format: "%03d", refusedTunnel ? request.statusCode : 0),
+            "http_code": formatted("%03ld", code),
+            "response_code": formatted("%03ld", code),
+            "http_connect": formatted("%03ld", refusedTunnel ? request.statusCode : 0),
             "size_download": "\(received)",
             "size_upload": "\(request.progress.bytesSent)",
             "size_header": "\(request.statusCode == 0 ? 0 : CommandRunner.headText(request).utf8.count)",
@@ -39,7 +43,7 @@ enum WriteOut {
             "time_pretransfer": seconds(timings?.connected),
             "time_starttransfer": seconds(timings?.headers),
             "time_namelookup": seconds(0),
-            "speed_download": String(format: "%.0f", total > 0 ? Double(received) / total : 0),
+            "speed_download": formatted("%.0f", total > 0 ? Double(received) / total : 0),
             "url_effective": request.effectiveURL?.absoluteString ?? url,
             "num_redirects": "\(request.redirectCount)",
             "redirect_url": redirectURL(request),

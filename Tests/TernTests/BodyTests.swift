@@ -6,6 +6,7 @@ import Foundation
 import HTTPTypes
 import Testing
 @testable import Tern
+import TernFoundation
 
 /// faultserver's /multipart report.
 struct MultipartReport {
@@ -283,6 +284,28 @@ extension TernTests {
             #expect(report.parts.map(\.size) == [1, 123_456, 10])
             #expect(report.parts[1].sha256 == sha256(pattern(123_456)))
             #expect(report.parts[1].contentType == "application/octet-stream")
+            #expect(response.sentRequestHead?.contains("Transfer-Encoding: chunked") == true)
+        }
+
+        @Test func multipartWithAClosurePartGoesChunked() throws {
+            let servers = try Servers.get()
+            let source = Locked(pattern(70_000)[...])
+            var form = MultipartForm()
+            form.append(.stream(name: "live", fileName: "live.bin") { buffer in
+                source.withLock { rest in
+                    let n = min(buffer.count, rest.count, 1000)
+                    rest.prefix(n).withUnsafeBytes { buffer.copyMemory(from: $0) }
+                    rest = rest.dropFirst(n)
+                    return n
+                }
+            })
+            let request = Request(url: servers.fault("/multipart"), method: .post)
+            request.requestBody = .multipart(form)
+            let response = try run(request)
+            let report = try MultipartReport(response.data)
+            #expect(report.ok)
+            #expect(report.parts.map(\.size) == [70_000])
+            #expect(report.parts[0].sha256 == sha256(pattern(70_000)))
             #expect(response.sentRequestHead?.contains("Transfer-Encoding: chunked") == true)
         }
 

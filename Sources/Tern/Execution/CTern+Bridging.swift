@@ -9,10 +9,22 @@
 // callback, which the engine runs exactly once after a successful submit, takes them back.
 
 internal import CTern
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import Logging
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Engine-level C calls.
 enum CEngine {

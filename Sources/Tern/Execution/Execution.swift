@@ -14,7 +14,11 @@
 
 internal import CTern
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import Logging
 
@@ -708,7 +712,7 @@ final class Execution: @unchecked Sendable {
 
 /// `Retry-After` as seconds from now: a number of seconds, or an HTTP date.
 func retryAfterSeconds(_ value: String) -> Double? {
-    let trimmed = value.trimmingCharacters(in: .whitespaces)
+    let trimmed = value.trimmingWhitespace()
     if let seconds = UInt64(trimmed) { return Double(seconds) }
     guard let date = Cookie.parseDate(trimmed) else { return nil }
     return max(0, date.timeIntervalSinceNow)

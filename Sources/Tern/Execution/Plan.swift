@@ -3,7 +3,11 @@
 // starts so that later changes to the Request cannot race with it.
 
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 
 struct Plan: Sendable {
