@@ -19,6 +19,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +38,19 @@ struct tern__tls_ctx {
   char load_msg[512];
 };
 
-static int conn_index = -1; /* SSL ex_data slot holding the tern__conn */
-static uv_once_t index_once = UV_ONCE_INIT;
+/* The SSL ex_data slot holding the tern__conn. Made on first use and again after a failure
+ * (out of memory), never left at -1 for the process's life as a once-only init would. */
+static atomic_int conn_index = -1;
+static pthread_mutex_t index_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void init_index(void) { conn_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL); }
+static bool have_index(void) {
+  if (atomic_load(&conn_index) >= 0) return true;
+  pthread_mutex_lock(&index_lock);
+  if (atomic_load(&conn_index) < 0)
+    atomic_store(&conn_index, SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL));
+  pthread_mutex_unlock(&index_lock);
+  return atomic_load(&conn_index) >= 0;
+}
 
 static tern__conn *conn_of(const SSL *ssl) { return SSL_get_ex_data(ssl, conn_index); }
 
@@ -179,7 +190,7 @@ tern__tls_ctx *tern__tls_ctx_get(tern_engine_t *eng, const tern_request_t *req) 
     tern__tls_ctx *t = tern__container_of(n, tern__tls_ctx, node);
     if (strcmp(t->id, req->tls.id) == 0) return t;
   }
-  uv_once(&index_once, init_index);
+  if (!have_index()) return NULL;
   tern__tls_ctx *t = tern__calloc(1, sizeof *t);
   if (t == NULL) return NULL;
   t->id = tern__strdup(req->tls.id);
@@ -285,7 +296,10 @@ int tern__tls_start(tern__conn *c) {
   BIO_set_mem_eof_return(rb, -1);
   BIO_set_mem_eof_return(wb, -1);
   SSL_set_bio(ssl, rb, wb);
-  SSL_set_ex_data(ssl, conn_index, c);
+  if (SSL_set_ex_data(ssl, conn_index, c) != 1) {
+    SSL_free(ssl); /* frees its BIOs */
+    return TERN_ENOMEM;
+  }
   c->ssl = ssl;
   const char *host = c->origin->host;
   unsigned char ip[16];
