@@ -200,6 +200,7 @@ int64_t tern__request_read_plain(tern_request_t *req, char *buf, size_t cap) {
     }
     return n;
   }
+  if (atomic_load(&req->released)) return TERN_ECANCELED; /* freed: no more callbacks */
   int64_t n = req->upload.cb(req, buf, cap, req->upload.cb_data);
   if (n == TERN_READ_WAIT) return TERN__PULL_WAIT;
   if (n < 0 || (uint64_t)n > cap || (n == 0 && req->upload.plain_len != UINT64_MAX)) {

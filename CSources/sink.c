@@ -260,6 +260,9 @@ static int sink_write(void *ctx, const char *data, size_t n) {
     return 0;
   }
   if (req->sink.kind == TERN__SINK_CB && !req->sink.keep_error_body) {
+    /* The caller let go (tern_request_free): its callback is not called again; the queued
+     * cancel ends the request. */
+    if (atomic_load(&req->released)) return TERN_ECANCELED;
     if (req->sink.data_cb(req, data, n, req->sink.data_cb_data) != 0) {
       tern__request_set_error(req, TERN_ECALLBACK, "the data callback stopped the body from %s",
                               req->url.hostport);

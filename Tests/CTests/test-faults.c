@@ -34,7 +34,7 @@
 /* ------------------------------------------------------------------------------------------ */
 
 /* The longest a test waits for one request before it fails (scaled for sanitizer runs). */
-#define WAIT_MS 15000
+#define WAIT_MS       15000
 /* libuv's loop clock has millisecond granularity and may be CLOCK_MONOTONIC_COARSE, while
  * tern_request_get_time uses the precise clock: a timer can fire up to ~2 ms "early" as seen
  * from the precise clock. Lower bounds on elapsed times allow this much. */
@@ -102,8 +102,10 @@ static int wait_call(call_t *c, tern_request_t *req, uint64_t ms) {
   pthread_mutex_unlock(&c->mu);
   ASSERT(was_done);
   ASSERT_EQ(tern_request_get_error(req), status);
-  if (status == 0) ASSERT_STR_EQ(tern_request_get_error_message(req), "");
-  else ASSERT(tern_request_get_error_message(req)[0] != '\0');
+  if (status == 0)
+    ASSERT_STR_EQ(tern_request_get_error_message(req), "");
+  else
+    ASSERT(tern_request_get_error_message(req)[0] != '\0');
   return status;
 }
 
@@ -428,13 +430,14 @@ TEST(faults_connect_timeout) {
     int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
     if (r == 0) continue;
     ASSERT_EQ(errno, EINPROGRESS);
-    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    struct pollfd pfd = { .fd = fd, .events = POLLOUT };
     if (poll(&pfd, 1, 300) == 0) hanging = 1;
   }
   if (!hanging) {
     /* Not the Linux behaviour this relies on: say so rather than fail on the platform. */
-    fprintf(stderr, "faults_connect_timeout: SKIPPED: a full accept queue did not make "
-                    "connect hang on this system\n");
+    fprintf(stderr,
+            "faults_connect_timeout: SKIPPED: a full accept queue did not make "
+            "connect hang on this system\n");
   } else {
     tern_engine_t *eng = test_engine_new(NULL);
     char url[64];
@@ -458,9 +461,9 @@ TEST(faults_connect_timeout) {
 /* ------------------------------------------------------------------------------------------ */
 
 TEST(faults_bad_status_line) {
-  static const char *const proto[] = {"text", "proto", "bigcode", "shortcode", "nospace",
-                                      "version", "garbage", "http09", "nul", "spacecolon",
-                                      "obsfold", "badname", "nocolon"};
+  static const char *const proto[] = { "text",    "proto",   "bigcode", "shortcode", "nospace",
+                                       "version", "garbage", "http09",  "nul",       "spacecolon",
+                                       "obsfold", "badname", "nocolon" };
   tern_engine_t *eng = test_engine_new(NULL);
   char path[64];
   for (size_t i = 0; i < sizeof proto / sizeof proto[0]; i++) {
@@ -513,7 +516,7 @@ TEST(faults_oversized_headers) {
 }
 
 TEST(faults_bad_chunks) {
-  static const char *const bad[] = {"hex", "overflow", "negative", "nocrlf", "badtrailer"};
+  static const char *const bad[] = { "hex", "overflow", "negative", "nocrlf", "badtrailer" };
   tern_engine_t *eng = test_engine_new(NULL);
   char path[64];
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -553,8 +556,7 @@ TEST(faults_connection_refused) {
   finish(eng);
 }
 
-#define LONG_LABEL_HOST \
-  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.invalid"
+#define LONG_LABEL_HOST "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.invalid"
 
 TEST(faults_unresolvable_host) {
   tern_engine_t *eng = test_engine_new(NULL);
@@ -848,7 +850,7 @@ TEST(faults_echo_chunked_callback_body) {
   for (size_t i = 0; i < n; i++) data[i] = (unsigned char)(i * 7 + 3);
   char sha[65];
   testsrv_sha256_mem(data, n, sha);
-  source_t src = {data, n, 0, 0, 0};
+  source_t src = { data, n, 0, 0, 0 };
   tern_request_t *req = req_new("/echo");
   ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
   ASSERT_EQ(tern_request_set_body_cb(req, -1, read_source, &src), 0);
@@ -864,7 +866,7 @@ TEST(faults_echo_chunked_callback_body) {
   free(doc);
 
   /* An empty chunked body: just the last chunk. */
-  source_t none = {data, 0, 0, 0, 0};
+  source_t none = { data, 0, 0, 0, 0 };
   tern_request_t *req2 = req_new("/echo");
   ASSERT_EQ(tern_request_set_method(req2, "POST"), 0);
   ASSERT_EQ(tern_request_set_body_cb(req2, -1, read_source, &none), 0);
@@ -953,8 +955,9 @@ TEST(faults_header_injection_refused) {
 
   char *base = testsrv_url("FAULT_PORT", "/");
   char bad[256];
-  static const char *const tails[] = {"a b", "a\rb", "a\nb", "a\r\nX-Injected: 1", "a\tb",
-                                      "a\x7f"};
+  static const char *const tails[] = {
+    "a b", "a\rb", "a\nb", "a\r\nX-Injected: 1", "a\tb", "a\x7f"
+  };
   for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
     snprintf(bad, sizeof bad, "%s%s", base, tails[i]);
     ASSERT_EQ(tern_request_set_url(req, bad), TERN_EBADURL);
@@ -1008,7 +1011,7 @@ TEST(faults_cancel_from_thread) {
   watch_wait(&w, WAIT_MS);
   ASSERT(!tern_request_is_done(req));
 
-  cancel_arg_t arg = {req, 0};
+  cancel_arg_t arg = { req, 0 };
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, NULL, cancel_thread, &arg), 0);
   ASSERT_EQ(wait_call(c, req, 3000), TERN_ECANCELED);
@@ -1189,7 +1192,7 @@ static void waiting_body(bool gzip) {
   for (size_t i = 0; i < n; i++) data[i] = (unsigned char)(i * 13 + 1);
   char sha[65];
   testsrv_sha256_mem(data, n, sha);
-  waiting_source_t w = {.src = {data, n, 0, 0, 0}, .pieces = 60, .long_pause_ms = 400};
+  waiting_source_t w = { .src = { data, n, 0, 0, 0 }, .pieces = 60, .long_pause_ms = 400 };
   atomic_init(&w.ready, 0);
   atomic_init(&w.waits, 0);
   atomic_init(&w.done, false);
@@ -1265,5 +1268,42 @@ TEST(faults_early_answer_stops_the_upload) {
     ASSERT_LT(given, (uint64_t)64 << 20);
     ASSERT_LT(test_now_ms() - t0, test_scaled_ms(5000));
   }
+  finish(eng);
+}
+
+/* After tern_request_free returns, none of the request's callbacks starts again, not even the
+ * data callback of a body still streaming in (the cancel that free queues comes later). */
+typedef struct {
+  atomic_int calls;
+  atomic_bool freed;
+  atomic_int after_free;
+} free_watch_t;
+
+static int count_data(tern_request_t *req, const void *data, size_t len, void *ud) {
+  (void)req, (void)data, (void)len;
+  free_watch_t *f = ud;
+  if (atomic_load(&f->freed)) atomic_fetch_add(&f->after_free, 1);
+  atomic_fetch_add(&f->calls, 1);
+  return 0;
+}
+
+TEST(faults_no_data_callback_after_free) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  uint64_t live0 = tern_engine_get_stat(NULL, TERN_STAT_REQUESTS_LIVE);
+  free_watch_t f;
+  atomic_init(&f.calls, 0);
+  atomic_init(&f.freed, false);
+  atomic_init(&f.after_free, 0);
+  tern_request_t *req = req_new("/endless");
+  ASSERT_EQ(tern_request_set_data_cb(req, count_data, &f), 0);
+  ASSERT_EQ(tern_engine_submit(eng, req), 0);
+  uint64_t deadline = test_now_ms() + test_scaled_ms(5000);
+  while (atomic_load(&f.calls) < 50 && test_now_ms() < deadline) sleep_ms(1);
+  ASSERT_GE(atomic_load(&f.calls), 50);
+  tern_request_free(req);
+  atomic_store(&f.freed, true);
+  wait_stat(eng, TERN_STAT_REQUESTS_ACTIVE, 0, 2000);
+  wait_stat(NULL, TERN_STAT_REQUESTS_LIVE, live0, 2000);
+  ASSERT_EQ(atomic_load(&f.after_free), 0);
   finish(eng);
 }
