@@ -200,6 +200,8 @@ int tern__request_choose_proxy(tern_request_t *req) {
   req->proxy.port = c->port;
   const tern__auth *g = &req->proxy.given;
   if (g->user) return tern__auth_set(&req->auth.proxy, g->user, g->password, g->schemes);
-  if (c->userinfo) return tern__auth_set_userinfo(&req->auth.proxy, c->userinfo);
+  if (c->userinfo)
+    return tern__auth_set_userinfo(&req->auth.proxy, c->userinfo,
+                                   g->schemes ? g->schemes : TERN_AUTH_ANY);
   return 0;
 }

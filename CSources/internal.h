@@ -189,7 +189,7 @@ typedef struct {
 /* Sets a slot's credentials (copies; Basic alone is sent at once) or clears them (wiping the
  * password). tern__auth_set_userinfo takes a URL's percent-encoded "user:password". */
 int tern__auth_set(tern__auth *a, const char *user, const char *password, unsigned schemes);
-int tern__auth_set_userinfo(tern__auth *a, const char *userinfo);
+int tern__auth_set_userinfo(tern__auth *a, const char *userinfo, unsigned schemes);
 void tern__auth_clear(tern__auth *a);
 bool tern__challenge_find(const char *value, const char *scheme, tern__challenge *ch);
 bool tern__digest_supported(const tern__challenge *ch);

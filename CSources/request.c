@@ -121,7 +121,7 @@ int tern_request_set_url(tern_request_t *req, const char *url) {
   free(req->url_str);
   req->url_str = copy;
   if (u.userinfo && (req->auth.www.user == NULL || req->auth.from_url)) {
-    r = tern__auth_set_userinfo(&req->auth.www, u.userinfo);
+    r = tern__auth_set_userinfo(&req->auth.www, u.userinfo, TERN_AUTH_ANY);
     if (r) return r;
     req->auth.from_url = true;
   }
@@ -419,7 +419,7 @@ int tern_request_set_no_proxy(tern_request_t *req, const char *hosts) {
 int tern_request_set_proxy_auth(tern_request_t *req, const char *user, const char *password,
                                 unsigned schemes) {
   CHECK_NEW(req);
-  if (user == NULL || (schemes & TERN_AUTH_ANY) == 0) return TERN_EINVAL;
+  if ((schemes & TERN_AUTH_ANY) == 0) return TERN_EINVAL;
   return tern__auth_set(&req->proxy.given, user, password, schemes);
 }
 

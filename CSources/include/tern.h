@@ -433,7 +433,9 @@ TERN_API int tern_request_supply_auth(tern_request_t *req, const char *user, con
  *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_proxy(tern_request_t *req, const char *proxy_url);
 /** Proxy credentials (Basic preemptive with TERN_AUTH_BASIC alone; else per 407 challenge)
- *  for whichever proxy a hop uses (curl's -U); they win over credentials in a proxy URL.
+ *  for whichever proxy a hop uses (curl's -U); they win over credentials in a proxy URL. A
+ *  NULL user sets only the schemes, for the credentials of proxy URLs (default TERN_AUTH_ANY;
+ *  since 0.2).
  *  Credentials supplied in the auth callback stay with the proxy that asked: a hop through
  *  another proxy starts again from these (or that proxy's URL's).
  *  Thread: the request's owner, before submit. Since 0.1. */

@@ -30,7 +30,8 @@ enum WriteOut {
         let variables: [String: String] = [
             "http_code": String(format: "%03d", code),
             "response_code": String(format: "%03d", code),
-            "http_connect": String(format: "%03d", refusedTunnel ? request.statusCode : 0),
+            "http_connect": String(
+                format: "%03d", refusedTunnel ? request.statusCode : request.proxyConnectStatusCode),
             "size_download": "\(received)",
             "size_upload": "\(request.progress.bytesSent)",
             "size_header": "\(request.statusCode == 0 ? 0 : CommandRunner.headText(request).utf8.count)",

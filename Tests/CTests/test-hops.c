@@ -2118,6 +2118,18 @@ TEST(proxy_scheme_proxy_per_hop) {
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_EQ(tern_request_get_connect_status(req), 200);
   tern_request_free(req);
+  /* Schemes alone (a NULL user) apply to the credentials of proxy URLs: Basic at once. */
+  hop_log s = {0};
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  ASSERT_EQ(tern_request_set_scheme_proxy(req, "http", auth_proxy), 0);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, NULL, NULL, 0), TERN_EINVAL);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, NULL, NULL, TERN_AUTH_BASIC), 0);
+  watch_hops(req, &s);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(s.n, 1);
+  ASSERT(strstr(head_of(req), "\r\nProxy-Authorization: Basic YWxpY2U6d29uZGVybGFuZA==\r\n"));
+  tern_request_free(req);
   /* A scheme without its own proxy uses the general one; no proxy at all goes direct. */
   hop_log c = { 0 };
   req = test_request_url(from);
