@@ -58,12 +58,12 @@ int tern__auth_set(tern__auth *a, const char *user, const char *password, unsign
 }
 
 /* "user:password" (percent-encoded) into an auth slot with any scheme. */
-int tern__auth_set_userinfo(tern__auth *a, const char *userinfo) {
+int tern__auth_set_userinfo(tern__auth *a, const char *userinfo, unsigned schemes) {
   const char *colon = strchr(userinfo, ':');
   size_t ulen = colon ? (size_t)(colon - userinfo) : strlen(userinfo);
   char *u = pct_decode(userinfo, ulen);
   char *p = colon ? pct_decode(colon + 1, strlen(colon + 1)) : tern__strdup("");
-  int r = (u && p) ? tern__auth_set(a, u, p, TERN_AUTH_ANY) : TERN_ENOMEM;
+  int r = (u && p) ? tern__auth_set(a, u, p, schemes) : TERN_ENOMEM;
   if (p) memset(p, 0, strlen(p));
   free(u);
   free(p);

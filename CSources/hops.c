@@ -135,3 +135,73 @@ int tern__request_next_hop(tern_request_t *req) {
   req->hop.discard_body = false;
   return 0;
 }
+
+/* ---- the proxy of each hop ---- */
+
+void tern__proxy_conf_clear(tern__proxy_conf *c) {
+  free(c->host);
+  if (c->userinfo) memset(c->userinfo, 0, strlen(c->userinfo));
+  free(c->userinfo);
+  memset(c, 0, sizeof *c);
+}
+
+int tern__proxy_conf_set(tern__proxy_conf *out, const char *proxy_url) {
+  if (proxy_url == NULL || proxy_url[0] == '\0') {
+    tern__proxy_conf_clear(out);
+    return 0;
+  }
+  tern__url u;
+  int r = tern__url_parse(&u, proxy_url);
+  if (r) return r;
+  if (u.tls) { /* TLS to the proxy itself is not supported */
+    tern__url_free(&u);
+    return TERN_EUNSUPPORTED;
+  }
+  tern__proxy_conf c = { 0 };
+  c.host = tern__strdup(u.host);
+  if (u.userinfo) c.userinfo = tern__strdup(u.userinfo);
+  if (c.host == NULL || (u.userinfo && c.userinfo == NULL)) {
+    tern__proxy_conf_clear(&c);
+    tern__url_free(&u);
+    return TERN_ENOMEM;
+  }
+  /* Without an explicit port a proxy is on curl's default, 1080. */
+  const char *hostpart = strstr(proxy_url, "://") + 3;
+  const char *at = strrchr(hostpart, '@');
+  if (at) hostpart = at + 1;
+  if (hostpart[0] == '[') hostpart = strchr(hostpart, ']');
+  size_t hl = strcspn(hostpart, "/?#");
+  c.port = memchr(hostpart, ':', hl) ? u.port : 1080;
+  tern__url_free(&u);
+  tern__proxy_conf_clear(out);
+  *out = c;
+  return 0;
+}
+
+int tern__request_choose_proxy(tern_request_t *req) {
+  int slot = TERN__PROXY_NONE;
+  if (!tern__no_proxy_match(req->proxy.no_proxy, req->url.host)) {
+    int scheme = req->url.tls ? TERN__PROXY_HTTPS : TERN__PROXY_HTTP;
+    if (req->proxy.conf[scheme].host)
+      slot = scheme;
+    else if (req->proxy.conf[TERN__PROXY_ANY].host)
+      slot = TERN__PROXY_ANY;
+  }
+  if (slot == req->proxy.chosen) return 0; /* the same proxy keeps its credentials and state */
+  /* Another proxy (or none): what the last one was told or challenged with stays behind. */
+  tern__auth_clear(&req->auth.proxy);
+  free(req->proxy.host);
+  req->proxy.host = NULL;
+  req->proxy.port = 0;
+  req->proxy.chosen = slot;
+  if (slot == TERN__PROXY_NONE) return 0;
+  const tern__proxy_conf *c = &req->proxy.conf[slot];
+  if ((req->proxy.host = tern__strdup(c->host)) == NULL) return TERN_ENOMEM;
+  req->proxy.port = c->port;
+  const tern__auth *g = &req->proxy.given;
+  if (g->user) return tern__auth_set(&req->auth.proxy, g->user, g->password, g->schemes);
+  if (c->userinfo)
+    return tern__auth_set_userinfo(&req->auth.proxy, c->userinfo,
+                                   g->schemes ? g->schemes : TERN_AUTH_ANY);
+  return 0;
+}

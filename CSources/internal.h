@@ -165,6 +165,10 @@ int tern__url_parse(tern__url *u, const char *url);
 void tern__url_free(tern__url *u);
 /* The absolute URL a Location value names, relative to `base`: *out (malloc'd) or a TERN_E*. */
 int tern__url_resolve(const tern__url *base, const char *location, char **out);
+/* Whether `host` (lower-case, IPv6 without brackets) matches a NO_PROXY list: comma- or
+ * space-separated names (equal, or a subdomain; a leading dot changes nothing), IP addresses and
+ * CIDR ranges (never matched by suffix), "*" alone for every host. Ports are ignored. */
+bool tern__no_proxy_match(const char *list, const char *host);
 
 /* ---- authentication (auth.c) ---------------------------------------------------------------- */
 
@@ -187,7 +191,7 @@ typedef struct {
 /* Sets a slot's credentials (copies; Basic alone is sent at once) or clears them (wiping the
  * password). tern__auth_set_userinfo takes a URL's percent-encoded "user:password". */
 int tern__auth_set(tern__auth *a, const char *user, const char *password, unsigned schemes);
-int tern__auth_set_userinfo(tern__auth *a, const char *userinfo);
+int tern__auth_set_userinfo(tern__auth *a, const char *userinfo, unsigned schemes);
 void tern__auth_clear(tern__auth *a);
 bool tern__challenge_find(const char *value, const char *scheme, tern__challenge *ch);
 bool tern__digest_supported(const tern__challenge *ch);
@@ -210,6 +214,22 @@ int tern__request_proxy_authorization(tern_request_t *req, const char *method, c
 
 /* ---- hops (hops.c) --------------------------------------------------------------------------- */
 
+/* One configured proxy: host NULL when not configured. userinfo (percent-encoded, or NULL) is
+ * for this proxy only. */
+typedef struct {
+  char *host, *userinfo;
+  uint16_t port;
+} tern__proxy_conf;
+enum { TERN__PROXY_NONE = -1, TERN__PROXY_ANY, TERN__PROXY_HTTP, TERN__PROXY_HTTPS };
+/* Parses "http://[user:password@]host[:port]" into *out (port 1080 when none). NULL or "" clears
+ * it. Returns 0 or a TERN_E* code. */
+int tern__proxy_conf_set(tern__proxy_conf *out, const char *proxy_url);
+void tern__proxy_conf_clear(tern__proxy_conf *c);
+/* Chooses this hop's proxy (scheme proxy, else the general one; none for a no_proxy host) and,
+ * when it differs from the last hop's, its credentials: the given ones, else its URL's; never
+ * another proxy's. Returns 0 or a TERN_E* code. */
+int tern__request_choose_proxy(tern_request_t *req);
+
 enum { TERN__HOP_NONE, TERN__HOP_REDIRECT, TERN__HOP_AUTH, TERN__HOP_PROXY_AUTH };
 /* After the response head: whether it leads to another hop (redirect, challenge). Sets
  * req->hop.next and req->hop.discard_body. Returns 0 or a TERN_E* code. */
@@ -219,6 +239,16 @@ int tern__request_decide_hop(tern_request_t *req);
 int tern__request_next_hop(tern_request_t *req);
 
 /* ---- requests -------------------------------------------------------------------------------- */
+
+/* Default fields tern_request_omit_header can drop, in request.c's order. */
+enum {
+  TERN__OMIT_HOST = 1u << 0,
+  TERN__OMIT_USER_AGENT = 1u << 1,
+  TERN__OMIT_ACCEPT = 1u << 2,
+  TERN__OMIT_ACCEPT_ENCODING = 1u << 3,
+  TERN__OMIT_CONNECTION = 1u << 4,
+  TERN__OMIT_EXPECT = 1u << 5
+};
 
 enum { TERN__BODY_NONE, TERN__BODY_MEM, TERN__BODY_FILE, TERN__BODY_CB, TERN__BODY_SEGMENTS };
 
@@ -282,6 +312,7 @@ struct tern_request {
   tern__str headers;   /* validated "Name: value\r\n" lines */
   bool user_host, user_agent, user_accept, user_accept_encoding, user_connection_close;
   bool user_authorization, user_proxy_authorization;
+  unsigned omit; /* TERN__OMIT_*: default fields not to send (tern_request_omit_header) */
   int64_t expect_min;
   uint64_t expect_wait_ms;
   uint64_t timeouts[4];
@@ -390,9 +421,15 @@ struct tern_request {
     int in_cb; /* 1: answering the origin's challenge, 2: the proxy's */
   } auth;
 
+  /* ---- the proxy: chosen per hop from these settings (hops.c) ---- */
   struct {
-    char *host; /* NULL: direct */
+    char *host; /* this hop's proxy, or NULL: direct */
     uint16_t port;
+    int chosen; /* TERN__PROXY_* slot this hop's proxy came from; -1 before the first hop */
+    tern__proxy_conf conf[3]; /* TERN__PROXY_ANY (tern_request_set_proxy), _HTTP, _HTTPS */
+    char *no_proxy;           /* hosts reached directly, curl's NO_PROXY syntax */
+    tern__auth given;         /* tern_request_set_proxy_auth: for whichever proxy applies */
+    int connect_status;       /* the proxy's answer to this request's last CONNECT, or 0 */
   } proxy;
 
   /* ---- TLS settings, and facts of the connection that carried the request (tls.c) ---- */

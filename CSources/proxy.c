@@ -88,6 +88,7 @@ int tern__proxy_tunnel_read(tern__conn *c) {
       tern__conn_consume(c, (size_t)r);
       continue;
     }
+    req->proxy.connect_status = status; /* curl's %{http_connect} */
     if (status < 300) {
       tern__conn_consume(c, (size_t)r);
       if (c->len > 0) break; /* the server speaks first in TLS only after our hello */
@@ -95,12 +96,12 @@ int tern__proxy_tunnel_read(tern__conn *c) {
     }
     int e = tern__request_set_response(req, minor, status, reason, reason_len, h, nh);
     if (e) return e;
+    tern__request_decide_hop(req);
     if (req->hop.response_cb && !atomic_load(&req->released) &&
         req->hop.response_cb(req, status, req->hop.response_data) != 0) {
       tern__request_set_error(req, TERN_ECANCELED, "canceled by the response callback");
       return TERN_ECANCELED;
     }
-    tern__request_decide_hop(req);
     if (req->hop.next == TERN__HOP_PROXY_AUTH) {
       /* The 407's body is not read: this connection ends, the next hop takes a new one. */
       tern__list_remove(&req->node);

@@ -38,6 +38,7 @@ tern_request_t *tern_request_new(void) {
   req->resp.minor = -1;
   req->notify.last_percent = -1;
   req->notify.last_up_percent = -1;
+  req->proxy.chosen = TERN__PROXY_NONE;
   for (int i = 0; i < 5; i++) req->times_ns[i] = -1;
   atomic_fetch_add(&tern__requests_live, 1);
   return req;
@@ -59,6 +60,9 @@ static void destroy(tern_request_t *req) {
   free(req->effective_url);
   tern__str_free(&req->hop.headers);
   free(req->proxy.host);
+  for (int i = 0; i < 3; i++) tern__proxy_conf_clear(&req->proxy.conf[i]);
+  free(req->proxy.no_proxy);
+  tern__auth_clear(&req->proxy.given);
   tern__auth_clear(&req->auth.www);
   tern__auth_clear(&req->auth.proxy);
   free(req->tls.ca_file);
@@ -117,7 +121,7 @@ int tern_request_set_url(tern_request_t *req, const char *url) {
   free(req->url_str);
   req->url_str = copy;
   if (u.userinfo && (req->auth.www.user == NULL || req->auth.from_url)) {
-    r = tern__auth_set_userinfo(&req->auth.www, u.userinfo);
+    r = tern__auth_set_userinfo(&req->auth.www, u.userinfo, TERN_AUTH_ANY);
     if (r) return r;
     req->auth.from_url = true;
   }
@@ -144,7 +148,8 @@ int tern_request_add_header(tern_request_t *req, const char *name, const char *v
   if (strcasecmp(name, "content-length") == 0 || strcasecmp(name, "transfer-encoding") == 0)
     return TERN_EBADHEADER;
   size_t vlen = strlen(value);
-  int r = tern__str_appendf(&req->headers, "%s: %s\r\n", name, value);
+  /* An empty value goes out as "Name:" (curl's -H "Name;"). */
+  int r = tern__str_appendf(&req->headers, vlen ? "%s: %s\r\n" : "%s:%s\r\n", name, value);
   if (r) return r;
   if (strcasecmp(name, "host") == 0) req->user_host = true;
   if (strcasecmp(name, "user-agent") == 0) req->user_agent = true;
@@ -154,6 +159,18 @@ int tern_request_add_header(tern_request_t *req, const char *name, const char *v
     req->user_connection_close = true;
   if (strcasecmp(name, "authorization") == 0) req->user_authorization = true;
   if (strcasecmp(name, "proxy-authorization") == 0) req->user_proxy_authorization = true;
+  return 0;
+}
+
+int tern_request_omit_header(tern_request_t *req, const char *name) {
+  CHECK_NEW(req);
+  if (!is_token(name)) return TERN_EBADHEADER;
+  if (strcasecmp(name, "content-length") == 0 || strcasecmp(name, "transfer-encoding") == 0)
+    return TERN_EBADHEADER;
+  static const char *const names[] = { "host",       "user-agent", "accept", "accept-encoding",
+                                       "connection", "expect",     NULL };
+  for (unsigned i = 0; names[i]; i++)
+    if (strcasecmp(name, names[i]) == 0) req->omit |= 1u << i;
   return 0;
 }
 
@@ -377,43 +394,33 @@ int tern_request_set_auth_cb(tern_request_t *req, tern_auth_cb cb, void *user_da
 
 int tern_request_set_proxy(tern_request_t *req, const char *proxy_url) {
   CHECK_NEW(req);
-  if (proxy_url == NULL || proxy_url[0] == '\0') {
-    free(req->proxy.host);
-    req->proxy.host = NULL;
-    return 0;
-  }
-  tern__url u;
-  int r = tern__url_parse(&u, proxy_url);
-  if (r) return r;
-  if (u.tls) { /* TLS to the proxy itself is not supported */
-    tern__url_free(&u);
-    return TERN_EUNSUPPORTED;
-  }
-  char *host = tern__strdup(u.host);
-  if (host == NULL) r = TERN_ENOMEM;
-  if (!r && u.userinfo) r = tern__auth_set_userinfo(&req->auth.proxy, u.userinfo);
-  if (!r) {
-    free(req->proxy.host);
-    req->proxy.host = host;
-    /* Without an explicit port a proxy is on curl's default, 1080. */
-    const char *hostpart = strstr(proxy_url, "://") + 3;
-    const char *at = strrchr(hostpart, '@');
-    if (at) hostpart = at + 1;
-    if (hostpart[0] == '[') hostpart = strchr(hostpart, ']');
-    size_t hl = strcspn(hostpart, "/?#");
-    req->proxy.port = memchr(hostpart, ':', hl) ? u.port : 1080;
-  } else {
-    free(host);
-  }
-  tern__url_free(&u);
-  return r;
+  return tern__proxy_conf_set(&req->proxy.conf[TERN__PROXY_ANY], proxy_url);
+}
+
+int tern_request_set_scheme_proxy(tern_request_t *req, const char *scheme, const char *proxy_url) {
+  CHECK_NEW(req);
+  if (scheme == NULL) return TERN_EINVAL;
+  if (strcasecmp(scheme, "http") == 0)
+    return tern__proxy_conf_set(&req->proxy.conf[TERN__PROXY_HTTP], proxy_url);
+  if (strcasecmp(scheme, "https") == 0)
+    return tern__proxy_conf_set(&req->proxy.conf[TERN__PROXY_HTTPS], proxy_url);
+  return TERN_EINVAL;
+}
+
+int tern_request_set_no_proxy(tern_request_t *req, const char *hosts) {
+  CHECK_NEW(req);
+  char *copy = NULL;
+  if (hosts && hosts[0] && (copy = tern__strdup(hosts)) == NULL) return TERN_ENOMEM;
+  free(req->proxy.no_proxy);
+  req->proxy.no_proxy = copy;
+  return 0;
 }
 
 int tern_request_set_proxy_auth(tern_request_t *req, const char *user, const char *password,
                                 unsigned schemes) {
   CHECK_NEW(req);
-  if (user == NULL || (schemes & TERN_AUTH_ANY) == 0) return TERN_EINVAL;
-  return tern__auth_set(&req->auth.proxy, user, password, schemes);
+  if ((schemes & TERN_AUTH_ANY) == 0) return TERN_EINVAL;
+  return tern__auth_set(&req->proxy.given, user, password, schemes);
 }
 
 int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode) {

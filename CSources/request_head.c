@@ -50,7 +50,10 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   req->is_head = method_is(req, "HEAD");
   if (req->user_connection_close) req->persistent = false;
 
-  int r = tern__request_open_body(req);
+  /* Each hop picks its proxy again: a redirect may change the scheme or reach a no_proxy host. */
+  int r = tern__request_choose_proxy(req);
+  if (r) return r;
+  r = tern__request_open_body(req);
   if (r) return r;
 
   if (req->url.tls && req->tls.id == NULL) {
@@ -116,14 +119,16 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     tern__str_free(&pa);
   }
   tern__str_free(&abs_target);
-  if (!r && !req->user_host) r = cat(&h, "Host: ", req->url.hostport, "\r\n", NULL);
-  if (!r && !req->user_agent) {
+  if (!r && !req->user_host && !(req->omit & TERN__OMIT_HOST))
+    r = cat(&h, "Host: ", req->url.hostport, "\r\n", NULL);
+  if (!r && !req->user_agent && !(req->omit & TERN__OMIT_USER_AGENT)) {
     if (!cfg->user_agent_set)
       r = cat(&h, "User-Agent: tern/", tern_version_string(), "\r\n", NULL);
     else if (cfg->user_agent[0])
       r = cat(&h, "User-Agent: ", cfg->user_agent, "\r\n", NULL);
   }
-  if (!r && !req->user_accept) r = cat(&h, "Accept: */*\r\n", NULL);
+  if (!r && !req->user_accept && !(req->omit & TERN__OMIT_ACCEPT))
+    r = cat(&h, "Accept: */*\r\n", NULL);
   if (!r && req->sink.range_sent) {
     r = cat(&h, "Range: bytes=", u64_text(req->sink.range_start, n1), "-",
             req->sink.end ? u64_text(req->sink.end - 1, n2) : "", "\r\n", NULL);
@@ -134,7 +139,8 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   }
   if (!r && req->upload.gzip && req->upload.kind != TERN__BODY_NONE)
     r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
-  if (!r && req->sink.decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding)
+  if (!r && req->sink.decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding &&
+      !(req->omit & TERN__OMIT_ACCEPT_ENCODING))
     r = cat(&h, "Accept-Encoding: ", tern__accept_encoding(), "\r\n", NULL);
   if (!r) {
     if (req->upload.len == UINT64_MAX)
@@ -145,10 +151,10 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   }
   req->expect_continue =
       req->upload.kind != TERN__BODY_NONE && req->expect_min >= 0 && !req->http10 &&
-      req->upload.len > 0 &&
+      !(req->omit & TERN__OMIT_EXPECT) && req->upload.len > 0 &&
       (req->upload.len == UINT64_MAX || req->upload.len >= (uint64_t)req->expect_min);
   if (!r && req->expect_continue) r = cat(&h, "Expect: 100-continue\r\n", NULL);
-  if (!r && !req->user_connection_close) {
+  if (!r && !req->user_connection_close && !(req->omit & TERN__OMIT_CONNECTION)) {
     if (!req->persistent && !req->http10)
       r = cat(&h, "Connection: close\r\n", NULL);
     else if (req->persistent && req->http10)

@@ -145,3 +145,11 @@ int tern_request_was_client_cert_requested(const tern_request_t *req) {
 }
 
 void *tern_request_get_user_data(const tern_request_t *req) { return req ? req->user_data : NULL; }
+
+int tern_request_is_final_hop(const tern_request_t *req) {
+  return req && req->resp.status != 0 && req->hop.next == TERN__HOP_NONE;
+}
+
+int tern_request_get_connect_status(const tern_request_t *req) {
+  return req ? req->proxy.connect_status : 0;
+}

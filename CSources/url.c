@@ -2,10 +2,12 @@
  * the current URL (RFC 3986, http and https only). */
 #include "internal.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static char *dup_range(const char *p, size_t n) {
   char *s = tern__malloc(n + 1);
@@ -233,4 +235,87 @@ int tern__url_resolve(const tern__url *base, const char *location, char **out) {
   }
   *out = abs.data;
   return 0;
+}
+
+/* ---- NO_PROXY lists ---- */
+
+/* The bytes of an IPv4 (4) or IPv6 (16) literal into out; 0 when `s` is no address. */
+static int ip_bytes(const char *s, unsigned char out[16]) {
+  if (inet_pton(AF_INET, s, out) == 1) return 4;
+  if (inet_pton(AF_INET6, s, out) == 1) return 16;
+  return 0;
+}
+
+/* One entry (n bytes, lower-cased by the caller's comparison) against the host. */
+static bool no_proxy_entry(const char *e, size_t n, const char *host, const unsigned char *ip,
+                           int iplen) {
+  char tok[300];
+  if (n == 0 || n >= sizeof tok) return false;
+  memcpy(tok, e, n);
+  tok[n] = '\0';
+  char *t = tok;
+  /* Ports are ignored: "[::1]:8080", "host:8080"; a bare IPv6 address has several colons. */
+  if (t[0] == '[') {
+    char *close = strchr(t, ']');
+    if (close == NULL) return false;
+    char *slash = close[1] == '/' ? close + 1 : NULL;
+    *close = '\0';
+    t++;
+    if (slash) { /* "[fd00::]/8" */
+      size_t tl = strlen(t), sl = strcspn(slash, ":");
+      memmove(t + tl, slash, sl);
+      t[tl + sl] = '\0';
+    }
+  } else {
+    char *colon = strchr(t, ':');
+    if (colon && strchr(colon + 1, ':') == NULL) *colon = '\0';
+  }
+  int bits = -1;
+  char *slash = strchr(t, '/');
+  if (slash) {
+    char *end;
+    long b = strtol(slash + 1, &end, 10);
+    if (slash[1] == '\0' || *end != '\0' || b < 0) return false;
+    bits = (int)b;
+    *slash = '\0';
+  }
+  unsigned char net[16];
+  int netlen = ip_bytes(t, net);
+  if (netlen) {
+    if (netlen != iplen) return false;
+    if (bits < 0 || bits > netlen * 8) bits = netlen * 8;
+    for (int i = 0; i < netlen && bits > 0; i++, bits -= 8) {
+      unsigned char mask = bits >= 8 ? 0xff : (unsigned char)(0xff << (8 - bits));
+      if ((ip[i] & mask) != (net[i] & mask)) return false;
+    }
+    return true;
+  }
+  if (bits >= 0 || iplen) return false; /* names never match an address */
+  if (t[0] == '*' && t[1] == '.') t++;
+  while (*t == '.') t++;
+  size_t tl = strlen(t);
+  while (tl && t[tl - 1] == '.') tl--;
+  if (tl == 0) return false;
+  size_t hl = strlen(host);
+  while (hl && host[hl - 1] == '.') hl--;
+  if (hl < tl || strncasecmp(host + hl - tl, t, tl) != 0) return false;
+  return hl == tl || host[hl - tl - 1] == '.';
+}
+
+bool tern__no_proxy_match(const char *list, const char *host) {
+  if (list == NULL || host == NULL) return false;
+  const char *p = list;
+  while (*p == ' ' || *p == '\t') p++;
+  size_t n = strlen(p);
+  while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
+  if (n == 1 && p[0] == '*') return true;
+  unsigned char ip[16];
+  int iplen = ip_bytes(host, ip);
+  while (*p) {
+    size_t len = strcspn(p, ", \t");
+    if (no_proxy_entry(p, len, host, ip, iplen)) return true;
+    p += len;
+    while (*p == ',' || *p == ' ' || *p == '\t') p++;
+  }
+  return false;
 }

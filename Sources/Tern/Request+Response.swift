@@ -28,6 +28,7 @@ struct Outcome: Sendable {
     var decodedEncoding: String?
     var bytesDelivered: UInt64 = 0
     var bodySkipped = false
+    var connectStatus = 0
     var originalURL: URL?
     var effectiveURL: URL?
     var redirectCount = 0
@@ -105,6 +106,10 @@ extension Request {
 
     /// True when the latest attempt went out on a connection kept from an earlier request.
     public var isReused: Bool { outcome(\.head)?.isReused ?? false }
+
+    /// The status of the proxy's answer to the `CONNECT` this request sent for an `https` URL
+    /// (200 when the tunnel opened), or 0 when it sent none (curl's `%{http_connect}`).
+    public var proxyConnectStatusCode: Int { outcome(\.connectStatus) }
 
     /// Progress of the latest execution: last event and byte counts.
     public var progress: Progress { outcome(\.progress) }

@@ -191,6 +191,7 @@ public final class Request: Sendable {
         var proxy: ProxyConfiguration?
         var proxyAuthenticationSchemes = AuthenticationSchemes.any
         var proxyEnvironment: ProxyEnvironment?
+        var omittedHeaderFields: [String] = []
         var callbackQueue: DispatchQueue = .global()
         var engine: Engine?
         var listener: Listener?
@@ -280,6 +281,14 @@ public final class Request: Sendable {
     public var headerFields: HTTPFields {
         get { setting(\.headerFields) }
         set { set(\.headerFields, newValue) }
+    }
+
+    /// Names of fields the engine adds by itself not to send (curl's `-H "Name:"`): `Host`,
+    /// `User-Agent`, `Accept`, `Accept-Encoding`, `Connection` and `Expect`; other names change
+    /// nothing. Fields in ``headerFields`` are still sent.
+    public var omittedHeaderFields: [String] {
+        get { setting(\.omittedHeaderFields) }
+        set { set(\.omittedHeaderFields, newValue) }
     }
 
     /// The `User-Agent` field; `nil` leaves the engine's (`tern/VERSION` by default).

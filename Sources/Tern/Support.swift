@@ -57,6 +57,26 @@ extension StringProtocol {
         }
         return String(validating: bytes, as: UTF8.self)
     }
+
+    /// The text as a URL's user or password: every byte but the unreserved characters and the
+    /// sub-delimiters percent-encoded (so `:`, `@` and `/` are), as Foundation's
+    /// `addingPercentEncoding(withAllowedCharacters: .urlUserAllowed - ":@/")` does.
+    func percentEncodedUserinfo() -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        for byte in self.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"):
+                out.append(byte)
+            case _ where "-._~!$&'()*+,;=".utf8.contains(byte):
+                out.append(byte)
+            default:
+                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }
 
 /// Foundation's `CharacterSet.whitespaces`, as CoreFoundation defines it: the tab, the space

@@ -254,14 +254,16 @@ final class CommandRunner {
         // The proxy: -x, else the environment's (curl's rules); --noproxy and no_proxy exempt
         // hosts; -U gives credentials to whichever proxy applies.
         let proxy: ProxyConfiguration?
+        let proxyRules: ProxyEnvironment?
         do throws(TernError) {
-            proxy = try proxyConfiguration(for: url)
+            (proxy, proxyRules) = try proxyConfiguration(for: url)
         } catch {
             return error.code == .unsupported
                 ? failure(4, error.message)
                 : failure(5, "Unsupported proxy syntax: \(error.message)")
         }
-        request.proxy = proxy
+        // With the rules, the engine chooses the proxy again for every redirect hop, as curl.
+        if let proxyRules { request.proxyEnvironment = proxyRules } else { request.proxy = proxy }
         request.proxyAuthenticationSchemes = proxyAuthSchemes
         if let referer = options.referer {
             request.referrer = referer.hasSuffix(";auto") ? String(referer.dropLast(5)) : referer
@@ -269,6 +271,7 @@ final class CommandRunner {
 
         // Header fields.
         var fields = HTTPFields()
+        var omitted: [String] = []
         for line in options.headers {
             guard let colon = line.firstIndex(of: ":") else {
                 if line.hasSuffix(";"), let name = HTTPField.Name(String(line.dropLast())) {
@@ -281,13 +284,19 @@ final class CommandRunner {
             guard let name = HTTPField.Name(nameText) else {
                 return failure(43, "invalid header field name \"\(nameText)\"")
             }
-            if value.isEmpty { continue }  // curl: "Name:" removes a field; we send none
+            if value.isEmpty {  // curl: "Name:" removes the field the engine adds by itself
+                if !["content-length", "transfer-encoding"].contains(name.canonicalName) {
+                    omitted.append(nameText)
+                }
+                continue
+            }
             if ["content-length", "transfer-encoding"].contains(name.canonicalName) {
                 if options.verbose { Output.stderr("* ignoring \(nameText): the engine frames the body\n") }
                 continue
             }
             fields.append(HTTPField(name: name, value: value))
         }
+        request.omittedHeaderFields = omitted
 
         // The request body: -d and friends (a form), -F (multipart, files streamed from
         // disk), or -T (a file streamed as it is, stdin chunked).
@@ -497,7 +506,11 @@ final class CommandRunner {
 
     /// The proxy for `url` by curl's rules: -x ("" for none), else http_proxy, https_proxy,
     /// all_proxy; --noproxy (else no_proxy) exempts hosts; -U supplies the credential.
-    private func proxyConfiguration(for url: URL) throws(TernError) -> ProxyConfiguration? {
+    /// The rules themselves come back too (for every hop) unless -U must replace the
+    /// credentials of an environment variable's proxy.
+    private func proxyConfiguration(for url: URL) throws(TernError)
+        -> (ProxyConfiguration?, ProxyEnvironment?)
+    {
         var environment = ProxyEnvironment()
         let credential = options.proxyUser.map { text -> Credential in
             let (name, password) = Self.userAndPassword(text)
@@ -511,9 +524,10 @@ final class CommandRunner {
             }
         }
         if let list = options.noProxy { environment.noProxy = NoProxyList(list) }
-        guard var proxy = try environment.proxy(for: url) else { return nil }
+        let rules = credential == nil || environment.explicitProxy != nil ? environment : nil
+        guard var proxy = try environment.proxy(for: url) else { return (nil, rules) }
         if let credential { proxy.credential = credential }
-        return proxy
+        return (proxy, rules)
     }
 
     /// The TLS options from --cacert, --capath, -k, -E, --key and --pass.

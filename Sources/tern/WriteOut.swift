@@ -34,7 +34,8 @@ enum WriteOut {
         let variables: [String: String] = [
             "http_code": formatted("%03ld", code),
             "response_code": formatted("%03ld", code),
-            "http_connect": formatted("%03ld", refusedTunnel ? request.statusCode : 0),
+            "http_connect": formatted(
+                "%03ld", refusedTunnel ? request.statusCode : request.proxyConnectStatusCode),
             "size_download": "\(received)",
             "size_upload": "\(request.progress.bytesSent)",
             "size_header": "\(request.statusCode == 0 ? 0 : CommandRunner.headText(request).utf8.count)",

@@ -1300,7 +1300,7 @@ TEST(faults_no_data_callback_after_free) {
   uint64_t deadline = test_now_ms() + test_scaled_ms(5000);
   while (atomic_load(&f.calls) < 50 && test_now_ms() < deadline) sleep_ms(1);
   ASSERT_GE(atomic_load(&f.calls), 50);
-  tern_request_free(req);
+  req_free(req);
   atomic_store(&f.freed, true);
   wait_stat(eng, TERN_STAT_REQUESTS_ACTIVE, 0, 2000);
   wait_stat(NULL, TERN_STAT_REQUESTS_LIVE, live0, 2000);

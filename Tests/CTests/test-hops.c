@@ -147,6 +147,8 @@ typedef struct {
   int cancel_request_at;       /* hop request number (1-based) to cancel at, 0: never */
   int cancel_response_at;      /* same for hop responses */
   int add_hop_header_rc;
+  bool final[MAX_HOPS];        /* tern_request_is_final_hop inside the callback */
+  bool via[MAX_HOPS];          /* the hop's response came through squid (a Via field) */
 } hop_log;
 
 static int on_hop_response(tern_request_t *req, int status, void *ud) {
@@ -156,6 +158,9 @@ static int on_hop_response(tern_request_t *req, int status, void *ud) {
   const char *c = tern_request_get_header(req, "Set-Cookie");
   snprintf(h->cookie[h->n], sizeof h->cookie[0], "%s", c ? c : "");
   h->authz[h->n] = tern_request_get_header(req, "X-Echo-Authorization") != NULL;
+  h->final[h->n] = tern_request_is_final_hop(req) != 0;
+  const char *via = tern_request_get_header(req, "Via");
+  h->via[h->n] = via && strstr(via, "tern-squid") != NULL;
   h->n++;
   return h->cancel_response_at && h->n == h->cancel_response_at;
 }
@@ -1834,5 +1839,315 @@ TEST(proxy_connections_pooled_per_proxy) {
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
   free(url);
+  test_finish(eng);
+}
+
+/* ==== which head is final; default fields; the proxy of each hop ========================= */
+
+TEST(hop_response_knows_final) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  /* Two redirects followed, then the echo: only the last head is final. */
+  hop_log h = { 0 };
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=2"));
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  watch_hops(req, &h);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(h.n, 3);
+  ASSERT(!h.final[0] && !h.final[1] && h.final[2]);
+  ASSERT(tern_request_is_final_hop(req));
+  tern_request_free(req);
+  /* Not followed: the 3xx is the response. */
+  hop_log n = { 0 };
+  req = request_owned(redirect_url(302, "/echo"));
+  watch_hops(req, &n);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(n.n, 1);
+  ASSERT(n.final[0]);
+  tern_request_free(req);
+  /* A 401 answered with credentials is not final; the 401 that stands is. */
+  hop_log a = { 0 };
+  req = request_owned(url_at("FAULT_PORT", "/challenge?www=Basic%%20realm%%3D%%22ok%%22"));
+  ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
+  watch_hops(req, &a);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(a.n, 2);
+  ASSERT(!a.final[0] && a.final[1]);
+  tern_request_free(req);
+  /* Without credentials the first 401 is final. */
+  hop_log b = { 0 };
+  req = request_owned(url_at("FAULT_PORT", "/challenge?www=Basic%%20realm%%3D%%22ok%%22"));
+  watch_hops(req, &b);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(b.n, 1);
+  ASSERT(b.final[0]);
+  ASSERT_EQ(tern_request_get_connect_status(req), 0);
+  tern_request_free(req);
+  test_finish(eng);
+}
+
+TEST(omit_default_headers) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
+  ASSERT_EQ(tern_request_omit_header(req, "Accept"), 0);
+  ASSERT_EQ(tern_request_omit_header(req, "user-agent"), 0);
+  ASSERT_EQ(tern_request_omit_header(req, "Accept-Encoding"), 0);
+  ASSERT_EQ(tern_request_omit_header(req, "X-Not-Generated"), 0); /* nothing to omit */
+  ASSERT_EQ(tern_request_omit_header(req, "Content-Length"), TERN_EBADHEADER);
+  ASSERT_EQ(tern_request_omit_header(req, "Bad Name"), TERN_EBADHEADER);
+  ASSERT_EQ(tern_request_add_header(req, "X-Empty", ""), 0); /* curl's -H "X-Empty;" */
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  const char *head = head_of(req);
+  ASSERT(ci_find(head, "\r\nAccept:") == NULL);
+  ASSERT(ci_find(head, "\r\nUser-Agent:") == NULL);
+  ASSERT(ci_find(head, "\r\nAccept-Encoding:") == NULL);
+  ASSERT(strstr(head, "\r\nHost: 127.0.0.1:") != NULL);
+  ASSERT(strstr(head, "\r\nX-Empty:\r\n") != NULL);
+  ASSERT(body_contains(req, "\"X-Empty\", \"\""));
+  ASSERT(!body_contains_no_log(req, "\"Accept\""));
+  tern_request_free(req);
+  /* Omitted, then the caller's own: sent once, the caller's. */
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  ASSERT_EQ(tern_request_omit_header(req, "Accept"), 0);
+  ASSERT_EQ(tern_request_add_header(req, "Accept", "text/x-mine"), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  head = head_of(req);
+  ASSERT(strstr(head, "\r\nAccept: text/x-mine\r\n") != NULL);
+  ASSERT(strstr(head, "*/*") == NULL);
+  tern_request_free(req);
+  /* Host and Connection too (curl lets -H "Host:" go); Expect: the body goes without waiting. */
+  char sha[65];
+  unsigned char *body = pattern_body(2 << 20, sha);
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
+  ASSERT_EQ(tern_request_set_body(req, body, 2 << 20), 0);
+  ASSERT_EQ(tern_request_set_persistent(req, 0), 0);
+  ASSERT_EQ(tern_request_omit_header(req, "Expect"), 0);
+  ASSERT_EQ(tern_request_omit_header(req, "Connection"), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  head = head_of(req);
+  ASSERT(ci_find(head, "\r\nExpect:") == NULL);
+  ASSERT(ci_find(head, "\r\nConnection:") == NULL);
+  assert_kept(req, "POST", 2 << 20, sha);
+  tern_request_free(req);
+  free(body);
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  ASSERT_EQ(tern_request_omit_header(req, "Host"), 0);
+  test_run(eng, req); /* the server may refuse a request without Host; the head is the point */
+  ASSERT(ci_find(head_of(req), "\r\nHost:") == NULL);
+  tern_request_free(req);
+  test_finish(eng);
+}
+
+TEST(proxy_hop_response_knows_final) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  /* squid's 407, answered with Digest: not final; the 200 is. */
+  hop_log h = { 0 };
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
+  watch_hops(req, &h);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(h.n, 2);
+  ASSERT_EQ(h.status[0], 407);
+  ASSERT(!h.final[0] && h.final[1]);
+  tern_request_free(req);
+  /* The same for the CONNECT's 407. */
+  hop_log t = { 0 };
+  char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
+  req = test_request_url(url);
+  free(url);
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  watch_hops(req, &t);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(t.n, 2);
+  ASSERT_EQ(t.status[0], 407);
+  ASSERT(!t.final[0] && t.final[1]);
+  ASSERT_EQ(tern_request_get_connect_status(req), 200);
+  tern_request_free(req);
+  test_finish(eng);
+}
+
+TEST(proxy_connect_status) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
+  tern_request_t *req = test_request_url(url);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(tern_request_get_connect_status(req), 200);
+  tern_request_free(req);
+  /* A pooled tunnel: no CONNECT for this request (curl: 000). */
+  req = test_request_url(url);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT(tern_request_is_reused(req));
+  ASSERT_EQ(tern_request_get_connect_status(req), 0);
+  tern_request_free(req);
+  /* Refused: the 407. */
+  req = test_request_url(url);
+  set_proxy(req, "SQUID_AUTH_PORT", NULL);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  test_run(eng, req);
+  ASSERT_EQ(tern_request_get_connect_status(req), 407);
+  tern_request_free(req);
+  free(url);
+  /* Plain http through a proxy sends no CONNECT. */
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_connect_status(req), 0);
+  tern_request_free(req);
+  test_finish(eng);
+}
+
+/* A request for FAULT_PORT's /redirect to `to`, through SQUID_PORT, with a no-proxy list. */
+static tern_request_t *no_proxy_case(tern_engine_t *eng, const char *from_host, const char *to,
+                                     const char *no_proxy, hop_log *h) {
+  char *e = qenc(to);
+  char *url =
+      fmt("http://%s:%d/redirect?status=302&to=%s", from_host, testsrv_port("FAULT_PORT"), e);
+  free(e);
+  tern_request_t *req = request_owned(url);
+  set_proxy(req, "SQUID_PORT", NULL);
+  ASSERT_EQ(tern_request_set_no_proxy(req, no_proxy), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  watch_hops(req, h);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(h->n, 2);
+  return req;
+}
+
+TEST(proxy_no_proxy_per_hop) {
+  /* curl evaluates the proxy and no_proxy for every hop. */
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *to_localhost = fmt("http://localhost:%d/echo", testsrv_port("FAULT2_PORT"));
+  char *to_ip = fmt("http://127.0.0.1:%d/echo", testsrv_port("FAULT2_PORT"));
+  /* Through squid, then to a no_proxy host: direct. */
+  hop_log a = { 0 };
+  tern_request_t *req = no_proxy_case(eng, "127.0.0.1", to_localhost, "example.com, localhost", &a);
+  ASSERT(a.via[0]);
+  ASSERT(!a.via[1]);
+  ASSERT(!body_contains_no_log(req, "\"Via\""));
+  ASSERT(strncmp(head_of(req), "GET /echo HTTP/1.1\r\n", 20) == 0);
+  tern_request_free(req);
+  /* Direct first (a no_proxy host), then through squid. */
+  hop_log b = { 0 };
+  req = no_proxy_case(eng, "localhost", to_ip, ".localhost", &b);
+  ASSERT(!b.via[0]);
+  ASSERT(b.via[1]);
+  ASSERT(via_squid(req));
+  tern_request_free(req);
+  /* A CIDR range and "*" cover both hops. */
+  static const char *all[] = { "127.0.0.0/8,localhost", "*" };
+  for (int i = 0; i < 2; i++) {
+    hop_log c = { 0 };
+    req = no_proxy_case(eng, "127.0.0.1", to_localhost, all[i], &c);
+    ASSERT(!c.via[0] && !c.via[1]);
+    tern_request_free(req);
+  }
+  /* 127.0.0.1 is no subdomain of 0.0.1. */
+  hop_log d = { 0 };
+  req = no_proxy_case(eng, "127.0.0.1", to_ip, "0.0.1,127.0.0.2", &d);
+  ASSERT(d.via[0] && d.via[1]);
+  tern_request_free(req);
+  free(to_localhost);
+  free(to_ip);
+  test_finish(eng);
+}
+
+TEST(proxy_scheme_proxy_per_hop) {
+  /* http_proxy for http://, https_proxy for https://, chosen again after a redirect. */
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *to = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
+  char *e = qenc(to);
+  char *from = url_at("FAULT_PORT", "/redirect?status=302&to=%s", e);
+  free(e);
+  char *auth_proxy = proxy_url("SQUID_AUTH_PORT", "alice:wonderland");
+  char *bare_auth_proxy = proxy_url("SQUID_AUTH_PORT", NULL);
+  char *open_proxy = proxy_url("SQUID_PORT", NULL);
+  /* The general proxy (with credentials) for http, squid's open port for https. */
+  hop_log a = { 0 };
+  tern_request_t *req = test_request_url(from);
+  ASSERT_EQ(tern_request_set_proxy(req, auth_proxy), 0);
+  ASSERT_EQ(tern_request_set_scheme_proxy(req, "https", open_proxy), 0);
+  ASSERT_EQ(tern_request_set_scheme_proxy(req, "ftp", open_proxy), TERN_EINVAL);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  watch_hops(req, &a);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  /* squid's 407 (the URL's credentials answer it), its 302, then the tunnel's 200. */
+  ASSERT_EQ(a.n, 3);
+  ASSERT(a.status[0] == 407 && a.status[1] == 302 && a.status[2] == 200);
+  ASSERT(a.via[1]);
+  test_assert_req_body_sha(req, "SHA_1K");
+  ASSERT_EQ(tern_request_get_connect_status(req), 200);
+  tern_request_free(req);
+  /* The credentials of the http proxy's URL never go to the https proxy: its CONNECT gets a
+   * 407 (the same squid port, configured without credentials). */
+  hop_log b = { 0 };
+  req = test_request_url(from);
+  ASSERT_EQ(tern_request_set_scheme_proxy(req, "http", auth_proxy), 0);
+  ASSERT_EQ(tern_request_set_scheme_proxy(req, "https", bare_auth_proxy), 0);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  watch_hops(req, &b);
+  int err = test_run(eng, req);
+  ASSERT(err == 0 || err == TERN_EPROXY);
+  ASSERT_EQ(b.n, 3);
+  ASSERT(b.status[0] == 407 && b.status[1] == 302 && b.via[1]);
+  ASSERT_EQ(tern_request_get_status(req), 407);
+  ASSERT_EQ(tern_request_get_connect_status(req), 407);
+  tern_request_free(req);
+  /* Credentials given with tern_request_set_proxy_auth (curl's -U) go to whichever applies. */
+  req = test_request_url(from);
+  ASSERT_EQ(tern_request_set_scheme_proxy(req, "http", bare_auth_proxy), 0);
+  ASSERT_EQ(tern_request_set_scheme_proxy(req, "https", bare_auth_proxy), 0);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_ANY), 0);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(tern_request_get_connect_status(req), 200);
+  tern_request_free(req);
+  /* Schemes alone (a NULL user) apply to the credentials of proxy URLs: Basic at once. */
+  hop_log s = {0};
+  req = request_owned(url_at("FAULT_PORT", "/echo"));
+  ASSERT_EQ(tern_request_set_scheme_proxy(req, "http", auth_proxy), 0);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, NULL, NULL, 0), TERN_EINVAL);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, NULL, NULL, TERN_AUTH_BASIC), 0);
+  watch_hops(req, &s);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(s.n, 1);
+  ASSERT(strstr(head_of(req), "\r\nProxy-Authorization: Basic YWxpY2U6d29uZGVybGFuZA==\r\n"));
+  tern_request_free(req);
+  /* A scheme without its own proxy uses the general one; no proxy at all goes direct. */
+  hop_log c = { 0 };
+  req = test_request_url(from);
+  ASSERT_EQ(tern_request_set_scheme_proxy(req, "https", open_proxy), 0);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  watch_hops(req, &c);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT(!c.via[0]);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  /* The https hop rode the first case's tunnel through squid's open port (no CONNECT). */
+  ASSERT(tern_request_is_reused(req));
+  ASSERT_EQ(tern_request_get_connect_status(req), 0);
+  tern_request_free(req);
+  free(auth_proxy);
+  free(bare_auth_proxy);
+  free(open_proxy);
+  free(from);
+  free(to);
   test_finish(eng);
 }

@@ -132,3 +132,31 @@ TEST(digest_response_rfc7616_examples) {
   ASSERT(strstr(h.data, "opaque=\"FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS\"") != NULL);
   tern__str_free(&h);
 }
+
+/* curl's NO_PROXY rules: names match themselves and subdomains (leading dot or not), addresses
+ * and CIDR ranges only addresses, ports ignored, "*" alone everything. */
+TEST(no_proxy_list_matching) {
+  ASSERT(tern__no_proxy_match("localhost", "localhost"));
+  ASSERT(!tern__no_proxy_match("localhost", "localhost2"));
+  ASSERT(tern__no_proxy_match("a.test, example.com", "www.example.com"));
+  ASSERT(tern__no_proxy_match(".example.com", "example.com"));
+  ASSERT(tern__no_proxy_match("*.example.com", "x.example.com"));
+  ASSERT(!tern__no_proxy_match("example.com", "myexample.com"));
+  ASSERT(tern__no_proxy_match("EXAMPLE.com:8080", "example.com"));
+  ASSERT(tern__no_proxy_match("example.com", "example.com."));
+  ASSERT(tern__no_proxy_match("*", "anything"));
+  ASSERT(tern__no_proxy_match(" * ", "10.1.2.3"));
+  ASSERT(!tern__no_proxy_match("*,x", "anything"));
+  ASSERT(tern__no_proxy_match("10.0.0.0/8", "10.200.3.4"));
+  ASSERT(!tern__no_proxy_match("10.0.0.0/8", "11.0.0.1"));
+  ASSERT(tern__no_proxy_match("127.0.0.1", "127.0.0.1"));
+  ASSERT(!tern__no_proxy_match("127.0.0.1", "127.0.0.2"));
+  ASSERT(!tern__no_proxy_match("0.0.1", "127.0.0.1")); /* addresses never by suffix */
+  ASSERT(tern__no_proxy_match("fd00::/8", "fd12::1"));
+  ASSERT(tern__no_proxy_match("[::1]:8080", "::1"));
+  ASSERT(tern__no_proxy_match("[fd00::]/8", "fdff::2"));
+  ASSERT(!tern__no_proxy_match("fd00::/8", "fe80::1"));
+  ASSERT(!tern__no_proxy_match("10.0.0.0/8", "ten.example"));
+  ASSERT(!tern__no_proxy_match("", "localhost"));
+  ASSERT(!tern__no_proxy_match(NULL, "localhost"));
+}

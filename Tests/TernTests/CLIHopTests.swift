@@ -185,6 +185,7 @@ extension TernTests {
                 arguments: ["-x", "$SQUID_AUTH", "-U", "$USER:$PASS", "--cacert", "$CA", "$TLS/1k.bin"]),
             CurlCase(name: "-x squid without credentials, https", arguments: ["-x", "$SQUID_AUTH", "--cacert", "$CA", "$TLS/1k.bin"]),
             CurlCase(name: "-x squid without credentials, http", arguments: ["-x", "$SQUID_AUTH", "$F/echo"]),
+            CurlCase(name: "-H Accept: removes it, -H X-Empty; sends it empty", arguments: ["-H", "Accept:", "-H", "X-Empty;", "$F/echo"]),
             CurlCase(name: "-b N=V on a chain", arguments: ["-L", "-b", "n=v", "$F/redirect-chain?n=2"]),
             CurlCase(name: "-b FILE on a chain", arguments: ["-L", "-b", "$JAR", "$F/redirect-chain?n=2"]),
             CurlCase(name: "-c engine on a chain", arguments: ["-L", "-c", "/dev/null", "$F/redirect-chain?n=3"]),
@@ -536,6 +537,58 @@ extension TernTests {
             // An unresolvable proxy from the environment is exit 5.
             #expect(try ternTool(
                 ["-s", echo], environment: toolEnvironment(["http_proxy": "http://tern-proxy.invalid:3128"])).status == 5)
+        }
+
+        /// curl chooses the proxy again for every hop: a redirect to https goes through
+        /// https_proxy, one to a no_proxy host goes direct; -w %{http_connect} is the CONNECT's
+        /// status on success too.
+        @Test func proxyChosenAgainForEveryHop() throws {
+            let servers = try Servers.get()
+            let squid = "http://127.0.0.1:\(try servers.must("SQUID_PORT"))"
+            let squidAuth = "http://127.0.0.1:\(try servers.must("SQUID_AUTH_PORT"))"
+            let ca = try servers.must("CA_PEM")
+            let tls = "https://localhost:\(try servers.must("TLS_PORT"))/1k.bin"
+            func redirect(to target: String) -> String {
+                let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? target
+                return servers.fault("/redirect").absoluteString + "?status=302&to=" + encoded
+            }
+            let tools = curlIsInstalled ? [TernBinary.path, curlPath] : [TernBinary.path]
+            for tool in tools {
+                let q = tool == curlPath ? ["-q"] : []
+                // http_proxy for the first hop, https_proxy (squid's open port) for the second.
+                let ok = try runTool(
+                    tool, q + ["-sL", "--cacert", ca, "-o", "/dev/null", "-w", "%{http_connect}", redirect(to: tls)],
+                    environment: toolEnvironment(["http_proxy": squid, "https_proxy": squid]))
+                #expect(ok.status == 0 && ok.text == "200", "\(tool): \(ok.status) \(ok.text) \(ok.stderr)")
+                // https_proxy refuses CONNECT without credentials: the https hop took it (56),
+                // and the http proxy's credentials did not go with it. (curl 7.88 keeps the
+                // first proxy URL's credentials for a later proxy with none; tern gives a
+                // proxy URL's credentials to that proxy setting only.)
+                if tool == TernBinary.path {
+                    let refused = try runTool(
+                        tool, q + ["-sL", "--cacert", ca, "-o", "/dev/null", redirect(to: tls)],
+                        environment: toolEnvironment([
+                            "http_proxy": "http://alice:wonderland@127.0.0.1:\(try servers.must("SQUID_AUTH_PORT"))",
+                            "https_proxy": squidAuth,
+                        ]))
+                    #expect(refused.status == 56, "\(tool): \(refused.status) \(refused.stderr)")
+                }
+                // A redirect to a no_proxy host goes direct.
+                let direct = try runTool(
+                    tool, q + ["-sL", redirect(to: "http://localhost:\(try servers.must("FAULT2_PORT"))/echo")],
+                    environment: toolEnvironment(["http_proxy": squid, "no_proxy": "localhost"]))
+                #expect(direct.status == 0, "\(tool): \(direct.stderr)")
+                #expect(!viaSquid(direct), "\(tool): the no_proxy hop went through squid")
+                // -x with --noproxy: the same per hop.
+                let flags = try runTool(
+                    tool, q + ["-sL", "-x", squid, "--noproxy", "localhost",
+                               redirect(to: "http://localhost:\(try servers.must("FAULT2_PORT"))/echo")])
+                #expect(flags.status == 0 && !viaSquid(flags), "\(tool): \(flags.stderr)")
+                // A plain request through the proxy sends no CONNECT: 000.
+                let plain = try runTool(
+                    tool, q + ["-s", "-x", squid, "-o", "/dev/null", "-w", "%{http_connect}", servers.fault("/echo").absoluteString])
+                #expect(plain.text == "000", "\(tool): \(plain.text)")
+            }
         }
 
         // MARK: - Rate

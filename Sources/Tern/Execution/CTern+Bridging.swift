@@ -245,6 +245,9 @@ extension Execution {
                     + (["content-length", "transfer-encoding"].contains(field.name.lowercased())
                         ? " (set by the engine)" : ""))
         }
+        for name in p.omittedFields {
+            try check(tern_request_omit_header(h, name), "omitted header field \(name)")
+        }
         try configureHops(h)
         switch p.body {
         case .none:
@@ -388,7 +391,14 @@ extension Execution {
                     Self.schemeBits(stored: scheme, allowed: p.authSchemes)),
                 "stored credential")
         }
-        if let proxy = p.proxy {
+        if let rules = p.proxyRules, p.maxRedirects > 0, try configureProxyRules(h, rules) {
+            // The engine picks each hop's proxy by the environment's rules, each proxy with its
+            // own credentials; the first hop's is known to the coordinator.
+            if let proxy = p.proxy, let credential = proxy.credential {
+                auth?.noteRequestCredential(
+                    credential, for: proxy.url, isProxy: true, sentPreemptively: false)
+            }
+        } else if let proxy = p.proxy {
             try check(tern_request_set_proxy(h, proxy.url.absoluteString), "proxy \(proxy)")
             if let credential = proxy.credential {
                 try check(
@@ -411,6 +421,51 @@ extension Execution {
         if p.maxReceiveSpeed > 0 {
             try check(tern_request_set_max_recv_speed(h, p.maxReceiveSpeed), "maxReceiveSpeed")
         }
+    }
+
+    /// Hands the environment's proxies and no-proxy list to the engine, which applies them to
+    /// every hop (a redirect from http to https, or to a no_proxy host, changes the proxy, as in
+    /// curl). Each proxy URL carries its own credentials, so none reaches another proxy.
+    /// Returns false, setting nothing, when the rules name no proxy.
+    private func configureProxyRules(_ h: OpaquePointer, _ rules: ProxyEnvironment)
+        throws(TernError) -> Bool
+    {
+        func url(_ proxy: ProxyConfiguration?) -> String? {
+            guard let proxy else { return nil }
+            guard let credential = proxy.credential else { return proxy.url.absoluteString }
+            let user = credential.user.percentEncodedUserinfo()
+            let password = credential.password.percentEncodedUserinfo()
+            return "http://\(user):\(password)@"
+                + proxy.url.absoluteString.dropFirst("http://".count)
+        }
+        let general: ProxyConfiguration?
+        let http: ProxyConfiguration?
+        let https: ProxyConfiguration?
+        func parse(_ string: String?) throws(TernError) -> ProxyConfiguration? {
+            guard let string, rules.explicitProxy == nil else { return nil }
+            return try ProxyConfiguration(string)
+        }
+        do throws(TernError) {
+            if let explicit = rules.explicitProxy { general = explicit } else { general = try parse(rules.allProxy) }
+            http = try parse(rules.httpProxy)
+            https = try parse(rules.httpsProxy)
+        } catch {
+            return false  // the first hop's proxy failed already, or a later hop may not need it
+        }
+        guard general != nil || http != nil || https != nil else { return false }
+        if let general = url(general) {
+            try check(tern_request_set_proxy(h, general), "proxy \(general)")
+        }
+        if let http = url(http) { try check(tern_request_set_scheme_proxy(h, "http", http), "http proxy") }
+        if let https = url(https) {
+            try check(tern_request_set_scheme_proxy(h, "https", https), "https proxy")
+        }
+        if let list = rules.noProxy {
+            try check(tern_request_set_no_proxy(h, list.rawValue), "no-proxy list")
+        }
+        try check(
+            tern_request_set_proxy_auth(h, nil, nil, plan.proxySchemes.rawValue), "proxy schemes")
+        return true
     }
 
     /// Basic alone (sent at once) when a store knows the space takes Basic and the request
@@ -568,6 +623,7 @@ extension Execution {
             decodedEncoding: tern_request_get_decoded_encoding(h).map { String(cString: $0) },
             bytesDelivered: tern_request_get_bytes_delivered(h),
             bodySkipped: tern_request_is_body_skipped(h) != 0,
+            connectStatus: Int(tern_request_get_connect_status(h)),
             redirectedURL: redirected,
             redirectCount: redirects)
     }

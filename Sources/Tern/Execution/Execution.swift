@@ -70,6 +70,8 @@ struct AttemptReport: Sendable {
     var decodedEncoding: String?
     var bytesDelivered: UInt64
     var bodySkipped: Bool
+    /// The proxy's answer to this attempt's CONNECT, or 0.
+    var connectStatus: Int
     /// Where the redirects led, cleaned; `nil` when no redirect was followed.
     var redirectedURL: URL?
     var redirectCount: Int
@@ -521,6 +523,7 @@ final class Execution: @unchecked Sendable {
             s.outcome.decodedEncoding = report.decodedEncoding
             s.outcome.bytesDelivered = report.bytesDelivered
             s.outcome.bodySkipped = report.bodySkipped
+            s.outcome.connectStatus = report.connectStatus
             s.outcome.redirectCount = report.redirectCount
             if let url = report.redirectedURL { s.outcome.effectiveURL = url }
             if let length = report.contentLength { s.outcome.contentLength = length }

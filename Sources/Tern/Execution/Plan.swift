@@ -56,6 +56,10 @@ struct Plan: Sendable {
     /// The proxy chosen for the URL: the request's, else its (or the engine's) environment's.
     let proxy: ProxyConfiguration?
     let proxySchemes: Request.AuthenticationSchemes
+    /// The environment ``proxy`` came from (none when the request set its own): the engine
+    /// applies its rules again for every redirect hop.
+    let proxyRules: ProxyEnvironment?
+    let omittedFields: [String]
     let maxReceiveSpeed: UInt64
     let body: Body
     let download: Download?
@@ -184,12 +188,15 @@ struct Plan: Sendable {
         let clean = url
 
         // The proxy: the request's, else the rules of its (or the engine's) environment.
+        omittedFields = s.omittedHeaderFields
         if let own = s.proxy {
             proxy = own
+            proxyRules = nil
         } else {
+            let rules = s.proxyEnvironment ?? engine.configuration.proxyEnvironment
+            proxyRules = rules
             do throws(TernError) {
-                proxy = try (s.proxyEnvironment ?? engine.configuration.proxyEnvironment)
-                    .proxy(for: clean)
+                proxy = try rules.proxy(for: clean)
             } catch {
                 proxy = nil
                 if problem == nil {
