@@ -161,6 +161,7 @@ step "the README's examples are the code that runs, and the demo (the main job) 
 scripts/check-readme.sh
 scripts/check-header.sh
 scripts/check-layers.py
+scripts/format.sh --check
 scripts/demo.sh
 
 if [ -x bench/run ]; then

@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #ifdef TERN_TORTURE
-#include "torture.h"
+#  include "torture.h"
 
-#include <pthread.h>
-#include <tern.h>
+#  include <pthread.h>
+#  include <tern.h>
 #endif
 
 #define MAX_TESTS 512

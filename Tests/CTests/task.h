@@ -21,55 +21,55 @@ void test__register(const char *name, test_fn fn);
  * allocation-failure torture run) an exit code the driver tells apart from a crash. */
 _Noreturn void test__fail(void);
 
-#define TEST(name)                                                                             \
-  static void test_##name(void);                                                               \
-  __attribute__((constructor)) static void test_register_##name(void) {                       \
-    test__register(#name, test_##name);                                                       \
-  }                                                                                            \
+#define TEST(name)                                                                                 \
+  static void test_##name(void);                                                                   \
+  __attribute__((constructor)) static void test_register_##name(void) {                            \
+    test__register(#name, test_##name);                                                            \
+  }                                                                                                \
   static void test_##name(void)
 
-#define TEST_FAIL_(...)                                                                        \
-  do {                                                                                         \
-    fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                            \
-    fprintf(stderr, __VA_ARGS__);                                                              \
-    fprintf(stderr, "\n");                                                                     \
-    fflush(stderr);                                                                            \
-    test__fail();                                                                              \
+#define TEST_FAIL_(...)                                                                            \
+  do {                                                                                             \
+    fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                                \
+    fprintf(stderr, __VA_ARGS__);                                                                  \
+    fprintf(stderr, "\n");                                                                         \
+    fflush(stderr);                                                                                \
+    test__fail();                                                                                  \
   } while (0)
 
-#define ASSERT(expr)                                                                           \
-  do {                                                                                         \
-    if (!(expr)) TEST_FAIL_("assertion failed: %s", #expr);                                    \
+#define ASSERT(expr)                                                                               \
+  do {                                                                                             \
+    if (!(expr)) TEST_FAIL_("assertion failed: %s", #expr);                                        \
   } while (0)
 
-#define ASSERT_BASE_(a, op, b, type, fmt)                                                      \
-  do {                                                                                         \
-    type a_ = (type)(a);                                                                       \
-    type b_ = (type)(b);                                                                       \
-    if (!(a_ op b_))                                                                           \
-      TEST_FAIL_("assertion failed: %s %s %s (" fmt " vs " fmt ")", #a, #op, #b, a_, b_);      \
+#define ASSERT_BASE_(a, op, b, type, fmt)                                                          \
+  do {                                                                                             \
+    type a_ = (type)(a);                                                                           \
+    type b_ = (type)(b);                                                                           \
+    if (!(a_ op b_))                                                                               \
+      TEST_FAIL_("assertion failed: %s %s %s (" fmt " vs " fmt ")", #a, #op, #b, a_, b_);          \
   } while (0)
 
-#define ASSERT_EQ(a, b) ASSERT_BASE_(a, ==, b, int64_t, "%" PRId64)
-#define ASSERT_NE(a, b) ASSERT_BASE_(a, !=, b, int64_t, "%" PRId64)
-#define ASSERT_LT(a, b) ASSERT_BASE_(a, <, b, int64_t, "%" PRId64)
-#define ASSERT_LE(a, b) ASSERT_BASE_(a, <=, b, int64_t, "%" PRId64)
-#define ASSERT_GT(a, b) ASSERT_BASE_(a, >, b, int64_t, "%" PRId64)
-#define ASSERT_GE(a, b) ASSERT_BASE_(a, >=, b, int64_t, "%" PRId64)
+#define ASSERT_EQ(a, b)  ASSERT_BASE_(a, ==, b, int64_t, "%" PRId64)
+#define ASSERT_NE(a, b)  ASSERT_BASE_(a, !=, b, int64_t, "%" PRId64)
+#define ASSERT_LT(a, b)  ASSERT_BASE_(a, <, b, int64_t, "%" PRId64)
+#define ASSERT_LE(a, b)  ASSERT_BASE_(a, <=, b, int64_t, "%" PRId64)
+#define ASSERT_GT(a, b)  ASSERT_BASE_(a, >, b, int64_t, "%" PRId64)
+#define ASSERT_GE(a, b)  ASSERT_BASE_(a, >=, b, int64_t, "%" PRId64)
 #define ASSERT_UEQ(a, b) ASSERT_BASE_(a, ==, b, uint64_t, "%" PRIu64)
 
-#define ASSERT_STR_EQ(a, b)                                                                    \
-  do {                                                                                         \
-    const char *a_ = (a);                                                                      \
-    const char *b_ = (b);                                                                      \
-    if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0)                                       \
-      TEST_FAIL_("assertion failed: %s == %s (\"%s\" vs \"%s\")", #a, #b, a_ ? a_ : "(null)",  \
-                 b_ ? b_ : "(null)");                                                          \
+#define ASSERT_STR_EQ(a, b)                                                                        \
+  do {                                                                                             \
+    const char *a_ = (a);                                                                          \
+    const char *b_ = (b);                                                                          \
+    if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0)                                           \
+      TEST_FAIL_("assertion failed: %s == %s (\"%s\" vs \"%s\")", #a, #b, a_ ? a_ : "(null)",      \
+                 b_ ? b_ : "(null)");                                                              \
   } while (0)
 
-#define ASSERT_MEM_EQ(a, b, n)                                                                 \
-  do {                                                                                         \
-    if (memcmp((a), (b), (n)) != 0) TEST_FAIL_("assertion failed: memory %s == %s", #a, #b);   \
+#define ASSERT_MEM_EQ(a, b, n)                                                                     \
+  do {                                                                                             \
+    if (memcmp((a), (b), (n)) != 0) TEST_FAIL_("assertion failed: memory %s == %s", #a, #b);       \
   } while (0)
 
 /* Milliseconds scaled by TERN_TEST_TIMEOUT_MULTIPLIER (sanitizer and valgrind runs are slow). */

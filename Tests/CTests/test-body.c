@@ -482,11 +482,14 @@ TEST(body_multipart_200m_from_disk) {
   tern_request_t *req = test_request("FAULT_PORT", "/multipart");
   ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
   ASSERT_EQ(tern_request_add_header(req, "Content-Type", "multipart/form-data; boundary=XyZ42"), 0);
-  const char *p1 = "--XyZ42\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhello world\r\n";
-  const char *p2 = "--XyZ42\r\nContent-Disposition: form-data; name=\"upload\"; filename=\"big.bin\"\r\n"
-                   "Content-Type: application/octet-stream\r\n\r\n";
-  const char *p3 = "\r\n--XyZ42\r\nContent-Disposition: form-data; name=\"slice\"; filename=\"s.bin\"\r\n"
-                   "Content-Type: application/x-slice\r\n\r\n";
+  const char *p1 =
+      "--XyZ42\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhello world\r\n";
+  const char *p2 =
+      "--XyZ42\r\nContent-Disposition: form-data; name=\"upload\"; filename=\"big.bin\"\r\n"
+      "Content-Type: application/octet-stream\r\n\r\n";
+  const char *p3 =
+      "\r\n--XyZ42\r\nContent-Disposition: form-data; name=\"slice\"; filename=\"s.bin\"\r\n"
+      "Content-Type: application/x-slice\r\n\r\n";
   const char *end = "\r\n--XyZ42--\r\n";
   ASSERT_EQ(tern_request_add_body_segment(req, p1, strlen(p1)), 0);
   ASSERT_EQ(tern_request_add_body_segment(req, p2, strlen(p2)), 0);
@@ -508,10 +511,13 @@ TEST(body_multipart_200m_from_disk) {
   if (strstr(copy, expect) == NULL) TEST_FAIL_("multipart report lacks the file part: %s", copy);
   char slice_sha[65];
   test_www_sha256_slice("100m.bin", 1000, 4000, slice_sha);
-  snprintf(expect, sizeof expect, "\"content_type\": \"application/x-slice\", \"size\": 4000, \"sha256\": \"%s\"",
+  snprintf(expect, sizeof expect,
+           "\"content_type\": \"application/x-slice\", \"size\": 4000, \"sha256\": \"%s\"",
            slice_sha);
   ASSERT(strstr(copy, expect) != NULL);
-  ASSERT(strstr(copy, "\"name\": \"title\", \"filename\": null, \"content_type\": null, \"size\": 11") != NULL);
+  ASSERT(strstr(copy,
+                "\"name\": \"title\", \"filename\": null, \"content_type\": null, \"size\": 11") !=
+         NULL);
   /* Content-Length was known up front: no chunked framing. */
   size_t hl;
   ASSERT(strstr(tern_request_get_request_head(req, &hl), "Transfer-Encoding") == NULL);
@@ -557,7 +563,8 @@ TEST(body_receive_rate_cap) {
   ASSERT_EQ(tern_request_set_max_recv_speed(req, 6u << 20), 0);
   ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_UEQ(tern_request_get_bytes_delivered(req), 3u << 20);
-  double body_time = tern_request_get_time(req, TERN_TIME_END) - tern_request_get_time(req, TERN_TIME_HEADERS);
+  double body_time =
+      tern_request_get_time(req, TERN_TIME_END) - tern_request_get_time(req, TERN_TIME_HEADERS);
   if (body_time < 0.4 || body_time > 2.0) TEST_FAIL_("3 MiB at 6 MiB/s took %.3f s", body_time);
   tern_request_free(req);
   test_finish(eng);

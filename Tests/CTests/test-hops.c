@@ -137,18 +137,18 @@ static unsigned char *pattern_body(size_t n, char hex[65]) {
 
 #define MAX_HOPS 40
 typedef struct {
-  int n;                       /* hop responses */
+  int n; /* hop responses */
   int status[MAX_HOPS];
-  char cookie[MAX_HOPS][128];  /* Set-Cookie of each hop ("" when none) */
-  bool authz[MAX_HOPS];        /* the hop's request carried Authorization (X-Echo-Authorization) */
-  int nreq;                    /* hop requests */
+  char cookie[MAX_HOPS][128]; /* Set-Cookie of each hop ("" when none) */
+  bool authz[MAX_HOPS];       /* the hop's request carried Authorization (X-Echo-Authorization) */
+  int nreq;                   /* hop requests */
   char url[MAX_HOPS][256];
-  bool add_cookie;             /* the hop-request callback adds "Cookie: hop=K" */
-  int cancel_request_at;       /* hop request number (1-based) to cancel at, 0: never */
-  int cancel_response_at;      /* same for hop responses */
+  bool add_cookie;        /* the hop-request callback adds "Cookie: hop=K" */
+  int cancel_request_at;  /* hop request number (1-based) to cancel at, 0: never */
+  int cancel_response_at; /* same for hop responses */
   int add_hop_header_rc;
-  bool final[MAX_HOPS];        /* tern_request_is_final_hop inside the callback */
-  bool via[MAX_HOPS];          /* the hop's response came through squid (a Via field) */
+  bool final[MAX_HOPS]; /* tern_request_is_final_hop inside the callback */
+  bool via[MAX_HOPS];   /* the hop's response came through squid (a Via field) */
 } hop_log;
 
 static int on_hop_response(tern_request_t *req, int status, void *ud) {
@@ -205,7 +205,7 @@ TEST(redirect_not_followed_by_default) {
 
 TEST(redirect_get_every_status) {
   tern_engine_t *eng = test_engine_new(NULL);
-  static const int codes[] = {301, 302, 303, 307, 308};
+  static const int codes[] = { 301, 302, 303, 307, 308 };
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
     tern_request_t *req = request_owned(redirect_url(codes[i], "/echo?from=x"));
     ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
@@ -262,9 +262,9 @@ TEST(redirect_post_becomes_get_on_301_302_303) {
   tern_engine_t *eng = test_engine_new(NULL);
   char sha[65];
   unsigned char *body = pattern_body(5000, sha);
-  static const int codes[] = {301, 302, 303};
+  static const int codes[] = { 301, 302, 303 };
   for (size_t i = 0; i < 3; i++) {
-    hop_log h = {0};
+    hop_log h = { 0 };
     tern_request_t *req = post_through(eng, "POST", codes[i], 0, body, 5000, &h);
     assert_became_get(req);
     tern_request_free(req);
@@ -278,11 +278,11 @@ TEST(redirect_307_308_keep_method_and_body) {
   char sha[65];
   size_t n = 200000;
   unsigned char *body = pattern_body(n, sha);
-  static const int codes[] = {307, 308};
-  static const char *methods[] = {"POST", "PUT", "PATCH"};
+  static const int codes[] = { 307, 308 };
+  static const char *methods[] = { "POST", "PUT", "PATCH" };
   for (size_t i = 0; i < 2; i++) {
     for (size_t m = 0; m < 3; m++) {
-      hop_log h = {0};
+      hop_log h = { 0 };
       tern_request_t *req = post_through(eng, methods[m], codes[i], 0, body, n, &h);
       assert_kept(req, methods[m], n, sha);
       ASSERT(ci_find(head_of(req), "\r\nContent-Type: application/x-www-form-urlencoded") != NULL);
@@ -337,20 +337,19 @@ TEST(redirect_post_flags_keep_post) {
   static const struct {
     int code;
     unsigned flag;
-  } cases[] = {{301, TERN_REDIRECT_POST_301},
-               {302, TERN_REDIRECT_POST_302},
-               {303, TERN_REDIRECT_POST_303}};
+  } cases[] = { { 301, TERN_REDIRECT_POST_301 },
+                { 302, TERN_REDIRECT_POST_302 },
+                { 303, TERN_REDIRECT_POST_303 } };
   for (size_t i = 0; i < 3; i++) {
-    hop_log h = {0};
+    hop_log h = { 0 };
     tern_request_t *req = post_through(eng, "POST", cases[i].code, cases[i].flag, body, 3000, &h);
     assert_kept(req, "POST", 3000, sha);
     tern_request_free(req);
   }
   /* Each flag is for its own code: POST_301|POST_303 still turns a 302 into a GET. */
-  hop_log h = {0};
-  tern_request_t *req = post_through(eng, "POST", 302,
-                                     TERN_REDIRECT_POST_301 | TERN_REDIRECT_POST_303, body, 3000,
-                                     &h);
+  hop_log h = { 0 };
+  tern_request_t *req = post_through(
+      eng, "POST", 302, TERN_REDIRECT_POST_301 | TERN_REDIRECT_POST_303, body, 3000, &h);
   assert_became_get(req);
   tern_request_free(req);
   free(body);
@@ -362,15 +361,15 @@ TEST(redirect_other_methods_on_301_302_and_303) {
   char sha[65];
   unsigned char *body = pattern_body(777, sha);
   /* Only POST changes on 301/302: a PUT stays a PUT with its body. */
-  static const int keep[] = {301, 302};
+  static const int keep[] = { 301, 302 };
   for (size_t i = 0; i < 2; i++) {
-    hop_log h = {0};
+    hop_log h = { 0 };
     tern_request_t *req = post_through(eng, "PUT", keep[i], 0, body, 777, &h);
     assert_kept(req, "PUT", 777, sha);
     tern_request_free(req);
   }
   /* 303 turns anything into a GET without a body. */
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = post_through(eng, "DELETE", 303, 0, body, 777, &h);
   assert_became_get(req);
   tern_request_free(req);
@@ -399,8 +398,8 @@ TEST(redirect_callback_body_cannot_be_replayed) {
   char sha[65];
   unsigned char *body = pattern_body(4096, sha);
   /* 307 must send the body again: a callback body cannot be, so the redirect is refused. */
-  cb_body src = {body, 4096, 0, 0};
-  hop_log h = {0};
+  cb_body src = { body, 4096, 0, 0 };
+  hop_log h = { 0 };
   tern_request_t *req = request_owned(redirect_url(307, "/echo"));
   ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
   ASSERT_EQ(tern_request_set_body_cb(req, 4096, read_cb_body, &src), 0);
@@ -410,7 +409,7 @@ TEST(redirect_callback_body_cannot_be_replayed) {
   ASSERT_EQ(h.nreq, 1);
   tern_request_free(req);
   /* 303 drops the body: nothing to replay, so it is followed. */
-  cb_body src2 = {body, 4096, 0, 0};
+  cb_body src2 = { body, 4096, 0, 0 };
   req = request_owned(redirect_url(303, "/echo"));
   ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
   ASSERT_EQ(tern_request_set_body_cb(req, 4096, read_cb_body, &src2), 0);
@@ -446,13 +445,13 @@ static void relative_case(tern_engine_t *eng, const char *base_path, const char 
 TEST(redirect_relative_locations) {
   tern_engine_t *eng = test_engine_new(NULL);
   const char *base = "/nest/a/b/redirect";
-  relative_case(eng, base, "echo", "/nest/a/b/echo");                 /* path-relative */
-  relative_case(eng, base, "./c/echo?k=v", "/nest/a/b/c/echo?k=v");   /* ./ */
-  relative_case(eng, base, "../echo", "/nest/a/echo");                /* ../ */
-  relative_case(eng, base, "../../../../../echo", "/echo");           /* excess ../ */
+  relative_case(eng, base, "echo", "/nest/a/b/echo");                      /* path-relative */
+  relative_case(eng, base, "./c/echo?k=v", "/nest/a/b/c/echo?k=v");        /* ./ */
+  relative_case(eng, base, "../echo", "/nest/a/echo");                     /* ../ */
+  relative_case(eng, base, "../../../../../echo", "/echo");                /* excess ../ */
   relative_case(eng, base, "/nest/x/./y/../echo?q=1", "/nest/x/echo?q=1"); /* absolute path */
-  relative_case(eng, base, "echo#fragment", "/nest/a/b/echo");        /* fragment not sent */
-  relative_case(eng, base, "?q=2", "/nest/a/b/redirect?q=2");         /* query only */
+  relative_case(eng, base, "echo#fragment", "/nest/a/b/echo");             /* fragment not sent */
+  relative_case(eng, base, "?q=2", "/nest/a/b/redirect?q=2");              /* query only */
   test_finish(eng);
 }
 
@@ -488,7 +487,7 @@ TEST(redirect_chain_count_and_effective_url) {
   tern_engine_t *eng = test_engine_new(NULL);
   char *url = url_at("FAULT_PORT", "/redirect-chain?n=5");
   tern_request_t *req = test_request_url(url);
-  hop_log h = {0};
+  hop_log h = { 0 };
   watch_hops(req, &h);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
   ASSERT_EQ(test_run(eng, req), 0);
@@ -519,7 +518,7 @@ TEST(redirect_chain_count_and_effective_url) {
 
 TEST(redirect_too_many) {
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=5"));
   watch_hops(req, &h);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 4), 0);
@@ -536,7 +535,7 @@ TEST(redirect_too_many) {
 
 TEST(redirect_loop) {
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-loop?status=301"));
   watch_hops(req, &h);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 20), 0);
@@ -555,15 +554,15 @@ TEST(redirect_loop) {
 TEST(redirect_bad_locations) {
   tern_engine_t *eng = test_engine_new(NULL);
   static const char *bad[] = {
-      "http://",                   /* no host */
-      "ftp://x/file",              /* unsupported scheme */
-      "gopher://127.0.0.1:70/",    /* unsupported scheme */
-      "http://127.0.0.1:99999/",   /* port out of range */
-      "http://[::1/",              /* unterminated IPv6 literal */
-      "http://127.0.0.1:12ab/",    /* port not a number */
+    "http://",                 /* no host */
+    "ftp://x/file",            /* unsupported scheme */
+    "gopher://127.0.0.1:70/",  /* unsupported scheme */
+    "http://127.0.0.1:99999/", /* port out of range */
+    "http://[::1/",            /* unterminated IPv6 literal */
+    "http://127.0.0.1:12ab/",  /* port not a number */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    hop_log h = {0};
+    hop_log h = { 0 };
     tern_request_t *req = request_owned(redirect_url(302, bad[i]));
     watch_hops(req, &h);
     ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
@@ -582,7 +581,7 @@ TEST(redirect_bad_locations) {
 /* An empty Location names no target: the 3xx is the final response, as curl has it. */
 TEST(redirect_empty_location_is_final) {
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = request_owned(redirect_url(302, ""));
   watch_hops(req, &h);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
@@ -617,7 +616,8 @@ TEST(redirect_location_with_spaces) {
 
 TEST(redirect_without_location_is_final) {
   tern_engine_t *eng = test_engine_new(NULL);
-  tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect?status=302&to=x&nolocation=1"));
+  tern_request_t *req =
+      request_owned(url_at("FAULT_PORT", "/redirect?status=302&to=x&nolocation=1"));
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
   ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 302);
@@ -639,7 +639,7 @@ TEST(redirect_https_to_http_downgrade) {
   tern_request_t *req = test_request_url(url);
   ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  hop_log h = {0};
+  hop_log h = { 0 };
   watch_hops(req, &h);
   ASSERT_EQ(test_run(eng, req), TERN_EREDIRECT);
   ASSERT_EQ(h.nreq, 1);
@@ -675,8 +675,9 @@ TEST(redirect_https_to_http_downgrade) {
   free(url);
   test_finish(eng);
   if (!plain_after_downgrade)
-    TEST_FAIL_("after the downgrade to http, tern_request_get_tls_version still says a TLS "
-               "version (the first hop's)");
+    TEST_FAIL_(
+        "after the downgrade to http, tern_request_get_tls_version still says a TLS "
+        "version (the first hop's)");
 }
 
 TEST(redirect_http_to_https_upgrade) {
@@ -740,7 +741,7 @@ TEST(redirect_only_last_body_reaches_sink) {
 
 TEST(redirect_hop_callbacks_see_every_hop) {
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
+  hop_log h = { 0 };
   h.add_cookie = true;
   char *url = url_at("FAULT_PORT", "/redirect-chain?n=3");
   tern_request_t *req = test_request_url(url);
@@ -776,7 +777,7 @@ TEST(redirect_hop_callbacks_see_every_hop) {
 TEST(redirect_hop_callbacks_cancel) {
   tern_engine_t *eng = test_engine_new(NULL);
   /* The hop-request callback cancels the second hop before it is sent. */
-  hop_log h = {0};
+  hop_log h = { 0 };
   h.cancel_request_at = 2;
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=3"));
   watch_hops(req, &h);
@@ -786,7 +787,7 @@ TEST(redirect_hop_callbacks_cancel) {
   ASSERT_EQ(h.n, 1);
   tern_request_free(req);
   /* The hop-response callback cancels at the first 302. */
-  hop_log h2 = {0};
+  hop_log h2 = { 0 };
   h2.cancel_response_at = 1;
   req = request_owned(url_at("FAULT_PORT", "/redirect-chain?n=3"));
   watch_hops(req, &h2);
@@ -807,8 +808,7 @@ TEST(redirect_hop_callbacks_cancel) {
 /* One redirect from the fault server to `to`, with credentials: set_auth (Basic, preemptive),
  * a caller Cookie and, when caller_authz, a caller Authorization instead of set_auth. */
 static tern_request_t *redirect_with_credentials(tern_engine_t *eng, const char *to,
-                                                 bool caller_authz, unsigned flags,
-                                                 hop_log *h) {
+                                                 bool caller_authz, unsigned flags, hop_log *h) {
   tern_request_t *req = request_owned(redirect_url(302, to));
   if (caller_authz)
     ASSERT_EQ(tern_request_add_header(req, "Authorization", "Bearer t0ken"), 0);
@@ -830,7 +830,7 @@ static const char *basic_alice = "Basic YWxpY2U6d29uZGVybGFuZA==";
 TEST(redirect_same_origin_keeps_credentials) {
   tern_engine_t *eng = test_engine_new(NULL);
   for (int caller = 0; caller < 2; caller++) {
-    hop_log h = {0};
+    hop_log h = { 0 };
     tern_request_t *req = redirect_with_credentials(eng, "/echo", caller, 0, &h);
     ASSERT_STR_EQ(echoed(req, "Authorization"), caller ? "Bearer t0ken" : basic_alice);
     ASSERT_STR_EQ(echoed(req, "Cookie"), "session=s3cret");
@@ -843,7 +843,7 @@ TEST(redirect_cross_origin_port_strips_credentials) {
   tern_engine_t *eng = test_engine_new(NULL);
   char *to = url_at("FAULT2_PORT", "/echo");
   for (int caller = 0; caller < 2; caller++) {
-    hop_log h = {0};
+    hop_log h = { 0 };
     tern_request_t *req = redirect_with_credentials(eng, to, caller, 0, &h);
     ASSERT_STR_EQ(tern_request_get_effective_url(req), to);
     ASSERT(echoed(req, "Authorization") == NULL);
@@ -867,7 +867,7 @@ TEST(redirect_cross_origin_host_strips_credentials) {
   tern_config_free(cfg);
   char *to = fmt("http://other.test:%d/echo", testsrv_port("FAULT_PORT"));
   for (int caller = 0; caller < 2; caller++) {
-    hop_log h = {0};
+    hop_log h = { 0 };
     tern_request_t *req = redirect_with_credentials(eng, to, caller, 0, &h);
     ASSERT_STR_EQ(tern_request_get_effective_url(req), to);
     ASSERT(body_contains(req, "[\"Host\", \"other.test:"));
@@ -883,7 +883,7 @@ TEST(redirect_cross_origin_trusted_keeps_credentials) {
   tern_engine_t *eng = test_engine_new(NULL);
   char *to = url_at("FAULT2_PORT", "/echo");
   for (int caller = 0; caller < 2; caller++) {
-    hop_log h = {0};
+    hop_log h = { 0 };
     tern_request_t *req =
         redirect_with_credentials(eng, to, caller, TERN_REDIRECT_TRUST_CROSS_ORIGIN, &h);
     ASSERT_STR_EQ(echoed(req, "Authorization"), caller ? "Bearer t0ken" : basic_alice);
@@ -902,7 +902,7 @@ TEST(redirect_cross_origin_no_credentials_for_challenge) {
   tern_request_t *req = request_owned(redirect_url(302, to));
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
-  hop_log h = {0};
+  hop_log h = { 0 };
   watch_hops(req, &h);
   ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
@@ -911,8 +911,8 @@ TEST(redirect_cross_origin_no_credentials_for_challenge) {
   tern_request_free(req);
   /* URL credentials are the first origin's too. */
   char *e = qenc(to);
-  char *u = fmt("http://alice:wonderland@127.0.0.1:%d/redirect?to=%s",
-                testsrv_port("FAULT_PORT"), e);
+  char *u =
+      fmt("http://alice:wonderland@127.0.0.1:%d/redirect?to=%s", testsrv_port("FAULT_PORT"), e);
   req = request_owned(u);
   free(e);
   ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
@@ -949,7 +949,7 @@ static tern_request_t *auth_get(tern_engine_t *eng, char *url, const char *u, co
 
 TEST(auth_basic_preemptive_nginx) {
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), password(),
                                  TERN_AUTH_BASIC, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
@@ -962,7 +962,7 @@ TEST(auth_basic_preemptive_nginx) {
 
 TEST(auth_basic_after_challenge_nginx) {
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), password(),
                                  TERN_AUTH_ANY, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
@@ -977,7 +977,7 @@ TEST(auth_basic_after_challenge_nginx) {
 TEST(auth_basic_no_credentials_nginx) {
   tern_engine_t *eng = test_engine_new(NULL);
   /* No credentials: the 401 is the answer. */
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), NULL, NULL, 0, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   ASSERT_EQ(h.n, 1);
@@ -990,9 +990,9 @@ TEST(auth_basic_no_credentials_nginx) {
 TEST(auth_basic_wrong_password_nginx) {
   tern_engine_t *eng = test_engine_new(NULL);
   /* After a challenge: one answer, then the 401. */
-  hop_log h = {0};
-  tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), "wrong",
-                                 TERN_AUTH_ANY, &h, 0);
+  hop_log h = { 0 };
+  tern_request_t *req =
+      auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), "wrong", TERN_AUTH_ANY, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   ASSERT_EQ(h.n, 2);
   tern_request_free(req);
@@ -1003,9 +1003,9 @@ TEST(auth_basic_wrong_password_preemptive_nginx) {
   /* Sent preemptively and refused: the same credentials again could only be refused again, so
    * the 401 is the answer after one request (curl --basic: one request). */
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
-  tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), "wrong",
-                                 TERN_AUTH_BASIC, &h, 0);
+  hop_log h = { 0 };
+  tern_request_t *req =
+      auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), "wrong", TERN_AUTH_BASIC, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   ASSERT_EQ(h.n, 1);
   tern_request_free(req);
@@ -1015,7 +1015,7 @@ TEST(auth_basic_wrong_password_preemptive_nginx) {
 TEST(auth_digest_only_never_sends_basic) {
   /* Credentials limited to Digest, against a Basic-only server: no Basic in the clear. */
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = auth_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), user(), password(),
                                  TERN_AUTH_DIGEST, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
@@ -1043,9 +1043,8 @@ TEST(auth_url_userinfo) {
   tern_engine_t *eng = test_engine_new(NULL);
   int nginx = testsrv_port("NGINX_PORT"), apache = testsrv_port("APACHE_PORT");
   /* Basic at nginx. */
-  tern_request_t *req =
-      auth_get(eng, fmt("http://alice:wonderland@127.0.0.1:%d/basic/1k.bin", nginx), NULL, NULL,
-               0, NULL, 0);
+  tern_request_t *req = auth_get(
+      eng, fmt("http://alice:wonderland@127.0.0.1:%d/basic/1k.bin", nginx), NULL, NULL, 0, NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   test_assert_req_body_sha(req, "SHA_1K");
   /* The userinfo never goes on the wire as such. */
@@ -1053,8 +1052,8 @@ TEST(auth_url_userinfo) {
   ASSERT(strstr(head_of(req), "@") == NULL);
   tern_request_free(req);
   /* Digest at Apache. */
-  req = auth_get(eng, fmt("http://alice:wonderland@127.0.0.1:%d/digest/1k.bin", apache), NULL,
-                 NULL, 0, NULL, 0);
+  req = auth_get(eng, fmt("http://alice:wonderland@127.0.0.1:%d/digest/1k.bin", apache), NULL, NULL,
+                 0, NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   test_assert_req_body_sha(req, "SHA_1K");
   tern_request_free(req);
@@ -1064,8 +1063,8 @@ TEST(auth_url_userinfo) {
                  NULL, NULL, 0, NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
-  req = auth_get(eng, fmt("http://bob:p%%40ss%%3Aw0rd%%25@127.0.0.1:%d/basic/1k.bin", nginx),
-                 NULL, NULL, 0, NULL, 0);
+  req = auth_get(eng, fmt("http://bob:p%%40ss%%3Aw0rd%%25@127.0.0.1:%d/basic/1k.bin", nginx), NULL,
+                 NULL, 0, NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
   /* Credentials set on the request win over the URL's. */
@@ -1078,9 +1077,9 @@ TEST(auth_url_userinfo) {
 
 TEST(auth_digest_md5_apache) {
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
-  tern_request_t *req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(),
-                                 password(), TERN_AUTH_ANY, &h, 0);
+  hop_log h = { 0 };
+  tern_request_t *req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(), password(),
+                                 TERN_AUTH_ANY, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_EQ(h.n, 2);
@@ -1104,9 +1103,9 @@ TEST(auth_digest_md5_apache) {
   ASSERT(strstr(head_of(req), "uri=\"/digest/1k.bin?x=1&y=%2F\"") != NULL);
   tern_request_free(req);
   /* Basic alone against a Digest-only server: no Basic is sent in the clear... */
-  hop_log h2 = {0};
-  req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(), password(),
-                 TERN_AUTH_BASIC, &h2, 0);
+  hop_log h2 = { 0 };
+  req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(), password(), TERN_AUTH_BASIC,
+                 &h2, 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   tern_request_free(req);
   test_finish(eng);
@@ -1115,9 +1114,9 @@ TEST(auth_digest_md5_apache) {
 TEST(auth_digest_wrong_password_apache) {
   /* tern.h: no (more) credentials -> complete with the challenge response (curl: 401, exit 0). */
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
-  tern_request_t *req = auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(), "wrong",
-                                 TERN_AUTH_ANY, &h, 0);
+  hop_log h = { 0 };
+  tern_request_t *req =
+      auth_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), user(), "wrong", TERN_AUTH_ANY, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 401);
   ASSERT_EQ(h.n, 2);
   ASSERT(tern_request_get_header(req, "WWW-Authenticate") != NULL);
@@ -1130,7 +1129,7 @@ TEST(auth_digest_post_resent_apache) {
   char sha[65];
   size_t n = 100000;
   unsigned char *body = pattern_body(n, sha);
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = request_owned(url_at("APACHE_PORT", "/nest/apache/echo"));
   ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
   ASSERT_EQ(tern_request_set_body(req, body, n), 0);
@@ -1163,7 +1162,7 @@ TEST(auth_basic_post_resent_nginx) {
   char sha[65];
   size_t n = 300000;
   unsigned char *body = pattern_body(n, sha);
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = request_owned(url_at("NGINX_PORT", "/nest/basic/echo"));
   ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
   ASSERT_EQ(tern_request_set_body(req, body, n), 0);
@@ -1182,9 +1181,9 @@ TEST(auth_basic_post_resent_nginx) {
 
 TEST(auth_digest_sha256_lighttpd) {
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
-  tern_request_t *req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest/1k.bin"), user(),
-                                 password(), TERN_AUTH_ANY, &h, 0);
+  hop_log h = { 0 };
+  tern_request_t *req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest/1k.bin"), user(), password(),
+                                 TERN_AUTH_ANY, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   test_assert_req_body_sha(req, "SHA_1K");
   ASSERT_EQ(h.n, 2);
@@ -1217,8 +1216,8 @@ TEST(auth_digest_md5_and_choice_lighttpd) {
                  testsrv_get("AUTH_PASSWORD2"), TERN_AUTH_BASIC, NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
-  req = auth_get(eng, url_at("LIGHTTPD_PORT", "/basic/1k.bin"), user(), password(),
-                 TERN_AUTH_ANY, NULL, 0);
+  req = auth_get(eng, url_at("LIGHTTPD_PORT", "/basic/1k.bin"), user(), password(), TERN_AUTH_ANY,
+                 NULL, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
   test_finish(eng);
@@ -1226,7 +1225,7 @@ TEST(auth_digest_md5_and_choice_lighttpd) {
 
 TEST(auth_digest_sha512_256_lighttpd) {
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = auth_get(eng, url_at("LIGHTTPD_PORT", "/digest-sha512-256/1k.bin"), user(),
                                  password(), TERN_AUTH_DIGEST, &h, 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
@@ -1289,8 +1288,8 @@ static tern_request_t *auth_cb_get(tern_engine_t *eng, char *url, auth_script *a
 
 TEST(auth_callback_supplies_credentials) {
   tern_engine_t *eng = test_engine_new(NULL);
-  auth_script a = {.answers = {"wonderland"}};
-  hop_log h = {0};
+  auth_script a = { .answers = { "wonderland" } };
+  hop_log h = { 0 };
   tern_request_t *req = auth_cb_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), &a, &h);
   ASSERT_EQ(tern_request_get_status(req), 200);
   test_assert_req_body_sha(req, "SHA_1K");
@@ -1301,7 +1300,7 @@ TEST(auth_callback_supplies_credentials) {
   ASSERT_EQ(h.n, 2);
   tern_request_free(req);
   /* Basic at nginx. */
-  auth_script b = {.answers = {"wonderland"}};
+  auth_script b = { .answers = { "wonderland" } };
   req = auth_cb_get(eng, url_at("NGINX_PORT", "/basic/1k.bin"), &b, NULL);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT(strcasecmp(b.scheme, "Basic") == 0);
@@ -1316,8 +1315,8 @@ TEST(auth_callback_supplies_credentials) {
 
 TEST(auth_callback_stops) {
   tern_engine_t *eng = test_engine_new(NULL);
-  auth_script a = {.answers = {NULL}};
-  hop_log h = {0};
+  auth_script a = { .answers = { NULL } };
+  hop_log h = { 0 };
   tern_request_t *req = auth_cb_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), &a, &h);
   ASSERT_EQ(tern_request_get_status(req), 401);
   ASSERT_EQ(a.calls, 1);
@@ -1330,12 +1329,14 @@ TEST(auth_callback_asked_again_after_wrong_credentials) {
   /* tern.h: the callback runs on a challenge "for which no (more) credentials are known": the
    * ones it supplied were refused, so it is asked again. */
   tern_engine_t *eng = test_engine_new(NULL);
-  auth_script a = {.answers = {"wrong", "wonderland"}};
-  hop_log h = {0};
+  auth_script a = { .answers = { "wrong", "wonderland" } };
+  hop_log h = { 0 };
   tern_request_t *req = auth_cb_get(eng, url_at("APACHE_PORT", "/digest/1k.bin"), &a, &h);
   if (tern_request_get_status(req) != 200)
-    TEST_FAIL_("status %d after %d callback call(s), %d hops: the callback was not asked again "
-               "after its credentials were refused", tern_request_get_status(req), a.calls, h.n);
+    TEST_FAIL_(
+        "status %d after %d callback call(s), %d hops: the callback was not asked again "
+        "after its credentials were refused",
+        tern_request_get_status(req), a.calls, h.n);
   ASSERT_EQ(a.calls, 2);
   ASSERT_EQ(h.n, 3);
   tern_request_free(req);
@@ -1345,8 +1346,8 @@ TEST(auth_callback_asked_again_after_wrong_credentials) {
 TEST(auth_callback_gives_up) {
   /* Wrong every time, until the callback gives up on its 4th call. */
   tern_engine_t *eng = test_engine_new(NULL);
-  auth_script b = {.answers = {"x1", "x2", "x3", NULL}};
-  hop_log h = {0};
+  auth_script b = { .answers = { "x1", "x2", "x3", NULL } };
+  hop_log h = { 0 };
   tern_request_t *req = auth_cb_get(eng, url_at("LIGHTTPD_PORT", "/digest/1k.bin"), &b, &h);
   ASSERT_EQ(tern_request_get_status(req), 401);
   if (b.calls != 4) TEST_FAIL_("callback called %d time(s), want 4", b.calls);
@@ -1358,8 +1359,8 @@ TEST(auth_callback_gives_up) {
 TEST(auth_callback_after_request_credentials_fail) {
   /* Credentials set on the request are tried first; the callback runs when they fail. */
   tern_engine_t *eng = test_engine_new(NULL);
-  auth_script c = {.answers = {"wonderland"}};
-  hop_log h = {0};
+  auth_script c = { .answers = { "wonderland" } };
+  hop_log h = { 0 };
   tern_request_t *req = request_owned(url_at("APACHE_PORT", "/digest/1k.bin"));
   ASSERT_EQ(tern_request_set_auth(req, user(), "wrong", TERN_AUTH_ANY), 0);
   ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, &c), 0);
@@ -1377,32 +1378,32 @@ TEST(auth_callback_after_request_credentials_fail) {
 TEST(auth_malformed_challenges) {
   tern_engine_t *eng = test_engine_new(NULL);
   static const char *challenges[] = {
-      "Digest",
-      "Digest realm=",
-      "Digest realm=\"unterminated",
-      "Digest nonce=\"n-only\"",
-      "Digest realm=\"r\"",
-      "Digest realm=\"r\", nonce=\"n\", algorithm=MD7",
-      "Digest realm=\"r\", nonce=\"n\", qop=\"auth-int\"",
-      "Digest realm=\"r\" nonce=\"n\" qop=\"auth\"",
-      "Digest realm=\"r\", nonce=\"n\", qop=\"auth\", algorithm=SHA-256, algorithm=MD5",
-      "Digest ,,,, realm=\"r\",, nonce=\"n\",",
-      "Digest realm=\"r\", nonce=\"\", opaque=\"\\\"\\\\\"",
-      "Basic",
-      "Basic realm",
-      "Basic realm=\"",
-      "basic REALM=\"case\"",
-      "NTLM",
-      "Negotiate abc==",
-      "Bearer realm=\"x\"",
-      ",,,",
-      "=",
-      "\"",
-      "Digest realm=\"\xff\xfe\", nonce=\"\xc3\xa9\"",
+    "Digest",
+    "Digest realm=",
+    "Digest realm=\"unterminated",
+    "Digest nonce=\"n-only\"",
+    "Digest realm=\"r\"",
+    "Digest realm=\"r\", nonce=\"n\", algorithm=MD7",
+    "Digest realm=\"r\", nonce=\"n\", qop=\"auth-int\"",
+    "Digest realm=\"r\" nonce=\"n\" qop=\"auth\"",
+    "Digest realm=\"r\", nonce=\"n\", qop=\"auth\", algorithm=SHA-256, algorithm=MD5",
+    "Digest ,,,, realm=\"r\",, nonce=\"n\",",
+    "Digest realm=\"r\", nonce=\"\", opaque=\"\\\"\\\\\"",
+    "Basic",
+    "Basic realm",
+    "Basic realm=\"",
+    "basic REALM=\"case\"",
+    "NTLM",
+    "Negotiate abc==",
+    "Bearer realm=\"x\"",
+    ",,,",
+    "=",
+    "\"",
+    "Digest realm=\"\xff\xfe\", nonce=\"\xc3\xa9\"",
   };
   for (size_t i = 0; i < sizeof challenges / sizeof challenges[0]; i++) {
     char *e = qenc(challenges[i]);
-    hop_log h = {0};
+    hop_log h = { 0 };
     tern_request_t *req = request_owned(url_at("FAULT_PORT", "/challenge?www=%s", e));
     free(e);
     ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
@@ -1418,10 +1419,10 @@ TEST(auth_malformed_challenges) {
   /* stale=true asks for a retry with a fresh nonce without new credentials; a server that
    * keeps saying so with the same nonce gets at most one such retry, never a loop. */
   {
-    hop_log hs = {0};
-    tern_request_t *req = request_owned(url_at(
-        "FAULT_PORT", "/challenge?www=%s",
-        "Digest%20realm%3Dr%2C%20nonce%3Dn%2C%20qop%3Dauth%2C%20stale%3DTRUE"));
+    hop_log hs = { 0 };
+    tern_request_t *req = request_owned(
+        url_at("FAULT_PORT", "/challenge?www=%s",
+               "Digest%20realm%3Dr%2C%20nonce%3Dn%2C%20qop%3Dauth%2C%20stale%3DTRUE"));
     ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
     watch_hops(req, &hs);
     ASSERT_EQ(test_run(eng, req), 0);
@@ -1431,7 +1432,7 @@ TEST(auth_malformed_challenges) {
     tern_request_free(req);
   }
   /* Several fields, one of them usable: answered once, then the 401 stands. */
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = request_owned(
       url_at("FAULT_PORT", "/challenge?www=Garbage&www=Basic%%20realm%%3D%%22ok%%22"));
   ASSERT_EQ(tern_request_set_auth(req, user(), password(), TERN_AUTH_ANY), 0);
@@ -1457,7 +1458,9 @@ static void set_proxy(tern_request_t *req, const char *portkey, const char *user
   free(p);
 }
 
-static bool via_squid(tern_request_t *req) { return body_contains(req, "\"Via\", \"1.1 tern-squid-"); }
+static bool via_squid(tern_request_t *req) {
+  return body_contains(req, "\"Via\", \"1.1 tern-squid-");
+}
 
 TEST(proxy_http_absolute_form) {
   tern_engine_t *eng = test_engine_new(NULL);
@@ -1543,7 +1546,7 @@ TEST(proxy_basic_auth) {
   ASSERT(echoed(req, "Authorization") == NULL);       /* never the origin's header */
   tern_request_free(req);
   /* Separately, Basic alone: preemptive, one hop. */
-  hop_log h = {0};
+  hop_log h = { 0 };
   req = request_owned(url_at("FAULT_PORT", "/echo"));
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
   ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_BASIC), 0);
@@ -1566,7 +1569,7 @@ TEST(proxy_basic_auth) {
 
 TEST(proxy_digest_auth) {
   tern_engine_t *eng = test_engine_new(NULL);
-  hop_log h = {0};
+  hop_log h = { 0 };
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
   ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), TERN_AUTH_DIGEST), 0);
@@ -1612,9 +1615,9 @@ TEST(proxy_auth_failures) {
   ASSERT(tern_request_get_header(req, "Proxy-Authenticate") != NULL);
   tern_request_free(req);
   /* Wrong password, each scheme: one answer, then the 407. */
-  static const unsigned schemes[] = {TERN_AUTH_BASIC, TERN_AUTH_DIGEST, TERN_AUTH_ANY};
+  static const unsigned schemes[] = { TERN_AUTH_BASIC, TERN_AUTH_DIGEST, TERN_AUTH_ANY };
   for (size_t i = 0; i < 3; i++) {
-    hop_log h = {0};
+    hop_log h = { 0 };
     req = request_owned(url_at("FAULT_PORT", "/echo"));
     set_proxy(req, "SQUID_AUTH_PORT", NULL);
     ASSERT_EQ(tern_request_set_proxy_auth(req, user(), "wrong", schemes[i]), 0);
@@ -1640,15 +1643,16 @@ TEST(proxy_auth_failures) {
 TEST(proxy_connect_with_auth) {
   tern_engine_t *eng = test_engine_new(NULL);
   char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
-  static const unsigned schemes[] = {TERN_AUTH_BASIC, TERN_AUTH_DIGEST, TERN_AUTH_ANY};
+  static const unsigned schemes[] = { TERN_AUTH_BASIC, TERN_AUTH_DIGEST, TERN_AUTH_ANY };
   for (size_t i = 0; i < 3; i++) {
     tern_request_t *req = test_request_url(url);
     set_proxy(req, "SQUID_AUTH_PORT", NULL);
     ASSERT_EQ(tern_request_set_proxy_auth(req, user(), password(), schemes[i]), 0);
     ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
     int err = test_run(eng, req);
-    if (err) TEST_FAIL_("scheme %u: %s (%s)", schemes[i], tern_err_name(err),
-                        tern_request_get_error_message(req));
+    if (err)
+      TEST_FAIL_("scheme %u: %s (%s)", schemes[i], tern_err_name(err),
+                 tern_request_get_error_message(req));
     ASSERT_EQ(tern_request_get_status(req), 200);
     test_assert_req_body_sha(req, "SHA_1K");
     /* Proxy credentials go on the CONNECT only, never inside the tunnel. */
@@ -1671,7 +1675,7 @@ TEST(proxy_connect_refused) {
    * 56, "CONNECT tunnel failed, response 407"). */
   tern_engine_t *eng = test_engine_new(NULL);
   char *url = fmt("https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
-  static const char *userinfo[] = {"alice:wrong", NULL};
+  static const char *userinfo[] = { "alice:wrong", NULL };
   for (int i = 0; i < 2; i++) {
     tern_request_t *req = test_request_url(url);
     set_proxy(req, "SQUID_AUTH_PORT", userinfo[i]);
@@ -1698,7 +1702,7 @@ TEST(proxy_tunnel_not_shared_across_credentials) {
   ASSERT_EQ(test_run(eng, req), 0);
   ASSERT_EQ(tern_request_get_status(req), 200);
   tern_request_free(req);
-  static const char *userinfo[] = {"alice:wrong", NULL};
+  static const char *userinfo[] = { "alice:wrong", NULL };
   for (int i = 0; i < 2; i++) {
     req = test_request_url(url);
     set_proxy(req, "SQUID_AUTH_PORT", userinfo[i]);
@@ -1724,7 +1728,7 @@ TEST(proxy_tunnel_not_shared_across_credentials) {
 
 TEST(proxy_auth_callback) {
   tern_engine_t *eng = test_engine_new(NULL);
-  auth_script a = {.answers = {"wonderland"}};
+  auth_script a = { .answers = { "wonderland" } };
   tern_request_t *req = request_owned(url_at("FAULT_PORT", "/echo"));
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
   ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, &a), 0);
@@ -1735,7 +1739,7 @@ TEST(proxy_auth_callback) {
   ASSERT_STR_EQ(a.realm, "tern-squid");
   tern_request_free(req);
   /* Both at once: squid wants proxy credentials, Apache origin ones. */
-  auth_script b = {.answers = {"wonderland", "wonderland"}};
+  auth_script b = { .answers = { "wonderland", "wonderland" } };
   req = request_owned(url_at("APACHE_PORT", "/digest/1k.bin"));
   set_proxy(req, "SQUID_AUTH_PORT", NULL);
   ASSERT_EQ(tern_request_set_auth_cb(req, on_auth, &b), 0);
@@ -2119,7 +2123,7 @@ TEST(proxy_scheme_proxy_per_hop) {
   ASSERT_EQ(tern_request_get_connect_status(req), 200);
   tern_request_free(req);
   /* Schemes alone (a NULL user) apply to the credentials of proxy URLs: Basic at once. */
-  hop_log s = {0};
+  hop_log s = { 0 };
   req = request_owned(url_at("FAULT_PORT", "/echo"));
   ASSERT_EQ(tern_request_set_scheme_proxy(req, "http", auth_proxy), 0);
   ASSERT_EQ(tern_request_set_proxy_auth(req, NULL, NULL, 0), TERN_EINVAL);

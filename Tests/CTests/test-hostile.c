@@ -283,8 +283,8 @@ TEST(hostile_interim_kept_for_the_caller) {
 
 TEST(hostile_digest_user_with_crlf) {
   tern_engine_t *eng = test_engine_new(NULL);
-  tern_request_t *req = test_request(
-      "FAULT_PORT", "/challenge?www=Digest%20realm%3D%22r%22%2C%20nonce%3D%22n%22");
+  tern_request_t *req =
+      test_request("FAULT_PORT", "/challenge?www=Digest%20realm%3D%22r%22%2C%20nonce%3D%22n%22");
   ASSERT_EQ(tern_request_set_auth(req, "a\r\nEvil: 1", "pw", TERN_AUTH_DIGEST), 0);
   ASSERT_EQ(test_run(eng, req), TERN_EBADHEADER);
   ASSERT(strstr(tern_request_get_error_message(req), "control character") != NULL);
@@ -368,8 +368,8 @@ TEST(hostile_decode_bombs_bounded) {
 
 /* ---- 6. br, zstd and unknown codings ---- */
 
-static int fetch_status(tern_engine_t *eng, const char *path, tern_decode_mode mode,
-                        char sha[65], const char **encoding) {
+static int fetch_status(tern_engine_t *eng, const char *path, tern_decode_mode mode, char sha[65],
+                        const char **encoding) {
   tern_request_t *req = test_request("FAULT_PORT", path);
   ASSERT_EQ(tern_request_set_decoding(req, mode), 0);
   int r = test_run(eng, req);
@@ -391,9 +391,9 @@ TEST(hostile_decode_br_and_zstd) {
   char want[65], got[65];
   const char *enc = NULL;
   testsrv_pattern_sha256(300000, want);
-  const char *ok[] = {"/gzip?kind=br&size=300000", "/gzip?kind=br&size=300000&chunked=1",
-                      "/gzip?kind=zstd&size=300000", "/gzip?kind=zstd&size=300000&members=3",
-                      "/gzip?kind=zstd&size=300000&chunked=1"};
+  const char *ok[] = { "/gzip?kind=br&size=300000", "/gzip?kind=br&size=300000&chunked=1",
+                       "/gzip?kind=zstd&size=300000", "/gzip?kind=zstd&size=300000&members=3",
+                       "/gzip?kind=zstd&size=300000&chunked=1" };
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     ASSERT_EQ(fetch_status(eng, ok[i], TERN_DECODE_AUTO, got, &enc), 0);
     ASSERT_STR_EQ(got, want);
@@ -402,16 +402,18 @@ TEST(hostile_decode_br_and_zstd) {
   /* Cut streams are malformed bodies, never a short "success" (curl 7.88 exits 0 on both);
    * so are corrupt ones where the format can tell (zstd frames here carry no checksum, so a
    * flipped bit in literals would pass unseen: the frame header is flipped instead). */
-  const char *bad[] = {"/gzip?kind=br&size=300000&truncate=5", "/gzip?kind=br&size=300000&corrupt=20",
-                       "/gzip?kind=zstd&size=300000&truncate=5",
-                       "/gzip?kind=zstd&size=300000&corrupt=3"};
+  const char *bad[] = { "/gzip?kind=br&size=300000&truncate=5",
+                        "/gzip?kind=br&size=300000&corrupt=20",
+                        "/gzip?kind=zstd&size=300000&truncate=5",
+                        "/gzip?kind=zstd&size=300000&corrupt=3" };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     ASSERT_EQ(fetch_status(eng, bad[i], TERN_DECODE_AUTO, NULL, NULL), TERN_EDECODE);
   /* Bombs stop as gzip ones do (64 MiB of zeros into memory). */
   ASSERT_EQ(fetch_status(eng, "/gzip?kind=br&size=67108864&zeros=1", TERN_DECODE_AUTO, NULL, NULL),
             TERN_EDECODELIMIT);
-  ASSERT_EQ(fetch_status(eng, "/gzip?kind=zstd&size=67108864&zeros=1", TERN_DECODE_AUTO, NULL, NULL),
-            TERN_EDECODELIMIT);
+  ASSERT_EQ(
+      fetch_status(eng, "/gzip?kind=zstd&size=67108864&zeros=1", TERN_DECODE_AUTO, NULL, NULL),
+      TERN_EDECODELIMIT);
   test_finish(eng);
 }
 
@@ -427,8 +429,8 @@ TEST(hostile_decode_unknown_coding) {
   /* identity entries change nothing. */
   char want[65], got[65];
   testsrv_pattern_sha256(1000, want);
-  ASSERT_EQ(fetch_status(eng, "/gzip?size=1000&coding=identity,%20gzip", TERN_DECODE_AUTO, got,
-                         NULL), 0);
+  ASSERT_EQ(
+      fetch_status(eng, "/gzip?size=1000&coding=identity,%20gzip", TERN_DECODE_AUTO, got, NULL), 0);
   ASSERT_STR_EQ(got, want);
   /* Not asked to decode: the bytes as sent, whatever the coding. */
   ASSERT_EQ(fetch_status(eng, "/gzip?size=1000&coding=compress", TERN_DECODE_RAW, NULL, NULL), 0);
@@ -442,46 +444,46 @@ TEST(hostile_decode_unknown_coding) {
 
 typedef struct {
   const char *path;
-  int want;           /* the TERN_E* code the case must end with */
-  uint64_t total_ms;  /* a total timeout for the case (0: none) */
+  int want;          /* the TERN_E* code the case must end with */
+  uint64_t total_ms; /* a total timeout for the case (0: none) */
 } hostile_case;
 
 static const hostile_case hostile_cases[] = {
-    {"/random?size=4096", TERN_EPROTO, 0},
-    {"/random?size=300000&seed=7", TERN_EPROTO, 0},
-    {"/badstatus?variant=garbage", TERN_EPROTO, 0},
-    {"/badstatus?variant=nul", TERN_EPROTO, 0},
-    {"/badstatus?variant=http09", TERN_EPROTO, 0},
-    {"/badstatus?variant=bigcode", TERN_EPROTO, 0},
-    {"/badstatus?variant=empty", TERN_EEMPTYREPLY, 0},
-    {"/bigheaders?size=70000", TERN_EHEADERSIZE, 0},
-    {"/bigheaders?size=70000&single=1", TERN_EHEADERSIZE, 0},
-    {"/bigheaders?size=5000000&single=1", TERN_EHEADERSIZE, 0},
-    {"/interim?count=0&pad=1000", TERN_EHEADERSIZE, 0},
-    {"/lengths?variant=conflict", TERN_EPROTO, 0},
-    {"/lengths?variant=negative", TERN_EPROTO, 0},
-    {"/lengths?variant=huge", TERN_EPROTO, 0},
-    {"/lengths?variant=garbage", TERN_EPROTO, 0},
-    {"/lengths?variant=te-and-cl", TERN_EPARTIAL, 0}, /* chunked wins; no last chunk */
-    {"/lengths?variant=te-unknown", TERN_EDECODE, 0}, /* curl: 61 */
-    {"/lengths?variant=short", TERN_EPARTIAL, 0},
-    {"/badchunk?variant=hex", TERN_ECHUNKED, 0},
-    {"/badchunk?variant=overflow", TERN_ECHUNKED, 0},
-    {"/badchunk?variant=negative", TERN_ECHUNKED, 0},
-    {"/badchunk?variant=nocrlf", TERN_ECHUNKED, 0},
-    {"/badchunk?variant=truncated", TERN_EPARTIAL, 0},
-    {"/badchunk?variant=nolast", TERN_EPARTIAL, 0},
-    {"/truncate", TERN_EPARTIAL, 0},
-    {"/reset?len=100000", TERN_ECONNRESET, 0},
-    {"/stall?stall_ms=10000", TERN_ETOTALTIMEOUT, 1000},
-    {"/endless", TERN_ETOTALTIMEOUT, 1000},
-    {"/endless?chunked=0", TERN_ETOTALTIMEOUT, 1000},
-    {"/gzip?size=1073741824&zeros=1", TERN_EDECODELIMIT, 0},
-    {"/gzip?size=300000&corrupt=100", TERN_EDECODE, 0},
-    {"/gzip?size=300000&truncate=10", TERN_EDECODE, 0},
-    {"/gzip?size=300000&kind=br&truncate=5", TERN_EDECODE, 0},
-    {"/gzip?size=300000&kind=zstd&truncate=5", TERN_EDECODE, 0},
-    {"/gzip?size=1000&coding=compress", TERN_EDECODE, 0},
+  { "/random?size=4096", TERN_EPROTO, 0 },
+  { "/random?size=300000&seed=7", TERN_EPROTO, 0 },
+  { "/badstatus?variant=garbage", TERN_EPROTO, 0 },
+  { "/badstatus?variant=nul", TERN_EPROTO, 0 },
+  { "/badstatus?variant=http09", TERN_EPROTO, 0 },
+  { "/badstatus?variant=bigcode", TERN_EPROTO, 0 },
+  { "/badstatus?variant=empty", TERN_EEMPTYREPLY, 0 },
+  { "/bigheaders?size=70000", TERN_EHEADERSIZE, 0 },
+  { "/bigheaders?size=70000&single=1", TERN_EHEADERSIZE, 0 },
+  { "/bigheaders?size=5000000&single=1", TERN_EHEADERSIZE, 0 },
+  { "/interim?count=0&pad=1000", TERN_EHEADERSIZE, 0 },
+  { "/lengths?variant=conflict", TERN_EPROTO, 0 },
+  { "/lengths?variant=negative", TERN_EPROTO, 0 },
+  { "/lengths?variant=huge", TERN_EPROTO, 0 },
+  { "/lengths?variant=garbage", TERN_EPROTO, 0 },
+  { "/lengths?variant=te-and-cl", TERN_EPARTIAL, 0 }, /* chunked wins; no last chunk */
+  { "/lengths?variant=te-unknown", TERN_EDECODE, 0 }, /* curl: 61 */
+  { "/lengths?variant=short", TERN_EPARTIAL, 0 },
+  { "/badchunk?variant=hex", TERN_ECHUNKED, 0 },
+  { "/badchunk?variant=overflow", TERN_ECHUNKED, 0 },
+  { "/badchunk?variant=negative", TERN_ECHUNKED, 0 },
+  { "/badchunk?variant=nocrlf", TERN_ECHUNKED, 0 },
+  { "/badchunk?variant=truncated", TERN_EPARTIAL, 0 },
+  { "/badchunk?variant=nolast", TERN_EPARTIAL, 0 },
+  { "/truncate", TERN_EPARTIAL, 0 },
+  { "/reset?len=100000", TERN_ECONNRESET, 0 },
+  { "/stall?stall_ms=10000", TERN_ETOTALTIMEOUT, 1000 },
+  { "/endless", TERN_ETOTALTIMEOUT, 1000 },
+  { "/endless?chunked=0", TERN_ETOTALTIMEOUT, 1000 },
+  { "/gzip?size=1073741824&zeros=1", TERN_EDECODELIMIT, 0 },
+  { "/gzip?size=300000&corrupt=100", TERN_EDECODE, 0 },
+  { "/gzip?size=300000&truncate=10", TERN_EDECODE, 0 },
+  { "/gzip?size=300000&kind=br&truncate=5", TERN_EDECODE, 0 },
+  { "/gzip?size=300000&kind=zstd&truncate=5", TERN_EDECODE, 0 },
+  { "/gzip?size=1000&coding=compress", TERN_EDECODE, 0 },
 };
 
 /* Every case against a download onto an existing file: the expected error with a message that

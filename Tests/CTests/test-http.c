@@ -57,7 +57,8 @@ TEST(http_memory_body_1k) {
   ASSERT_STR_EQ(tern_request_get_header(req, "content-length"), "1024");
   ASSERT(tern_request_get_header(req, "X-Connection") != NULL);
   ASSERT(tern_request_get_time(req, TERN_TIME_HEADERS) >= 0);
-  ASSERT(tern_request_get_time(req, TERN_TIME_END) >= tern_request_get_time(req, TERN_TIME_HEADERS));
+  ASSERT(tern_request_get_time(req, TERN_TIME_END) >=
+         tern_request_get_time(req, TERN_TIME_HEADERS));
   tern_request_free(req);
   test_finish(eng);
 }
@@ -96,7 +97,7 @@ static int on_progress(tern_request_t *req, tern_progress_state state, int perce
 TEST(http_stream_callback_and_progress) {
   tern_engine_t *eng = test_engine_new(NULL);
   tern_request_t *req = test_request("NGINX_PORT", "/100m.bin");
-  stream_state s = {0};
+  stream_state s = { 0 };
   ASSERT_EQ(tern_request_set_data_cb(req, on_data, &s), 0);
   ASSERT_EQ(tern_request_set_progress_cb(req, on_progress, &s), 0);
   ASSERT_EQ(test_run(eng, req), 0);

@@ -39,16 +39,15 @@ static tern_request_t *tls_request(const char *host, const char *portkey, const 
 }
 
 /* The request completed with `want` (0: success); says what it got instead when not. */
-#define ASSERT_TERN_ERR(req, want)                                                             \
-  do {                                                                                         \
-    int got_ = tern_request_get_error(req);                                                    \
-    int want_ = (want);                                                                        \
-    if (got_ != want_)                                                                         \
-      TEST_FAIL_("expected %s (%d), got %s (%d): \"%s\" (status %d, %" PRIu64               \
-                 " body bytes)",                                                               \
-                 tern_err_name(want_), want_, tern_err_name(got_), got_,                       \
-                 tern_request_get_error_message(req), tern_request_get_status(req),            \
-                 tern_request_get_bytes_received(req));                                        \
+#define ASSERT_TERN_ERR(req, want)                                                                 \
+  do {                                                                                             \
+    int got_ = tern_request_get_error(req);                                                        \
+    int want_ = (want);                                                                            \
+    if (got_ != want_)                                                                             \
+      TEST_FAIL_("expected %s (%d), got %s (%d): \"%s\" (status %d, %" PRIu64 " body bytes)",      \
+                 tern_err_name(want_), want_, tern_err_name(got_), got_,                           \
+                 tern_request_get_error_message(req), tern_request_get_status(req),                \
+                 tern_request_get_bytes_received(req));                                            \
   } while (0)
 
 static bool contains(const char *hay, size_t n, const char *needle) {
@@ -151,7 +150,7 @@ TEST(tls_chunked_64k) {
 /* The name (SNI + DNS SAN) and both address forms (IP SANs, no SNI) verify. */
 TEST(tls_localhost_ipv4_ipv6) {
   tern_engine_t *eng = test_engine_new(NULL);
-  const char *hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+  const char *hosts[] = { "localhost", "127.0.0.1", "[::1]" };
   for (int i = 0; i < 3; i++) {
     if (i == 2 && !testsrv_has_ipv6()) break;
     tern_request_t *req = tls_request(hosts[i], "TLS_PORT", "/1k.bin", true);
@@ -212,8 +211,8 @@ TEST(tls_system_store_unknown_ca) {
 /* curl -k: verification off accepts every bad certificate. */
 TEST(tls_verify_off) {
   tern_engine_t *eng = test_engine_new(NULL);
-  const char *ports[] = {"TLS_EXPIRED_PORT", "TLS_NOTYET_PORT", "TLS_WRONGHOST_PORT",
-                         "TLS_SELFSIGNED_PORT", "TLS_PORT"};
+  const char *ports[] = { "TLS_EXPIRED_PORT", "TLS_NOTYET_PORT", "TLS_WRONGHOST_PORT",
+                          "TLS_SELFSIGNED_PORT", "TLS_PORT" };
   for (int i = 0; i < 5; i++) {
     tern_request_t *req = tls_request("localhost", ports[i], "/1k.bin", false);
     ASSERT_EQ(tern_request_set_tls_verify(req, 0), 0);
@@ -350,8 +349,7 @@ TEST(tls_cert_and_ca_file_errors) {
   ASSERT(wrong_key != NULL);
   sprintf(wrong_key, "%s/server.key", testsrv_get("CERTS"));
   req = tls_request("localhost", "TLS_PORT", "/1k.bin", true);
-  ASSERT_EQ(tern_request_set_tls_client_cert(req, testsrv_get("CLIENT_CERT"), wrong_key, NULL),
-            0);
+  ASSERT_EQ(tern_request_set_tls_client_cert(req, testsrv_get("CLIENT_CERT"), wrong_key, NULL), 0);
   test_run(eng, req);
   ASSERT_TERN_ERR(req, TERN_ETLSCERTFILE);
   tern_request_free(req);
@@ -488,7 +486,7 @@ TEST(tls_session_resumption) {
     test_run(eng, req);
     ASSERT_TERN_ERR(req, 0);
     ASSERT_EQ(tern_request_get_status(req), 200);
-    ASSERT_EQ(tern_request_is_reused(req), 0); /* a new connection ... */
+    ASSERT_EQ(tern_request_is_reused(req), 0);      /* a new connection ... */
     ASSERT_EQ(tern_request_is_tls_resumed(req), 1); /* ... with a resumed session */
     ASSERT_STR_EQ(tern_request_get_header(req, "X-SSL-Session-Reused"), "r");
     test_assert_req_body_sha(req, "SHA_1K");
@@ -615,7 +613,7 @@ static void put_then_get(tern_engine_t *eng, const char *name, int how, const ch
   ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
   ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_BODY, test_scaled_ms(15000)), 0);
   char *mem = NULL;
-  mem_reader mr = {0};
+  mem_reader mr = { 0 };
   if (how == 0) {
     ASSERT_EQ(tern_request_set_body_file(req, src, 0, 0), 0);
   } else {
@@ -699,7 +697,7 @@ TEST(tls_tls12) {
  * never come). Plain HTTP with the same buffers is the control. */
 TEST(tls_small_buffers) {
   tern_engine_t *eng = test_engine_new(NULL);
-  const size_t sizes[] = {1024, 4096, 16384, 20000};
+  const size_t sizes[] = { 1024, 4096, 16384, 20000 };
   for (int i = 0; i < 4; i++) {
     for (int tls = 0; tls < 2; tls++) {
       tern_request_t *req;
@@ -789,7 +787,7 @@ TEST(tls_encrypted_key_without_password_never_prompts) {
   bool exited = false, prompted = false;
   uint64_t deadline = test_now_ms() + test_scaled_ms(10000);
   while (!exited && test_now_ms() < deadline) {
-    struct pollfd pfd = {master, POLLIN, 0};
+    struct pollfd pfd = { master, POLLIN, 0 };
     if (poll(&pfd, 1, 50) > 0 && (pfd.revents & POLLIN)) {
       ssize_t k = read(master, out + got, sizeof out - 1 - got);
       if (k > 0) got += (size_t)k;
@@ -807,8 +805,7 @@ TEST(tls_encrypted_key_without_password_never_prompts) {
   }
   close(master);
   out[got] = '\0';
-  if (prompted)
-    TEST_FAIL_("the engine asked for the key's password on the terminal: \"%s\"", out);
+  if (prompted) TEST_FAIL_("the engine asked for the key's password on the terminal: \"%s\"", out);
   if (!exited) TEST_FAIL_("the request did not complete (terminal output: \"%s\")", out);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     TEST_FAIL_("child failed (status 0x%x): %s", status, out);

@@ -66,10 +66,11 @@ TEST(url_resolve_ports_spaces_and_bad_values) {
 
 TEST(challenge_parsing) {
   tern__challenge ch;
-  const char *v = "Basic realm=\"simple\", Digest realm=\"http-auth@example.org\", "
-                  "qop=\"auth, auth-int\", algorithm=SHA-256, "
-                  "nonce=\"7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v\", "
-                  "opaque=\"FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS\"";
+  const char *v =
+      "Basic realm=\"simple\", Digest realm=\"http-auth@example.org\", "
+      "qop=\"auth, auth-int\", algorithm=SHA-256, "
+      "nonce=\"7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v\", "
+      "opaque=\"FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS\"";
   ASSERT(tern__challenge_find(v, "Digest", &ch));
   ASSERT_STR_EQ(ch.realm, "http-auth@example.org");
   ASSERT_STR_EQ(ch.algorithm, "SHA-256");
@@ -80,7 +81,8 @@ TEST(challenge_parsing) {
   ASSERT(tern__challenge_find(v, "Basic", &ch));
   ASSERT_STR_EQ(ch.realm, "simple");
   ASSERT(!tern__challenge_find(v, "Negotiate", &ch));
-  ASSERT(tern__challenge_find("Digest realm=\"a \\\"q\\\" b\", nonce=x, stale=TRUE", "digest", &ch));
+  ASSERT(
+      tern__challenge_find("Digest realm=\"a \\\"q\\\" b\", nonce=x, stale=TRUE", "digest", &ch));
   ASSERT_STR_EQ(ch.realm, "a \"q\" b");
   ASSERT(ch.stale);
   ASSERT(tern__challenge_find("Digest nonce=\"n\", algorithm=SHA-512-256-sess", "Digest", &ch));
@@ -88,8 +90,8 @@ TEST(challenge_parsing) {
   ASSERT(tern__challenge_find("Digest nonce=\"n\", algorithm=UNKNOWN", "Digest", &ch));
   ASSERT(!tern__digest_supported(&ch));
   /* Malformed values never crash and find nothing useful. */
-  const char *junk[] = {"", ",,,", "Digest", "Digest ===", "Digest realm=\"unterminated",
-                        "=x", "\"\"\"", "Digest nonce"};
+  const char *junk[] = { "",   ",,,",    "Digest",      "Digest ===", "Digest realm=\"unterminated",
+                         "=x", "\"\"\"", "Digest nonce" };
   for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
     tern__challenge_find(junk[i], "Digest", &ch);
     (void)tern__digest_supported(&ch);
@@ -97,7 +99,7 @@ TEST(challenge_parsing) {
 }
 
 TEST(basic_credentials_rfc7617) {
-  tern__str s = {0};
+  tern__str s = { 0 };
   ASSERT_EQ(tern__auth_basic("Aladdin", "open sesame", &s), 0);
   ASSERT_EQ(s.len, strlen("Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="));
   ASSERT(memcmp(s.data, "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==", s.len) == 0);
@@ -116,14 +118,16 @@ TEST(digest_response_rfc7616_examples) {
   char resp[129];
   strcpy(ch.algorithm, "MD5");
   ASSERT_EQ(tern__digest_response(&ch, "Mufasa", "Circle of Life", "GET", "/dir/index.html",
-                                  "00000001", cnonce, resp), 0);
+                                  "00000001", cnonce, resp),
+            0);
   ASSERT_STR_EQ(resp, "8ca523f5e9506fed4657c9700eebdbec");
   strcpy(ch.algorithm, "SHA-256");
   ASSERT_EQ(tern__digest_response(&ch, "Mufasa", "Circle of Life", "GET", "/dir/index.html",
-                                  "00000001", cnonce, resp), 0);
+                                  "00000001", cnonce, resp),
+            0);
   ASSERT_STR_EQ(resp, "753927fa0e85d155564e2e272a28d1802ca10daf4496794697cf8db5856cb6c1");
   /* The header carries the parameters a server needs to check it. */
-  tern__str h = {0};
+  tern__str h = { 0 };
   ASSERT_EQ(tern__auth_digest(&ch, "Mufasa", "Circle of Life", "GET", "/dir/index.html", 1, &h), 0);
   ASSERT_EQ(tern__str_append(&h, "", 1), 0);
   ASSERT(strstr(h.data, "Digest username=\"Mufasa\", realm=\"http-auth@example.org\"") == h.data);

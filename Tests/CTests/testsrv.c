@@ -1,7 +1,7 @@
 /* testsrv.c — see testsrv.h. */
 #if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
-#undef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L
+#  undef _POSIX_C_SOURCE
+#  define _POSIX_C_SOURCE 200809L
 #endif
 
 #include "testsrv.h"
@@ -49,18 +49,20 @@ static char *xstrndup(const char *s, size_t n) {
 static void load_env(void) {
   const char *state = getenv("TERN_TEST_STATE");
   if (state == NULL || state[0] == '\0')
-    testsrv_die("TERN_TEST_STATE is not set: it must name the state dir of "
-                "`Tests/TestServer/servers.py start STATE_DIR` (ctest sets it through the "
-                "servers fixture; by hand: export TERN_TEST_STATE=/tmp/tern-state)");
+    testsrv_die(
+        "TERN_TEST_STATE is not set: it must name the state dir of "
+        "`Tests/TestServer/servers.py start STATE_DIR` (ctest sets it through the "
+        "servers fixture; by hand: export TERN_TEST_STATE=/tmp/tern-state)");
   size_t len = strlen(state) + sizeof "/env";
   char *path = malloc(len);
   if (path == NULL) testsrv_die("out of memory");
   snprintf(path, len, "%s/env", state);
   FILE *f = fopen(path, "r");
   if (f == NULL)
-    testsrv_die("cannot read %s (%s): are the test servers running? "
-                "Start them with `python3 Tests/TestServer/servers.py start %s`",
-                path, strerror(errno), state);
+    testsrv_die(
+        "cannot read %s (%s): are the test servers running? "
+        "Start them with `python3 Tests/TestServer/servers.py start %s`",
+        path, strerror(errno), state);
   char line[4096];
   while (fgets(line, sizeof line, f) != NULL) {
     size_t n = strlen(line);

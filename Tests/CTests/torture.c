@@ -73,9 +73,11 @@ __attribute__((constructor)) static void torture_init(void) {
   const char *s = getenv("TERN_TORTURE_FAIL_AT");
   fail_at = s ? strtoul(s, NULL, 10) : 0;
   const char *scope = getenv("TERN_TORTURE_SCOPE");
-  if (scope && strstr(scope, "uv") && uv_replace_allocator(uv_malloc_, uv_realloc_, uv_calloc_, free))
+  if (scope && strstr(scope, "uv") &&
+      uv_replace_allocator(uv_malloc_, uv_realloc_, uv_calloc_, free))
     fprintf(stderr, "torture: uv_replace_allocator failed\n");
-  if (scope && strstr(scope, "ssl") && !CRYPTO_set_mem_functions(ssl_malloc_, ssl_realloc_, ssl_free_))
+  if (scope && strstr(scope, "ssl") &&
+      !CRYPTO_set_mem_functions(ssl_malloc_, ssl_realloc_, ssl_free_))
     fprintf(stderr, "torture: CRYPTO_set_mem_functions failed (OpenSSL allocated already)\n");
   atexit(torture_report);
 }

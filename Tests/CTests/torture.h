@@ -17,10 +17,10 @@
 #ifndef TERN_TEST_TORTURE_H
 #define TERN_TEST_TORTURE_H
 
-#define TORTURE_EXIT_ASSERT 3
+#define TORTURE_EXIT_ASSERT              3
 #define TORTURE_EXIT_ASSERT_OTHER_THREAD 4
-#define TORTURE_EXIT_LIVE_REQUESTS 5
-#define TORTURE_EXIT_FREE_HANG 125
+#define TORTURE_EXIT_LIVE_REQUESTS       5
+#define TORTURE_EXIT_FREE_HANG           125
 
 /* Frees the engines a failed case left behind (tern_engine_free on each); returns how many. */
 int torture_free_engines(void);
