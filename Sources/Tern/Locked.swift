@@ -35,8 +35,8 @@ package final class ConditionLock: @unchecked Sendable {
     package func lock() { pthread_mutex_lock(mutex) }
     package func unlock() { pthread_mutex_unlock(mutex) }
     /// Waits for ``broadcast()``; the lock must be held.
-    func wait() { pthread_cond_wait(condition, mutex) }
-    func broadcast() { pthread_cond_broadcast(condition) }
+    package func wait() { pthread_cond_wait(condition, mutex) }
+    package func broadcast() { pthread_cond_broadcast(condition) }
 
     package func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
         lock()

@@ -1,8 +1,10 @@
 // RequestBody: what a request sends, from memory, a file, segments (multipart from disk), or a
 // stream of unknown length; a struct over an internal enum with static factories, so new
 // kinds can be added without breaking callers. BodyStream bridges Swift closures to the
-// engine's body callback, which runs on the engine's thread. (InputStream bodies live in the
-// TernFoundation module, so that Tern itself needs only FoundationEssentials.)
+// engine's body callback, which runs on the engine's thread; bodies from an AsyncSequence
+// (RequestBody+AsyncSequence.swift) are a BodyStream that can answer "not yet". (InputStream
+// bodies live in the TernFoundation module, so that Tern itself needs only
+// FoundationEssentials.)
 
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
@@ -29,6 +31,7 @@ import Darwin
 /// request.requestBody = try .json(Profile(name: "Ada"))
 /// request.requestBody = .file("/tmp/video.mp4", contentType: "video/mp4")
 /// request.requestBody = .multipart(form)
+/// request.requestBody = .stream(chunks)  // an AsyncSequence of byte chunks, as they come
 /// request.requestBody = .stream { buffer in nextChunk(into: buffer) }  // 0 at the end
 /// ```
 ///
@@ -39,7 +42,8 @@ import Darwin
 /// Bodies whose size is known (memory, files, multipart forms of those) are sent with a
 /// `Content-Length` computed up front; files are read through the connection buffer while
 /// sending and never loaded whole. Streams of unknown length are sent chunked, which needs
-/// HTTP/1.1.
+/// HTTP/1.1. Bytes that arrive over time (a pipe, a socket, a recording) come from an
+/// `AsyncSequence` (``stream(_:length:contentType:)``): waiting for them holds up nothing.
 ///
 /// The body's ``contentType`` is sent as `Content-Type` unless the request's header fields
 /// name one.
@@ -153,7 +157,8 @@ public struct RequestBody: Sendable {
     /// ``TernError/Code/fileReadFailed``. It must return at once with what it has: it cannot
     /// wait for more data without stalling the engine (a closure over a file or memory is
     /// fine; one over a slow pipe or socket stalls every request of the engine while it
-    /// waits).
+    /// waits). For bytes that arrive over time, give an `AsyncSequence` of chunks to
+    /// ``stream(_:length:contentType:)`` instead.
     ///
     /// A stream can be read once: a request with a stream body is not retried once reading
     /// began, cannot follow a 307/308 redirect, and executing the request again fails with
@@ -198,11 +203,18 @@ struct BodyStreamError: Error, CustomStringConvertible {
 class BodyStream: @unchecked Sendable {
     private let claim = Locked<UInt64?>(nil)
 
+    /// What ``read(into:for:waker:)`` returns when no bytes are ready yet but the body has not
+    /// ended: the engine waits until `tern_request_resume_send` on the waker (TERN_READ_WAIT).
+    static let notReady = -1
+
     /// True once an attempt started reading: the body cannot be sent again.
     var hasStarted: Bool { claim.withLock { $0 != nil } }
 
-    /// Reads the next bytes for the attempt `token`; 0 at the end.
-    final func read(into buffer: UnsafeMutableRawBufferPointer, for token: UInt64) throws -> Int {
+    /// Reads the next bytes for the attempt `token`; 0 at the end, ``notReady`` when the
+    /// stream will resume `waker` (the attempt's C request) once it has bytes.
+    final func read(
+        into buffer: UnsafeMutableRawBufferPointer, for token: UInt64, waker: CRequest?
+    ) throws -> Int {
         let mine: Bool = claim.withLock { owner in
             if owner == nil { owner = token }
             return owner == token
@@ -210,14 +222,21 @@ class BodyStream: @unchecked Sendable {
         guard mine else {
             throw BodyStreamError(description: "a stream body can be sent only once; set a new one")
         }
-        return try readNext(into: buffer, for: token)
+        return try readNext(into: buffer, for: token, waker: waker)
     }
 
-    /// Fills `buffer` with the next bytes; 0 at the end. Loop thread only; `token` names the
-    /// reading attempt, for streams nested in this one.
-    func readNext(into buffer: UnsafeMutableRawBufferPointer, for token: UInt64) throws -> Int {
+    /// Fills `buffer` with the next bytes; 0 at the end, ``notReady`` to wait for a resume of
+    /// `waker`. Loop thread only; `token` names the reading attempt, for streams nested in
+    /// this one.
+    func readNext(
+        into buffer: UnsafeMutableRawBufferPointer, for token: UInt64, waker: CRequest?
+    ) throws -> Int {
         0
     }
+
+    /// The attempt `token` completed (any thread): a stream fed from elsewhere stops feeding.
+    /// Called for every attempt, read or not.
+    func attemptEnded(_ token: UInt64) {}
 }
 
 /// Calls a caller's closure.
@@ -229,7 +248,7 @@ final class ClosureBody: BodyStream, @unchecked Sendable {
     }
 
     override func readNext(
-        into buffer: UnsafeMutableRawBufferPointer, for token: UInt64
+        into buffer: UnsafeMutableRawBufferPointer, for token: UInt64, waker: CRequest?
     ) throws -> Int {
         let n = try body(buffer)
         guard n >= 0, n <= buffer.count else {
@@ -261,8 +280,12 @@ final class CompositeBody: BodyStream, @unchecked Sendable {
         if fd >= 0 { close(fd) }
     }
 
+    override func attemptEnded(_ token: UInt64) {
+        for case .stream(let stream) in pieces { stream.attemptEnded(token) }
+    }
+
     override func readNext(
-        into buffer: UnsafeMutableRawBufferPointer, for token: UInt64
+        into buffer: UnsafeMutableRawBufferPointer, for token: UInt64, waker: CRequest?
     ) throws -> Int {
         guard let base = buffer.baseAddress else { return 0 }
         var done = 0
@@ -300,7 +323,10 @@ final class CompositeBody: BodyStream, @unchecked Sendable {
                     throw BodyStreamError(description: "read \(path): file shrank while uploading")
                 }
             case .stream(let stream):
-                n = try stream.read(into: room, for: token)
+                n = try stream.read(into: room, for: token, waker: waker)
+                if n == BodyStream.notReady {
+                    return done > 0 ? done : n  // send what is there; asked again on resume
+                }
             }
             if n == 0 {
                 if fd >= 0 {

@@ -13,7 +13,8 @@ extension RequestBody {
     /// Tern opens the stream, reads it to its end and closes it; do not touch it afterwards.
     /// Because reads run on the engine's thread, the stream must not block for long: a
     /// stream over a file or memory is fine, one over a slow pipe or socket stalls every
-    /// request of the engine while it waits.
+    /// request of the engine while it waits (for such a source, hand its bytes to Tern's
+    /// `RequestBody.stream(_:length:contentType:)` as an `AsyncSequence` of chunks instead).
     ///
     /// A stream can be read once: a request with a stream body is not retried once reading
     /// began, cannot follow a 307/308 redirect, and executing the request again fails with
@@ -44,7 +45,7 @@ extension RequestBody {
 
 extension MultipartForm.Part {
     /// The bytes of an `InputStream` of unknown length; the form is then sent chunked. The
-    /// stream rules of ``RequestBody/stream(_:length:contentType:)`` apply.
+    /// rules of `RequestBody.stream(_:length:contentType:)` for an `InputStream` apply.
     ///
     /// - Parameters:
     ///   - stream: The stream, read on the engine's thread.

@@ -550,15 +550,9 @@ final class CommandRunner {
             if fstat(0, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
                 return .file("/dev/stdin")
             }
-            // Reads block the engine's thread while stdin has nothing; this process runs one
-            // transfer at a time, so nothing else waits.
-            return .stream { buffer in
-                while true {
-                    let n = read(0, buffer.baseAddress, buffer.count)
-                    if n >= 0 { return n }
-                    if errno != EINTR { throw StandardInputError(code: errno) }
-                }
-            }
+            // A pipe or terminal: read on a thread of its own, sent chunked as it arrives;
+            // the engine's loop never waits in read(2), and no body timeout runs meanwhile.
+            return .stream(StandardInputChunks())
         }
         guard FileManager.default.isReadableFile(atPath: upload) else {
             throw Bodies.unreadable(upload)

@@ -116,6 +116,75 @@ extension TernTests {
             #expect(try tern(["-s", "-F", "a=1", "-d", "b=2", servers.fault("/echo").absoluteString]).status == 2)
         }
 
+        /// Runs `tern` with stdin a pipe that `feed` writes to (the pipe closes when it
+        /// returns); stdout and stderr through files; `seconds` runs to tern's exit.
+        func ternFedSlowly(_ arguments: [String], feed: (FileHandle) throws -> Void) throws -> TernRun {
+            let out = temporaryPath("stdout")
+            let err = temporaryPath("stderr")
+            _ = FileManager.default.createFile(atPath: out, contents: nil)
+            _ = FileManager.default.createFile(atPath: err, contents: nil)
+            defer {
+                try? FileManager.default.removeItem(atPath: out)
+                try? FileManager.default.removeItem(atPath: err)
+            }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: TernBinary.path)
+            process.arguments = arguments
+            process.environment = childEnvironment()
+            process.standardOutput = FileHandle(forWritingAtPath: out)
+            process.standardError = FileHandle(forWritingAtPath: err)
+            let input = Pipe()
+            process.standardInput = input
+            let exited = Locked<Date?>(nil)
+            process.terminationHandler = { _ in exited.withLock { $0 = Date() } }
+            let started = Date()
+            try process.run()
+            try? feed(input.fileHandleForWriting)  // EPIPE once tern is gone
+            try? input.fileHandleForWriting.close()
+            process.waitUntilExit()
+            while exited.withLock({ $0 }) == nil { usleep(1000) }
+            return TernRun(
+                status: process.terminationStatus,
+                stdout: FileManager.default.contents(atPath: out) ?? Data(),
+                stderr: String(decoding: FileManager.default.contents(atPath: err) ?? Data(), as: UTF8.self),
+                seconds: exited.withLock { $0 ?? Date() }.timeIntervalSince(started))
+        }
+
+        @Test func uploadFromASlowPipeWithT() throws {
+            let servers = try Servers.get()
+            // Bytes as they come, chunked, to the end of stdin.
+            let run = try ternFedSlowly(["-sS", "-T", "-", servers.fault("/echo").absoluteString]) { pipe in
+                try pipe.write(contentsOf: pattern(70_000))
+                usleep(300_000)
+                try pipe.write(contentsOf: pattern(30_000, from: 70_000))
+            }
+            #expect(run.status == 0, "\(run.stderr)")
+            let echo = try Echo(run.stdout)
+            #expect(echo.method == "PUT")
+            #expect(echo.json["chunked"] as? Bool == true)
+            #expect(echo.bodyLength == 100_000)
+            #expect(echo.bodySHA256 == sha256(pattern(100_000)))
+
+            // The engine's loop never waits in read(2): -m fires while stdin stays silent
+            // (reading on the loop, the timer could not run until stdin closed 3 s later),
+            let slow = try ternFedSlowly(["-sS", "-m", "1", "-T", "-", servers.fault("/echo").absoluteString]) { pipe in
+                try pipe.write(contentsOf: Data("partial".utf8))
+                usleep(3_000_000)
+            }
+            #expect(slow.status == 28, "\(slow.stderr)")
+            #expect(slow.seconds < 2.5, "exited after \(slow.seconds) s")
+
+            // and an early final response ends the upload, as curl does.
+            let early = try ternFedSlowly(
+                ["-sS", "-w", "%{http_code}", "-T", "-", servers.fault("/status/413?early=1").absoluteString]
+            ) { pipe in
+                try pipe.write(contentsOf: Data("partial".utf8))
+                usleep(3_000_000)
+            }
+            #expect(early.text.hasSuffix("413"), "\(early.text) \(early.stderr)")
+            #expect(early.seconds < 2.5, "exited after \(early.seconds) s")
+        }
+
         @Test func uploadFileWithT() throws {
             let servers = try Servers.get()
             let dir = temporaryPath("upload")

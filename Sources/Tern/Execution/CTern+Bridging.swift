@@ -160,6 +160,13 @@ func pauseReceiving(_ request: CRequest, _ paused: Bool) {
     _ = tern_request_pause_receive(request.pointer, paused ? 1 : 0)
 }
 
+/// A waiting body has bytes again (TERN_READ_WAIT): the engine calls the body callback anew.
+/// Any thread; harmless when the request no longer waits. Should the engine have no memory to
+/// queue the wake-up, the request is canceled rather than left waiting for good.
+func resumeSending(_ request: CRequest) {
+    if tern_request_resume_send(request.pointer) != 0 { tern_request_cancel(request.pointer) }
+}
+
 /// A number unique to each attempt in the process: names the attempt to the stream body it
 /// reads.
 func nextAttemptToken() -> UInt64 {

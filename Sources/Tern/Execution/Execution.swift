@@ -493,11 +493,14 @@ final class Execution: @unchecked Sendable {
         }
     }
 
-    /// Fills the engine's buffer from the stream body; -1 (with the reason kept) on error.
+    /// Fills the engine's buffer from the stream body; -1 (with the reason kept) on error,
+    /// TERN_READ_WAIT (`Int64.min`) when the stream has no bytes yet and will resume the
+    /// attempt's C request once it has.
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int64 {
         guard case .stream(_, let stream) = plan.body else { return -1 }
         do {
-            return Int64(try stream.read(into: buffer, for: local.token))
+            let n = try stream.read(into: buffer, for: local.token, waker: local.owner)
+            return n == BodyStream.notReady ? Int64.min : Int64(n)
         } catch {
             local.bodyError = "\(error)"
             return -1
@@ -529,7 +532,10 @@ final class Execution: @unchecked Sendable {
             if let length = report.contentLength { s.outcome.contentLength = length }
         }
         var end = ExecutionMachine.AttemptEnd(error: report.error?.code, status: report.head?.status ?? 0)
-        if case .stream(_, let stream) = plan.body, stream.hasStarted { end.canReplayBody = false }
+        if case .stream(_, let stream) = plan.body {
+            stream.attemptEnded(local.token)  // a sequence's producer stops feeding this attempt
+            if stream.hasStarted { end.canReplayBody = false }
+        }
         if report.error == nil, let status = report.head?.status, [429, 503].contains(status) || status == 408 {
             end.retryAfter = report.head?.fields[.retryAfter].flatMap(retryAfterSeconds)
         }
