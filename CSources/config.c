@@ -32,10 +32,12 @@ void tern__config_clear(tern_config_t *c) {
   tern__str_free(&c->resolve);
 }
 
-tern_config_t *tern_config_new(void) {
+int tern_config_new(tern_config_t **out) {
+  if (out == NULL) return TERN_EINVAL;
   tern_config_t *c = tern__malloc(sizeof *c);
   if (c) tern__config_defaults(c);
-  return c;
+  *out = c;
+  return c ? 0 : TERN_ENOMEM;
 }
 
 void tern_config_free(tern_config_t *c) {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 static void on_connect(uv_connect_t *cr, int status);
@@ -76,6 +77,13 @@ void tern__conn_wait(tern__conn *c, int kind, uint64_t ms) {
   uv_timer_start(&c->timer, on_timer, ms, 0);
 }
 
+/* Whether the socket holds received bytes not read yet. */
+static bool bytes_waiting(tern__conn *c) {
+  uv_os_fd_t fd;
+  int n = 0;
+  return uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 static void on_timer(uv_timer_t *t) {
   tern__conn *c = t->data;
   tern_engine_t *eng = c->engine;
@@ -92,6 +100,10 @@ static void on_timer(uv_timer_t *t) {
       tern__conn_fail(c, NULL, TERN_ECONNECTTIMEOUT);
       break;
     case TERN__TIMER_HEADERS:
+      if (c->reading && bytes_waiting(c)) { /* the head is here, just not read yet */
+        uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
+        break;
+      }
       if (req)
         tern__request_set_error(req, TERN_EHEADERTIMEOUT, "%s: no response head within %llu ms",
                                 host, (unsigned long long)c->timer_ms);
@@ -102,6 +114,14 @@ static void on_timer(uv_timer_t *t) {
       uint64_t idle = uv_now(eng->loop) - c->last_activity;
       if (idle < c->timer_ms) {
         uv_timer_start(&c->timer, on_timer, c->timer_ms - idle, 0);
+        break;
+      }
+      /* libuv runs timers before it polls: after this process was not scheduled for a while,
+       * the limit may pass with the server's bytes already waiting in the socket. Those are
+       * activity, not a stall. */
+      if (c->reading && bytes_waiting(c)) {
+        c->last_activity = uv_now(eng->loop);
+        uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
         break;
       }
       if (req)

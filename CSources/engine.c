@@ -363,10 +363,11 @@ static void complete(tern_request_t *req, int err) {
   if (atomic_load(&req->state) == TERN__REQ_DONE) return;
   tern_engine_t *eng = req->engine;
   err = tern__request_finish_file(req, err);
-  if (err && req->error != err) {
-    req->error = 0;
+  /* One rule: the first failure recorded (code and message together) is the request's. */
+  if (err && req->error)
+    err = req->error;
+  else if (err)
     tern__request_set_error(req, err, "%s: %s", req->url.hostport, tern_strerror(err));
-  }
   if (!err) {
     req->error = 0;
     req->errmsg[0] = '\0';

@@ -511,8 +511,9 @@ int tern__request_progress_download(tern_request_t *req, bool final);
 /* The error rule: the FIRST failure explains. The first call records its code and its message
  * together; every later call (a consequence of the first, such as the connection closing under
  * it) changes neither, so tern_request_get_error and tern_request_get_error_message always
- * describe the same failure. Nothing else should write req->error or req->errmsg (engine.c's
- * tern__complete still replaces both when its code differs: to be brought under this rule). */
+ * describe the same failure. The request completes with that code whatever code its
+ * completion was called with (engine.c); only a new attempt (tern__request_rewind: a retry or
+ * the next hop) clears it, since an abandoned attempt's failure is not the request's. */
 void tern__request_set_error(tern_request_t *req, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tern__request_mark(tern_request_t *req, tern_time which);

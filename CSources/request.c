@@ -11,13 +11,15 @@
 
 atomic_uint_fast64_t tern__requests_live;
 
-tern_request_t *tern_request_new(void) {
+int tern_request_new(tern_request_t **out) {
+  if (out == NULL) return TERN_EINVAL;
+  *out = NULL;
   tern_request_t *req = tern__calloc(1, sizeof *req);
-  if (req == NULL) return NULL;
+  if (req == NULL) return TERN_ENOMEM;
   req->method = tern__strdup("GET");
   if (req->method == NULL) {
     free(req);
-    return NULL;
+    return TERN_ENOMEM;
   }
   tern__list_init(&req->node);
   tern__list_init(&req->cancel_node);
@@ -41,7 +43,8 @@ tern_request_t *tern_request_new(void) {
   req->proxy.chosen = TERN__PROXY_NONE;
   for (int i = 0; i < 5; i++) req->times_ns[i] = -1;
   atomic_fetch_add(&tern__requests_live, 1);
-  return req;
+  *out = req;
+  return 0;
 }
 
 static void destroy(tern_request_t *req) {

@@ -180,6 +180,8 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
 
 void tern__request_rewind(tern_request_t *req) {
   req->send = TERN__SEND_NOTHING;
+  req->error = 0; /* an abandoned attempt's failure is not the request's */
+  req->errmsg[0] = '\0';
   req->upload.waiting = false;
   req->reused = false;
   req->conn = NULL;

@@ -50,9 +50,9 @@ int main(int argc, char **argv) {
   tern_engine_t *engine;
   int r = tern_engine_new(&engine, NULL); /* runs its own loop thread */
   if (r != 0) return fail("engine", r);
-  tern_request_t *req = tern_request_new();
+  tern_request_t *req = NULL;
   /* The body goes to FILE.part and becomes FILE only when complete; resume continues it. */
-  if (req == NULL || (r = tern_request_set_url(req, url)) != 0 ||
+  if ((r = tern_request_new(&req)) != 0 || (r = tern_request_set_url(req, url)) != 0 ||
       (r = tern_request_set_download_file(req, file, 0, 0, resume)) != 0 ||
       (r = tern_request_set_complete_cb(req, on_complete, &w)) != 0 ||
       (r = tern_engine_submit(engine, req)) != 0) {

@@ -118,9 +118,10 @@ typedef struct tern_config tern_config_t;
 /* Engine configuration                                                                      */
 /* ---------------------------------------------------------------------------------------- */
 
-/** A configuration holding defaults; NULL when out of memory. Free with tern_config_free.
- *  Thread: any. Since 0.1. */
-TERN_API tern_config_t *tern_config_new(void);
+/** A configuration holding defaults, in *out. Returns 0, or TERN_ENOMEM (*out is then NULL).
+ *  Free with tern_config_free. Every constructor of the API has this shape:
+ *  int tern_X_new(tern_X_t **out, ...). Thread: any. Since 0.1 (this signature since 0.2). */
+TERN_API int tern_config_new(tern_config_t **out);
 /** Frees a configuration; NULL is a no-op. Engines made from it keep their own copy.
  *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API void tern_config_free(tern_config_t *config);
@@ -246,8 +247,9 @@ typedef int (*tern_data_cb)(tern_request_t *req, const void *data, size_t len, v
  *  Thread: called on the loop thread. Since 0.1. */
 typedef int64_t (*tern_read_cb)(tern_request_t *req, void *buf, size_t cap, void *user_data);
 
-/** A new request: method GET, no URL. NULL when out of memory. Thread: any. Since 0.1. */
-TERN_API tern_request_t *tern_request_new(void);
+/** A new request in *out: method GET, no URL. Returns 0, or TERN_ENOMEM (*out is then NULL).
+ *  Free with tern_request_free. Thread: any. Since 0.1 (this signature since 0.2). */
+TERN_API int tern_request_new(tern_request_t **out);
 /** Drops the caller's reference. A request still in flight is canceled and none of its
  *  callbacks run any more; its memory goes when the engine lets go of it. NULL is a no-op.
  *  Thread: any. Since 0.1. */

@@ -121,7 +121,8 @@ static int nreqs_;
 
 static tern_request_t *req_new_url(const char *url) {
   ASSERT(nreqs_ < MAX_REQS);
-  tern_request_t *req = tern_request_new();
+  tern_request_t *req = NULL;
+  (void)tern_request_new(&req);
   ASSERT(req != NULL);
   if (url) ASSERT_EQ(tern_request_set_url(req, url), 0);
   reqs_[nreqs_++] = req;
@@ -499,7 +500,9 @@ TEST(faults_oversized_headers) {
   ASSERT_MEM_EQ(body, "ok", 2);
   finish(eng);
 
-  tern_config_t *cfg = tern_config_new();
+  tern_config_t *cfg = NULL;
+
+  (void)tern_config_new(&cfg);
   ASSERT(cfg != NULL);
   ASSERT_EQ(tern_config_set_max_header_size(cfg, 2048), 0);
   eng = test_engine_new(cfg);

@@ -293,7 +293,7 @@ TEST(hostile_digest_user_with_crlf) {
   ASSERT(head == NULL || strstr(head, "Evil") == NULL);
   tern_request_free(req);
   /* Headers, user agents and hop headers refuse CR and LF at the door. */
-  req = tern_request_new();
+  (void)tern_request_new(&req);
   ASSERT_EQ(tern_request_add_header(req, "Cookie", "a=b\r\nEvil: 1"), TERN_EBADHEADER);
   ASSERT_EQ(tern_request_add_header(req, "X-A", "b\nEvil: 1"), TERN_EBADHEADER);
   ASSERT_EQ(tern_request_add_header(req, "Evil:\r\nX", "1"), TERN_EBADHEADER);

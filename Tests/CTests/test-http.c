@@ -248,7 +248,8 @@ TEST(http_non_persistent) {
 }
 
 TEST(http_idle_timeout_closes) {
-  tern_config_t *cfg = tern_config_new();
+  tern_config_t *cfg = NULL;
+  (void)tern_config_new(&cfg);
   ASSERT_EQ(tern_config_set_idle_timeout(cfg, 100), 0);
   tern_engine_t *eng = test_engine_new(cfg);
   tern_config_free(cfg);
@@ -327,7 +328,8 @@ TEST(http_100_concurrent) {
 }
 
 TEST(http_connection_limit_queues) {
-  tern_config_t *cfg = tern_config_new();
+  tern_config_t *cfg = NULL;
+  (void)tern_config_new(&cfg);
   ASSERT_EQ(tern_config_set_max_connections_per_origin(cfg, 4), 0);
   tern_engine_t *eng = test_engine_new(cfg);
   tern_config_free(cfg);
@@ -337,7 +339,8 @@ TEST(http_connection_limit_queues) {
 }
 
 TEST(http_pipelining) {
-  tern_config_t *cfg = tern_config_new();
+  tern_config_t *cfg = NULL;
+  (void)tern_config_new(&cfg);
   ASSERT_EQ(tern_config_set_max_connections_per_origin(cfg, 1), 0);
   ASSERT_EQ(tern_config_set_pipeline_depth(cfg, 8), 0);
   tern_engine_t *eng = test_engine_new(cfg);
@@ -481,7 +484,8 @@ static int on_hop(tern_request_t *req, int status, void *ud) {
 
 TEST(http_log_hop_and_request_head) {
   static observe_state s;
-  tern_config_t *cfg = tern_config_new();
+  tern_config_t *cfg = NULL;
+  (void)tern_config_new(&cfg);
   ASSERT_EQ(tern_config_set_log_cb(cfg, on_log, TERN_LOG_DEBUG, &s), 0);
   ASSERT_EQ(tern_config_set_user_agent(cfg, "probe/1"), 0);
   tern_engine_t *eng = test_engine_new(cfg);
@@ -530,7 +534,8 @@ TEST(http_next_address_after_failure) {
   int port = testsrv_port("NGINX_PORT");
   char entry[128];
   snprintf(entry, sizeof entry, "multi.test:%d:127.0.0.2,[::1],127.0.0.1", port);
-  tern_config_t *cfg = tern_config_new();
+  tern_config_t *cfg = NULL;
+  (void)tern_config_new(&cfg);
   ASSERT_EQ(tern_config_add_resolve(cfg, entry), 0);
   ASSERT_EQ(tern_config_add_resolve(cfg, "bad"), TERN_EINVAL);
   ASSERT_EQ(tern_config_add_resolve(cfg, "h:80:not-an-ip"), TERN_EINVAL);

@@ -109,7 +109,8 @@ void test_finish(tern_engine_t *eng) {
 }
 
 tern_request_t *test_request_url(const char *url) {
-  tern_request_t *req = tern_request_new();
+  tern_request_t *req = NULL;
+  (void)tern_request_new(&req);
   ASSERT(req != NULL);
   ASSERT_EQ(tern_request_set_url(req, url), 0);
   return req;

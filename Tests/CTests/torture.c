@@ -130,14 +130,15 @@ void __wrap_tern_engine_free(tern_engine_t *engine) {
 static tern_request_t **requests;
 static size_t nrequests, caprequests;
 
-tern_request_t *__real_tern_request_new(void);
+int __real_tern_request_new(tern_request_t **out);
 void __real_tern_request_free(tern_request_t *req);
-tern_request_t *__wrap_tern_request_new(void);
+int __wrap_tern_request_new(tern_request_t **out);
 void __wrap_tern_request_free(tern_request_t *req);
 
-tern_request_t *__wrap_tern_request_new(void) {
-  tern_request_t *req = __real_tern_request_new();
-  if (req == NULL) return NULL;
+int __wrap_tern_request_new(tern_request_t **out) {
+  int r = __real_tern_request_new(out);
+  if (r != 0) return r;
+  tern_request_t *req = *out;
   pthread_mutex_lock(&engines_lock);
   if (nrequests == caprequests) {
     size_t cap = caprequests ? 2 * caprequests : 64;
@@ -148,7 +149,7 @@ tern_request_t *__wrap_tern_request_new(void) {
   }
   requests[nrequests++] = req;
   pthread_mutex_unlock(&engines_lock);
-  return req;
+  return 0;
 }
 
 void __wrap_tern_request_free(tern_request_t *req) {

@@ -55,10 +55,9 @@ static void on_complete(tern_request_t *req, int status, void *user_data);
 
 /* Creates and submits one request for the current phase. Returns 0 or a TERN_E* code. */
 static int submit_one(struct run *r) {
-  tern_request_t *req = tern_request_new();
-  int e;
-
-  if (req == NULL) return TERN_ENOMEM;
+  tern_request_t *req = NULL;
+  int e = tern_request_new(&req);
+  if (e != 0) return e;
   if ((e = tern_request_set_url(req, r->args.url)) != 0 ||
       (e = tern_request_set_complete_cb(req, on_complete, r)) != 0)
     goto fail;
@@ -165,8 +164,7 @@ int main(int argc, char **argv) {
   pthread_mutex_init(&r.lock, NULL);
   pthread_cond_init(&r.cond, NULL);
 
-  cfg = tern_config_new();
-  if (cfg == NULL) bench_die(BENCH_EXIT_FAILED, "out of memory");
+  if (tern_config_new(&cfg) != 0) bench_die(BENCH_EXIT_FAILED, "out of memory");
   if (r.args.mode == BENCH_GET || r.args.mode == BENCH_FANOUT)
     tern_config_set_max_connections_per_origin(cfg, (unsigned)r.args.c);
   if ((e = tern_engine_new(&r.engine, cfg)) != 0)

@@ -51,7 +51,10 @@ enum CEngine {
     static func makeEngine(_ c: Engine.Configuration, log: LogBridge?) throws(TernError)
         -> OpaquePointer
     {
-        guard let config = tern_config_new() else { throw TernError(code: .outOfMemory) }
+        var made: OpaquePointer?
+        guard tern_config_new(&made) == 0, let config = made else {
+            throw TernError(code: .outOfMemory)
+        }
         defer { tern_config_free(config) }
         func check(_ r: Int32, _ what: String) throws(TernError) {
             if r != 0 {
@@ -141,7 +144,8 @@ final class CRequest: @unchecked Sendable {
     let pointer: OpaquePointer
 
     init?() {
-        guard let pointer = tern_request_new() else { return nil }
+        var made: OpaquePointer?
+        guard tern_request_new(&made) == 0, let pointer = made else { return nil }
         self.pointer = pointer
     }
 
