@@ -127,9 +127,10 @@ int tern__request_next_hop(tern_request_t *req) {
     req->hop.redirect_count++;
   }
   if (replay_body && !tern__request_can_replay(req)) {
-    tern__request_set_error(req, TERN_EAUTH,
-                            "%s: cannot send a callback body again for the next hop", host);
-    return req->hop.next == TERN__HOP_REDIRECT ? TERN_EREDIRECT : TERN_EAUTH;
+    int code = req->hop.next == TERN__HOP_REDIRECT ? TERN_EREDIRECT : TERN_EAUTH;
+    tern__request_set_error(req, code, "%s: cannot send a callback body again for the next hop",
+                            host);
+    return code;
   }
   req->hop.next = TERN__HOP_NONE;
   req->hop.discard_body = false;
