@@ -58,6 +58,12 @@ int tern_config_set_idle_timeout(tern_config_t *c, uint64_t ms) {
   return 0;
 }
 
+int tern_config_set_dns_cache_timeout(tern_config_t *c, uint64_t ms) {
+  if (c == NULL) return TERN_EINVAL;
+  c->dns_cache_ms = ms;
+  return 0;
+}
+
 int tern_config_set_max_header_size(tern_config_t *c, size_t bytes) {
   if (c == NULL || bytes < 64) return TERN_EINVAL;
   c->max_header_size = bytes;

@@ -131,6 +131,10 @@ TERN_API int tern_config_set_buffer_size(tern_config_t *config, size_t bytes);
 /** How long an idle pooled connection is kept (default 60000 ms; 0 disables pooling).
  *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_idle_timeout(tern_config_t *config, uint64_t ms);
+/** How long a resolved name's addresses are reused by the engine's new connections (default
+ *  60000 ms, as curl; 0: every connection asks the resolver). Pinned (tern_config_add_resolve)
+ *  and literal addresses never ask it. Thread: any, one at a time per config. Since 0.2. */
+TERN_API int tern_config_set_dns_cache_timeout(tern_config_t *config, uint64_t ms);
 /** Upper bound on one response head, status line to blank line (default 65536). The head
  *  must also fit the connection buffer, so the effective bound is the smaller of the two.
  *  Thread: any, one at a time per config. Since 0.1. */

@@ -647,3 +647,38 @@ TEST(http_pause_receive_holds_reading_and_the_body_timer) {
   tern_request_free(req);
   test_finish(eng);
 }
+
+/* A name is resolved once for a burst of connections (the engine keeps the answer for its DNS
+ * cache timeout), every time with the cache off, and again once the answer is older than the
+ * timeout. Pinned and literal addresses never reach the resolver. */
+TEST(http_dns_answers_reused) {
+  char url[128];
+  snprintf(url, sizeof url, "http://localhost:%s/1k.bin", testsrv_get("NGINX_PORT"));
+  static const uint64_t timeouts[] = { 60000, 0, 150 };
+  for (int pass = 0; pass < 3; pass++) {
+    tern_config_t *cfg = NULL;
+    ASSERT_EQ(tern_config_new(&cfg), 0);
+    ASSERT_EQ(tern_config_set_idle_timeout(cfg, 0), 0); /* a new connection for each request */
+    if (pass > 0) ASSERT_EQ(tern_config_set_dns_cache_timeout(cfg, timeouts[pass]), 0);
+    tern_engine_t *eng = test_engine_new(cfg);
+    tern_config_free(cfg);
+    for (int i = 0; i < 3; i++) {
+      if (pass == 2 && i == 2) usleep((useconds_t)300 * 1000); /* past the 150 ms */
+      tern_request_t *req = test_request_url(url);
+      ASSERT_EQ(test_run(eng, req), 0);
+      ASSERT_EQ(tern_request_get_status(req), 200);
+      tern_request_free(req);
+    }
+    ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 3);
+    static const uint64_t lookups[] = { 1, 3, 2 };
+    ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_DNS_LOOKUPS), lookups[pass]);
+    test_finish(eng);
+  }
+  /* A literal address never asks the resolver. */
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(test_run(eng, req), 0);
+  tern_request_free(req);
+  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_DNS_LOOKUPS), 0);
+  test_finish(eng);
+}
