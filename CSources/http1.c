@@ -9,6 +9,7 @@
 static void on_eof(tern__conn *c, int uverr);
 static int pump(tern__conn *c);
 static void after_pump(tern__conn *c, int r);
+static void response_done(tern__conn *c, tern_request_t *req);
 
 static void on_connected(tern__conn *c) {
   int r = 0;
@@ -103,6 +104,12 @@ static void on_written(tern__conn *c, int status) {
   tern__conn_start_reading(c); /* it stops when a staged piece left no room */
   if (body_out) {
     tern__http1_request_sent(c, req);
+    if (c->done_after_write) {
+      c->done_after_write = false;
+      response_done(c, req);
+      if (c->state == TERN__CONN_ACTIVE && c->len > 0) after_pump(c, pump(c));
+      return;
+    }
     tern__http1_write_next(c); /* a pipelined request may be waiting */
     /* Bytes that arrived while the body was staged are processed now. */
     if (c->state == TERN__CONN_ACTIVE && (c->len > 0 || c->ssl)) after_pump(c, pump(c));
@@ -150,8 +157,16 @@ static int pump(tern__conn *c) {
   for (;;) {
     int r;
     while ((r = tern__http1_read(c)) > 0) {
+      tern_request_t *req = tern__conn_first(c);
+      if (r == TERN__READ_DONE && !tern__request_out(req) && c->writing && c->writing_req == req &&
+          c->write_ends_body) {
+        /* The answer came before libuv reported the body's last write done: the exchange
+         * ends when it does, so the connection stays reusable. */
+        c->done_after_write = true;
+        return 0;
+      }
       if (r == TERN__READ_DONE)
-        response_done(c, tern__conn_first(c));
+        response_done(c, req);
       else
         tern__http1_write_next(c); /* TERN__READ_CONTINUE */
     }

@@ -102,7 +102,7 @@ int tern__http1_read(tern__conn *c) {
       return TERN__READ_MORE;
     }
     /* Bytes wait until the request's head is out; an answer may come while its body goes. */
-    if (req->send == TERN__SEND_NOTHING) return TERN__READ_MORE;
+    if (req->send == TERN__SEND_NOTHING || c->done_after_write) return TERN__READ_MORE;
     if (c->len == 0) return TERN__READ_MORE;
     int r;
     switch (c->rstate) {

@@ -130,6 +130,9 @@ void tern__http1_write_next(tern__conn *c) {
     tern__http1_request_sent(c, req);
     return;
   }
+  c->write_ends_body =
+      !req->upload.waiting && (req->upload.kind == TERN__BODY_NONE || c->last_chunk_pending ||
+                               (!chunked && req->upload.sent + c->pending_body >= req->upload.len));
   int r = tern__conn_write(c, req, bufs, nb);
   if (r) {
     tern__conn_fail(c, req, r);

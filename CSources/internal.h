@@ -619,6 +619,8 @@ struct tern__conn {
   uint64_t idle_ms;        /* idle timeout for this connection */
   size_t pending_body;     /* body bytes in the write under way */
   bool last_chunk_pending; /* the write under way ends a chunked body */
+  bool write_ends_body;    /* the write under way carries the body's last bytes */
+  bool done_after_write;   /* the response ended before that write did: finish it then */
   bool tcp_closing;        /* uv_close called on tcp (reconnect or close) */
   bool http11;             /* the last response was HTTP/1.1 */
   char chunk_line[24];     /* "HEX\r\n" for chunked request bodies */

@@ -1310,3 +1310,31 @@ TEST(faults_no_data_callback_after_free) {
   ASSERT_EQ(atomic_load(&f.after_free), 0);
   finish(eng);
 }
+
+/* The server answers as soon as the body's last bytes reach it, which may be before libuv
+ * reports the last write done (the read and the write completion come in one poll): the
+ * connection must still be reused, for bodies from memory, a file and a callback alike. */
+TEST(faults_answer_before_last_write_keeps_the_connection) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  size_t n = 8u << 20;
+  unsigned char *data = malloc(n);
+  ASSERT(data != NULL);
+  for (size_t i = 0; i < n; i++) data[i] = (unsigned char)(i * 31 + 7);
+  int rounds = 12;
+  for (int i = 0; i < rounds; i++) {
+    tern_request_t *req = req_new("/echo");
+    ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
+    ASSERT_EQ(tern_request_set_expect_continue(req, -1, 0), 0);
+    source_t src = { data, n, 0, 0, 0 };
+    if (i % 2 == 0)
+      ASSERT_EQ(tern_request_set_body(req, data, n), 0);
+    else
+      ASSERT_EQ(tern_request_set_body_cb(req, (int64_t)n, read_source, &src), 0);
+    ASSERT_EQ(run(eng, req), 0);
+    ASSERT_EQ(tern_request_get_status(req), 200);
+    ASSERT_STR_EQ(header_or_empty(req, "X-Echo-Body-Length"), "8388608");
+  }
+  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
+  free(data);
+  finish(eng);
+}
