@@ -21,6 +21,9 @@ import BenchSupport
 import Dispatch
 import Synchronization
 import Tern
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // URL and Data only: FoundationEssentials, as async-http-client uses, so that the driver itself
 // does not load full Foundation (and ICU) when Tern does not.
@@ -133,13 +136,14 @@ func runDownload(url: URL, path: String) async -> ExitCode {
 
 func runUpload(url: URL, path: String) async -> ExitCode {
     let engine = makeEngine(connections: 1)
-    let size: Int
-    do {
-        size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? -1
-    } catch {
-        driver.warn("\(path): \(error)")
+    // stat(2), not FileManager's attributes: their number type differs between Foundation and
+    // FoundationEssentials (an `as? Int` cast quietly gave nil, reported as -1 bytes).
+    var info = stat()
+    guard stat(path, &info) == 0 else {
+        driver.warn("\(path): \(String(cString: strerror(errno)))")
         return .failed
     }
+    let size = Int(info.st_size)
     var form = MultipartForm()
     form.addFile(at: path, name: "file", fileName: "upload.bin", contentType: "application/octet-stream")
     let request = Request(url: url, method: .put)
