@@ -18,6 +18,7 @@ void tern__auth_clear(tern__auth *a) {
   if (a->password) memset(a->password, 0, strlen(a->password));
   free(a->user);
   free(a->password);
+  free(a->ch);
   memset(a, 0, sizeof *a);
 }
 
@@ -311,10 +312,10 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
   /* Only the nonce aged (stale=true with a new nonce): answer again with the same credentials,
    * once. */
   bool stale = have_digest && digest.stale && a->scheme == TERN_AUTH_DIGEST && a->tries > 0 &&
-               !a->stale_retried && strcmp(digest.nonce, a->ch.nonce) != 0;
+               !a->stale_retried && a->ch && strcmp(digest.nonce, a->ch->nonce) != 0;
   if (stale) {
     a->stale_retried = true;
-    a->ch = digest;
+    *a->ch = digest;
     a->nc = 0;
     return true;
   }
@@ -336,8 +337,9 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
   if (a->user == NULL) return false;
   unsigned allowed = a->schemes ? a->schemes : TERN_AUTH_ANY;
   if (have_digest && (allowed & TERN_AUTH_DIGEST)) {
+    if (a->ch == NULL && (a->ch = tern__malloc(sizeof *a->ch)) == NULL) return false;
     a->scheme = TERN_AUTH_DIGEST;
-    a->ch = digest;
+    *a->ch = digest;
     a->nc = 0;
   } else if (have_basic && (allowed & TERN_AUTH_BASIC)) {
     a->scheme = TERN_AUTH_BASIC;
@@ -353,5 +355,5 @@ int tern__request_proxy_authorization(tern_request_t *req, const char *method, c
   tern__auth *a = &req->auth.proxy;
   if (a->user == NULL || a->scheme == 0) return 0;
   if (a->scheme == TERN_AUTH_BASIC) return tern__auth_basic(a->user, a->password, out);
-  return tern__auth_digest(&a->ch, a->user, a->password, method, uri, ++a->nc, out);
+  return tern__auth_digest(a->ch, a->user, a->password, method, uri, ++a->nc, out);
 }

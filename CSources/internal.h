@@ -182,7 +182,8 @@ typedef struct {
   char *user, *password;
   unsigned schemes;   /* TERN_AUTH_* allowed */
   int scheme;         /* TERN_AUTH_BASIC or TERN_AUTH_DIGEST once chosen, else 0 */
-  tern__challenge ch; /* the Digest challenge answered */
+  tern__challenge *ch; /* the Digest challenge answered (allocated only then: it is 800 bytes,
+                        * and every request would zero two of them) */
   unsigned nc;        /* Digest nonce count */
   unsigned tries;     /* challenges answered in this exchange (a preemptive send counts) */
   bool stale_retried; /* a stale=true challenge was answered once already */

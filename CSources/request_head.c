@@ -104,7 +104,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     if (!r && req->auth.www.scheme == TERN_AUTH_BASIC)
       r = tern__auth_basic(req->auth.www.user, req->auth.www.password, &h);
     else if (!r)
-      r = tern__auth_digest(&req->auth.www.ch, req->auth.www.user, req->auth.www.password,
+      r = tern__auth_digest(req->auth.www.ch, req->auth.www.user, req->auth.www.password,
                             req->method, target, ++req->auth.www.nc, &h);
     if (!r) r = cat(&h, "\r\n", NULL);
   }
