@@ -82,6 +82,9 @@ public final class Engine: Sendable {
         /// let engine = try Engine(configuration: .init(proxyEnvironment: proxies))
         /// ```
         public var proxyEnvironment: ProxyEnvironment
+        /// How long a resolved host name's addresses are reused by new connections, in seconds
+        /// (default 60, as curl; 0: every connection asks the resolver).
+        public var dnsCacheTimeout: TimeInterval
 
         /// Creates a configuration; every parameter has the engine's default.
         public init(
@@ -93,8 +96,10 @@ public final class Engine: Sendable {
             userAgent: String? = nil,
             logger: Logger = Logger(label: "tern"),
             tls: TLSOptions = .default,
-            proxyEnvironment: ProxyEnvironment = .direct
+            proxyEnvironment: ProxyEnvironment = .direct,
+            dnsCacheTimeout: TimeInterval = 60
         ) {
+            self.dnsCacheTimeout = dnsCacheTimeout
             self.tls = tls
             self.proxyEnvironment = proxyEnvironment
             self.bufferSize = bufferSize
@@ -126,11 +131,13 @@ public final class Engine: Sendable {
         public var retries: UInt64
         /// C request objects allocated and not yet freed, across all engines.
         public var requestsLive: UInt64
+        /// Host names handed to the resolver (not answered from the DNS cache).
+        public var dnsLookups: UInt64
 
         public var description: String {
             "opened=\(connectionsOpened) open=\(connectionsOpen) idle=\(connectionsIdle) "
                 + "active=\(requestsActive) completed=\(requestsCompleted) reused=\(reused) "
-                + "retries=\(retries) live=\(requestsLive)"
+                + "retries=\(retries) live=\(requestsLive) lookups=\(dnsLookups)"
         }
     }
 

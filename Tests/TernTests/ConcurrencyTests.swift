@@ -100,6 +100,28 @@ extension TernTests {
             #expect(eventually { weakEngine == nil })
         }
 
+        /// A host name is resolved once for a burst of new connections, and every time with the
+        /// DNS cache off (`dnsCacheTimeout: 0`).
+        @Test func dnsAnswersAreReusedForTheCacheTimeout() async throws {
+            let servers = try Servers.get()
+            for (timeout, lookups) in [(60.0, UInt64(1)), (0.0, UInt64(3))] {
+                let engine = try Engine(
+                    configuration: .init(idleTimeout: 0, dnsCacheTimeout: timeout))
+                for _ in 0..<3 {
+                    let request = Request(
+                        url: URL(string: "http://localhost:\(servers.nginxPort)/1k.bin")!)
+                    request.engine = engine
+                    let response = try await request.response()
+                    #expect(response.statusCode == 200)
+                }
+                #expect(engine._stats.connectionsOpened == 3)
+                #expect(engine._stats.dnsLookups == lookups, "dnsCacheTimeout \(timeout)")
+            }
+            #expect(throws: TernError.invalidArgument) {
+                _ = try Engine(configuration: .init(dnsCacheTimeout: -1))
+            }
+        }
+
         @Test func configurationIsValidated() {
             #expect(throws: TernError.invalidArgument) {
                 _ = try Engine(configuration: .init(bufferSize: 10))

@@ -65,18 +65,25 @@ enum CEngine {
             }
         }
         guard c.bufferSize >= 1024, c.maxHeaderSize > 0, c.maxConnectionsPerOrigin >= 0,
-            c.pipelineDepth >= 1, c.idleTimeout >= 0
+            c.pipelineDepth >= 1, c.idleTimeout >= 0, c.dnsCacheTimeout >= 0
         else {
             throw TernError(
                 code: .invalidArgument,
                 message: "engine configuration: bufferSize must be >= 1024, maxHeaderSize > 0, "
-                    + "pipelineDepth >= 1, and idleTimeout and maxConnectionsPerOrigin >= 0",
+                    + "pipelineDepth >= 1, and idleTimeout, dnsCacheTimeout and "
+                    + "maxConnectionsPerOrigin >= 0",
                 phase: .setup)
         }
         try check(tern_config_set_buffer_size(config, c.bufferSize), "bufferSize \(c.bufferSize)")
         try check(
             tern_config_set_idle_timeout(config, c.idleTimeout == 0 ? 0 : max(1, milliseconds(c.idleTimeout))),
             "idleTimeout \(c.idleTimeout)")
+        if c.dnsCacheTimeout != 60 {
+            try check(
+                tern_config_set_dns_cache_timeout(
+                    config, c.dnsCacheTimeout == 0 ? 0 : max(1, milliseconds(c.dnsCacheTimeout))),
+                "dnsCacheTimeout \(c.dnsCacheTimeout)")
+        }
         try check(
             tern_config_set_max_header_size(config, c.maxHeaderSize),
             "maxHeaderSize \(c.maxHeaderSize)")
@@ -120,7 +127,8 @@ enum CEngine {
             requestsCompleted: stat(TERN_STAT_REQUESTS_COMPLETED),
             reused: stat(TERN_STAT_REUSED),
             retries: stat(TERN_STAT_RETRIES),
-            requestsLive: stat(TERN_STAT_REQUESTS_LIVE))
+            requestsLive: stat(TERN_STAT_REQUESTS_LIVE),
+            dnsLookups: stat(TERN_STAT_DNS_LOOKUPS))
     }
 }
 
