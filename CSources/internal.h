@@ -180,13 +180,13 @@ typedef struct {
 /* Where a request stands with one server's authentication (the origin's or the proxy's). */
 typedef struct {
   char *user, *password;
-  unsigned schemes;   /* TERN_AUTH_* allowed */
-  int scheme;         /* TERN_AUTH_BASIC or TERN_AUTH_DIGEST once chosen, else 0 */
+  unsigned schemes;    /* TERN_AUTH_* allowed */
+  int scheme;          /* TERN_AUTH_BASIC or TERN_AUTH_DIGEST once chosen, else 0 */
   tern__challenge *ch; /* the Digest challenge answered (allocated only then: it is 800 bytes,
                         * and every request would zero two of them) */
-  unsigned nc;        /* Digest nonce count */
-  unsigned tries;     /* challenges answered in this exchange (a preemptive send counts) */
-  bool stale_retried; /* a stale=true challenge was answered once already */
+  unsigned nc;         /* Digest nonce count */
+  unsigned tries;      /* challenges answered in this exchange (a preemptive send counts) */
+  bool stale_retried;  /* a stale=true challenge was answered once already */
 } tern__auth;
 
 /* Sets a slot's credentials (copies; Basic alone is sent at once) or clears them (wiping the
