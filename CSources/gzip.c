@@ -281,6 +281,19 @@ static int zstd_some(tern__decoder *d, const unsigned char *p, size_t n, tern__s
       if (magic != ZSTD_MAGICNUMBER &&
           (magic & ZSTD_MAGIC_SKIPPABLE_MASK) != ZSTD_MAGIC_SKIPPABLE_START)
         return fail(d, "not a zstd frame (RFC 8878)");
+      /* A standard frame's header is checked here once it is whole: libzstd's streaming
+       * decoder let one with a reserved bit set pass when it arrived in pieces, and refused it
+       * when whole (found by fuzz_decode). */
+      if (magic == ZSTD_MAGICNUMBER && d->frame_head_len >= 5) {
+        /* RFC 8878 3.1.1.1: magic, descriptor, window descriptor, dictionary ID, size. */
+        unsigned fhd = d->frame_head[4], single = (fhd >> 5) & 1;
+        static const unsigned char dict_bytes[4] = { 0, 1, 2, 4 };
+        unsigned char size_bytes[4] = { (unsigned char)single, 2, 4, 8 };
+        size_t hs = 5 + !single + dict_bytes[fhd & 3] + size_bytes[fhd >> 6];
+        if (d->frame_head_len >= hs &&
+            ZSTD_getFrameContentSize(d->frame_head, hs) == ZSTD_CONTENTSIZE_ERROR)
+          return fail(d, "malformed zstd frame header");
+      }
     }
     ZSTD_outBuffer out = { d->out, OUT_SIZE, 0 };
     size_t r = ZSTD_decompressStream(d->zstd, &out, &in);
