@@ -163,7 +163,7 @@ static void save_validator(tern_request_t *req) {
   fclose(f);
 }
 
-int tern__request_setup_sink(tern_request_t *req) {
+static int choose_sink(tern_request_t *req) {
   int status = req->resp.status;
   if (req->hop.discard_body) return 0;
   /* Decode the body unless asked not to; a coding this build cannot undo is an error then
@@ -226,6 +226,17 @@ int tern__request_setup_sink(tern_request_t *req) {
   return 0;
 }
 
+int tern__request_setup_sink(tern_request_t *req) {
+  int r = choose_sink(req);
+  /* The decoder's bounds, once the sink is known: a body kept in memory gets a smaller grace
+   * before the ratio limit counts. */
+  if (!r && req->sink.decoder)
+    tern__decoder_set_limits(req->sink.decoder, req->sink.decoded_max_bytes,
+                             req->sink.decoded_max_ratio,
+                             req->sink.kind == TERN__SINK_MEM && !req->sink.to_file);
+  return r;
+}
+
 /* A decoder's failure, with its reason, becomes the request's error (a sink failure already
  * is). */
 static int decode_failed(tern_request_t *req, int err) {
@@ -284,12 +295,8 @@ static int sink_write(void *ctx, const char *data, size_t n) {
 int tern__request_deliver(tern_request_t *req, const char *data, size_t n) {
   req->resp.received += n;
   if (req->hop.discard_body) return 0; /* an intermediate hop's body */
-  if (req->sink.decoder) {
-    tern__decoder_set_limits(req->sink.decoder, req->sink.decoded_max_bytes,
-                             req->sink.decoded_max_ratio,
-                             req->sink.kind == TERN__SINK_MEM && !req->sink.to_file);
+  if (req->sink.decoder)
     return decode_failed(req, tern__decoder_write(req->sink.decoder, data, n, sink_write, req));
-  }
   return sink_write(req, data, n);
 }
 
