@@ -35,7 +35,8 @@ static void on_ready(tern__conn *c) {
 
 bool tern__http1_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth) {
   if (c->state != TERN__CONN_ACTIVE || c->no_more || !c->http11 || c->served == 0) return false;
-  if (c->nrequests >= depth || c->upload_buffered) return false;
+  /* A request with a body is never pipelined, nor queued behind one that has a body. */
+  if (c->nrequests >= depth) return false;
   if (!req->pipelining || !req->idempotent || req->upload.kind != TERN__BODY_NONE) return false;
   const tern_request_t *head = tern__conn_first(c);
   return head == NULL ||
@@ -80,7 +81,6 @@ static void on_written(tern__conn *c, int status) {
   if (req->send == TERN__SEND_SKIPPED) {
     /* A final answer came while the body was going: no more of it is sent. */
     c->writing_req = NULL;
-    c->upload_buffered = false;
     tern__conn_start_reading(c);
     return;
   }

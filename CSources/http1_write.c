@@ -23,7 +23,6 @@ void tern__http1_request_sent(tern__conn *c, tern_request_t *req) {
   tern__request_mark(req, TERN_TIME_SENT);
   tern__log(c->engine, TERN_LOG_INFO, req, "sent %s %s to %s on connection #%llu", req->method,
             req->url.target, req->url.hostport, (unsigned long long)c->id);
-  c->upload_buffered = false;
   c->rcap = c->cap;
   if (req == tern__conn_first(c) && req->resp.status == 0)
     tern__conn_set_timer(c, TERN__TIMER_HEADERS, req->timeouts[TERN_TIMEOUT_HEADERS]);
@@ -40,13 +39,11 @@ static char *stage(tern__conn *c) {
   size_t reserve = c->cap / 4;
   c->rcap = c->len > reserve ? c->len : reserve;
   if (c->rcap == c->cap) return NULL; /* response bytes fill it: none can be consumed now */
-  c->upload_buffered = true;
   return c->buf + c->rcap;
 }
 
 static int64_t full_buffer(tern__conn *c, tern_request_t *req) {
   c->rcap = c->cap;
-  c->upload_buffered = false;
   tern__request_set_error(req, TERN_EPROTO,
                           "%s: the response filled the buffer before the request was sent",
                           req->url.hostport);
@@ -95,7 +92,6 @@ void tern__http1_write_next(tern__conn *c) {
     if (n == TERN__PULL_WAIT) {
       /* No bytes yet: the head (if not out yet) goes alone, the response is read meanwhile. */
       req->upload.waiting = true;
-      c->upload_buffered = false;
       c->rcap = c->cap;
       n = 0;
       if (nb == 0) {

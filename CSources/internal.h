@@ -591,12 +591,11 @@ struct tern__conn {
   int pending;    /* open handles and in-flight libuv requests; freed at 0 after closing */
   int state;
   bool reading, writing, gai_live;
-  bool keep_alive;      /* the current response allows reuse */
-  bool no_more;         /* no further request may be queued here */
-  bool upload_buffered; /* the request body is streamed through buf: reading paused */
-  unsigned served;      /* responses completed on this connection */
-  uint64_t id;          /* for logs: the engine's connection counter */
-  int last_error;       /* of the last failed address */
+  bool keep_alive; /* the current response allows reuse */
+  bool no_more;    /* no further request may be queued here */
+  unsigned served; /* responses completed on this connection */
+  uint64_t id;     /* for logs: the engine's connection counter */
+  int last_error;  /* of the last failed address */
 
   tern__list requests; /* written or being written, oldest first */
   unsigned nrequests;
