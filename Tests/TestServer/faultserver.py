@@ -162,6 +162,16 @@ class Stats:
         self.next_conn_id = 0  # never reset: X-Connection stays unique for the process
         self.tags = {}  # tag -> set of connection ids that carried a request with ?tag=
         self.flaky = {}  # /flaky key -> requests seen
+        self.probes = {}  # /probe tag -> ProbeStats
+
+
+class ProbeStats:
+    """What /probe saw for one tag: requests in flight now, the most at once, arrival order."""
+
+    def __init__(self):
+        self.inflight = 0
+        self.max_inflight = 0
+        self.order = []
 
 
 class Server:
@@ -891,6 +901,34 @@ class Connection:
         await self.close_fin()
         return False
 
+    async def h_probe(self, req):
+        """Counts requests with the same `tag` that are in progress at once (from the head read
+        to the response written), records their `id` in arrival order, holds each `hold_ms`
+        (default 50), then answers `size` pattern bytes. /probe-stats?tag= reports them."""
+        probes = self.server.stats.probes
+        stats = probes.setdefault(req.q("tag", ""), ProbeStats())
+        stats.inflight += 1
+        stats.max_inflight = max(stats.max_inflight, stats.inflight)
+        stats.order.append(req.q("id", ""))
+        try:
+            await asyncio.sleep(req.q_int("hold_ms", 50) / 1000)
+            return await self.respond(req, 200, [("Content-Type", "application/octet-stream")],
+                                      size=req.q_int("size", 16))
+        finally:
+            stats.inflight -= 1
+
+    async def h_probe_stats(self, req):
+        """JSON {"count", "inflight", "max_inflight", "order"} for /probe's `tag`; reset=1
+        forgets the tag after answering."""
+        tag = req.q("tag", "")
+        stats = self.server.stats.probes.get(tag, ProbeStats())
+        body = json.dumps({"count": len(stats.order), "inflight": stats.inflight,
+                           "max_inflight": stats.max_inflight, "order": stats.order})
+        if req.q_bool("reset"):
+            self.server.stats.probes.pop(tag, None)
+        return await self.respond(req, 200, [("Content-Type", "application/json")],
+                                  body.encode() + b"\n")
+
     async def h_connections(self, req):
         tag = req.q("tag")
         stats = self.server.stats
@@ -1134,6 +1172,8 @@ ROUTES = {
     "/headlen": Connection.h_headlen,
     "/close-delimited": Connection.h_close_delimited,
     "/connections": Connection.h_connections,
+    "/probe": Connection.h_probe,
+    "/probe-stats": Connection.h_probe_stats,
     "/reset-stats": Connection.h_reset_stats,
     "/keepalive-timeout": Connection.h_keepalive_timeout,
 }
