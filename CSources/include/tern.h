@@ -88,7 +88,8 @@ TERN_API const char *tern_version_string(void);
   XX(ETOOMANYREDIRECTS, -38, "too many redirects")                                                 \
   XX(EREDIRECT, -39, "redirect refused")                                                           \
   XX(EAUTH, -40, "authentication failed")                                                          \
-  XX(EPROXY, -41, "proxy error")
+  XX(EPROXY, -41, "proxy error")                                                                   \
+  XX(EQUEUEFULL, -42, "too many requests waiting in the queue")
 
 typedef enum {
 #define TERN_XX_(name, value, desc) TERN_##name = (value),

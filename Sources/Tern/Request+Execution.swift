@@ -20,18 +20,21 @@ extension Request {
     /// Starts the request and returns at once.
     ///
     /// The ``listener`` and completion handlers run later on ``callbackQueue``. A request
-    /// that is already running is left alone; a finished one starts over.
+    /// that is already running, or waiting in a ``RequestQueue``, is left alone; a finished
+    /// one starts over.
     ///
     /// - Returns: `true` when this call started the request, `false` when it was already
-    ///   running.
+    ///   running or waiting in a queue.
     @discardableResult
     public func execute() -> Bool {
-        startOrJoin().started
+        if case .started = admit() { return true }
+        return false
     }
 
     /// Runs the request and blocks until it is done and its completion handlers have run.
     ///
-    /// If the request is already running, this waits for that execution.
+    /// If the request is already running, this waits for that execution; if it waits in a
+    /// ``RequestQueue``, this waits for its turn and then for its execution.
     ///
     /// - Note: Calling this on ``callbackQueue`` itself (for example on the main thread with
     ///   the default `.main` queue) does not deadlock: the waiting thread is the one the
@@ -56,7 +59,11 @@ extension Request {
                 message: "executeAndWait() called on the engine's thread would deadlock",
                 phase: .setup)
         }
-        let run = startOrJoin().run
+        let run: Execution
+        switch admit() {
+        case .started(let started), .joined(let started): run = started
+        case .queued(let entry): run = entry.waitForExecution()
+        }
         if run.isDeliveringOnCurrentThread {
             throw TernError(
                 code: .invalidArgument,
@@ -72,7 +79,8 @@ extension Request {
 
     /// Runs the request and returns its response once done.
     ///
-    /// If the request is already running, this awaits that execution. Cancelling the calling
+    /// If the request is already running, this awaits that execution; if it waits in a
+    /// ``RequestQueue``, this awaits its turn and then its execution. Cancelling the calling
     /// task cancels the request, which then throws ``TernError/cancelled``. The listener and
     /// completion handlers still run on ``callbackQueue``; this call does not wait for them.
     ///
@@ -82,9 +90,11 @@ extension Request {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<Response, any Error>) in
-                let run = self.startOrJoin().run
-                run.addContinuation(continuation)
-                if Task.isCancelled { run.cancel() }
+                switch self.admit() {
+                case .started(let run), .joined(let run): run.addContinuation(continuation)
+                case .queued(let entry): entry.addContinuation(continuation)
+                }
+                if Task.isCancelled { self.cancel() }
             }
         } onCancel: {
             self.cancel()
@@ -97,7 +107,12 @@ extension Request {
     /// listener gets one final -1 event and its completion handlers run. Does nothing when the
     /// request is not running.
     public func cancel() {
-        storage.withLock { $0.run }?.cancel()
+        let (run, entry) = storage.withLock { ($0.run, $0.queueEntry) }
+        if let run {
+            run.cancel()
+        } else if let entry {
+            entry.cancelWhileWaiting()
+        }
     }
 
     /// Cancels the request and drops every closure it holds (ASIHTTPRequest's
@@ -119,28 +134,79 @@ extension Request {
         }
         run?.silence()
         run?.cancel()
+        if run == nil { cancel() }  // waiting in a queue: it ends now, with no handlers left
     }
 
-    /// The running execution, or a new one started from the current settings.
-    func startOrJoin() -> (run: Execution, started: Bool) {
-        let (run, isNew): (Execution, Bool) = storage.withLock { s in
-            if let run = s.run { return (run, false) }
-            let settings = s.settings
-            let plan = Plan(settings: settings, requestID: id)
-            let handlers = Handlers(
-                listener: settings.listener, completions: settings.completions,
-                headHandler: settings.headHandler, dataHandler: settings.dataHandler,
-                progressHandler: settings.progressHandler,
-                progressStreams: settings.progressStreams)
-            s.settings.progressStreams = []  // each stream follows one execution
-            let run = Execution(request: self, plan: plan, handlers: handlers)
-            s.run = run
-            s.outcome = Outcome(
-                startDate: Date(), originalURL: plan.url, effectiveURL: plan.url)
-            return (run, true)
+    /// How a call that runs the request finds it.
+    enum Admission {
+        /// This call started a new execution.
+        case started(Execution)
+        /// An execution was already running.
+        case joined(Execution)
+        /// The request waits in a ``RequestQueue``: its entry hands out the execution.
+        case queued(QueueEntry)
+    }
+
+    /// The running execution, the queue entry of a waiting request, or a new execution started
+    /// from the current settings.
+    func admit() -> Admission {
+        let admission: Admission = storage.withLock { s in
+            if let run = s.run { return .joined(run) }
+            if let entry = s.queueEntry { return .queued(entry) }
+            return .started(Self.makeExecution(&s, request: self, observer: nil))
         }
-        if isNew { run.start() }
-        return (run, isNew)
+        if case .started(let run) = admission { run.start() }
+        return admission
+    }
+
+    /// Starts a request its queue picked, unless it stopped waiting meanwhile (then `nil`);
+    /// `beforeStart` runs first (the queue's "started" event goes before any the execution
+    /// causes).
+    func startQueued(_ entry: QueueEntry, beforeStart: () -> Void) -> Execution? {
+        let run: Execution? = storage.withLock { s in
+            guard s.queueEntry === entry, s.run == nil else { return nil }
+            s.queueEntry = nil
+            return Self.makeExecution(&s, request: self, observer: entry)
+        }
+        guard let run else { return nil }
+        entry.resolve(run)
+        beforeStart()
+        run.start()
+        return run
+    }
+
+    /// Ends a request that leaves its queue before its turn (refused, cancelled): its
+    /// listener gets -1 and its completions run, as for any failure. False when it had
+    /// already left.
+    @discardableResult
+    func failQueued(_ entry: QueueEntry, _ error: TernError) -> Bool {
+        let run: Execution? = storage.withLock { s in
+            guard s.queueEntry === entry, s.run == nil else { return nil }
+            s.queueEntry = nil
+            return Self.makeExecution(&s, request: self, observer: nil)
+        }
+        guard let run else { return false }
+        entry.resolve(run)
+        run.fail(beforeStart: error)
+        return true
+    }
+
+    /// Makes the execution of the current settings and records it as running.
+    private static func makeExecution(
+        _ s: inout Storage, request: Request, observer: (any ExecutionObserver)?
+    ) -> Execution {
+        let settings = s.settings
+        let plan = Plan(settings: settings, requestID: request.id)
+        let handlers = Handlers(
+            listener: settings.listener, completions: settings.completions,
+            headHandler: settings.headHandler, dataHandler: settings.dataHandler,
+            progressHandler: settings.progressHandler,
+            progressStreams: settings.progressStreams)
+        s.settings.progressStreams = []  // each stream follows one execution
+        let run = Execution(request: request, plan: plan, handlers: handlers, observer: observer)
+        s.run = run
+        s.outcome = Outcome(startDate: Date(), originalURL: plan.url, effectiveURL: plan.url)
+        return run
     }
 }
 

@@ -206,11 +206,13 @@ public final class Request: Sendable {
         var invalidHeader: String?
     }
 
-    // Guarded state: the settings, the outcome of the latest execution, and that execution.
+    // Guarded state: the settings, the outcome of the latest execution, that execution, and
+    // the queue entry of a request waiting in a RequestQueue (never both run and entry).
     struct Storage: Sendable {
         var settings: Settings
         var outcome = Outcome()
         var run: Execution?
+        var queueEntry: QueueEntry?
     }
 
     let storage: Locked<Storage>

@@ -125,6 +125,9 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let authenticationFailed = Code(rawValue: -40)
         /// The proxy failed.
         public static let proxyError = Code(rawValue: -41)
+        /// A ``RequestQueue`` already held as many waiting requests as it may: the request was
+        /// refused without being sent.
+        public static let queueFull = Code(rawValue: -42)
     }
 
     /// The stage of the exchange in which an error happened.
@@ -312,6 +315,8 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let authenticationFailed = TernError(code: .authenticationFailed)
     /// Matches errors with code ``Code/proxyError``: the proxy refused or failed the tunnel.
     public static let proxyError = TernError(code: .proxyError)
+    /// Matches any error with code ``Code/queueFull``.
+    public static let queueFull = TernError(code: .queueFull)
 
     /// The phase a code implies when nothing more precise is known.
     static func defaultPhase(for code: Code) -> Phase? {

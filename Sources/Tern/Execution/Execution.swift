@@ -77,6 +77,17 @@ struct AttemptReport: Sendable {
     var redirectCount: Int
 }
 
+/// What a ``RequestQueue`` learns from an execution it started. Called on the engine's thread
+/// (the end also on a thread that cancelled); must be quick and must not call user code.
+protocol ExecutionObserver: AnyObject, Sendable {
+    /// The final response's head arrived.
+    func executionReceivedHead(_ execution: Execution, contentLength: Int64?)
+    /// Bytes sent or received so far, with the total when known (0 when not).
+    func executionProgressed(_ execution: Execution, upload: Bool, done: UInt64, total: UInt64)
+    /// The result is recorded (the request's fields are set); completions may not have run.
+    func executionFinished(_ execution: Execution, result: Result<Response, TernError>)
+}
+
 final class Execution: @unchecked Sendable {
     let request: Request
     let plan: Plan
@@ -124,10 +135,13 @@ final class Execution: @unchecked Sendable {
         var owner: CRequest?
     }
     var local: AttemptLocal
+    /// The queue entry that started this execution, told of its head, progress and end.
+    let observer: (any ExecutionObserver)?
 
-    init(request: Request, plan: Plan, handlers: Handlers) {
+    init(request: Request, plan: Plan, handlers: Handlers, observer: (any ExecutionObserver)? = nil) {
         self.request = request
         self.plan = plan
+        self.observer = observer
         if plan.sessionStore != nil || plan.persistentStore != nil || plan.authHandler != nil {
             authentication = AuthenticationCoordinator(
                 sessionStore: plan.sessionStore, persistentStore: plan.persistentStore,
@@ -150,12 +164,18 @@ final class Execution: @unchecked Sendable {
     func start() {
         if plan.logsDebug { plan.engine.logger.debug("\(plan.method) \(plan.urlString): started", metadata: logMetadata) }
         if let problem = plan.setupError {
-            _ = lock.withLock { machine.cancel() }  // idle → finished, nothing submitted
-            finish(.failure(problem), attempts: 0)
+            fail(beforeStart: problem)
             return
         }
         let step = lock.withLock { machine.start(now: monotonicSeconds()) }
         perform(step, report: nil)
+    }
+
+    /// Ends an execution that never submitted anything (a setup error, or a queued request
+    /// refused or cancelled before its turn): the listener's -1 and the completions still run.
+    func fail(beforeStart error: TernError) {
+        _ = lock.withLock { machine.cancel() }  // idle → finished, nothing submitted
+        finish(.failure(error), attempts: 0)
     }
 
     /// Carries out what the machine decided.
@@ -303,6 +323,7 @@ final class Execution: @unchecked Sendable {
             return s.outcome.progress
         }
         if plan.logsDebug { logSummary(result, attempts: attempts) }
+        observer?.executionFinished(self, result: result)
         if deliversOnQueue {
             var schedule = false
             lock.withLock {
@@ -396,6 +417,9 @@ final class Execution: @unchecked Sendable {
         }
         let attempt = local.number
         lock.withLock { machine.headArrived(attempt: attempt) }
+        if let observer, tern_request_is_final_hop(handle) != 0 {
+            observer.executionReceivedHead(self, contentLength: head.contentLength)
+        }
         let sent = wantsFields ? readSentHead(handle) : nil
         let interim = readInterimHeads(handle)
         request.storage.withLock { s in
@@ -407,6 +431,7 @@ final class Execution: @unchecked Sendable {
     }
 
     func didProgress(upload: Bool, percent: Int, done: UInt64, total: UInt64) {
+        observer?.executionProgressed(self, upload: upload, done: done, total: total)
         let attempt = local.number
         var schedule = false
         var delivered: Int?

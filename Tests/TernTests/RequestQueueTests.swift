@@ -1,0 +1,360 @@
+// RequestQueue against the fault-injection server's /probe endpoint, which counts the requests
+// of one tag in progress at once and records their arrival order: limits, priorities, pause,
+// cancel-all, cancel-on-failure, max pending, per-host limits, events and aggregate progress.
+
+import Dispatch
+import Foundation
+import Testing
+@testable import Tern
+
+/// What /probe-stats reports for a tag.
+struct ProbeStats: Decodable {
+    var count: Int
+    var inflight: Int
+    var max_inflight: Int
+    var order: [String]
+}
+
+extension TernTests {
+    @Suite struct Queue {
+        let servers: Servers
+        let tag = "q-\(UUID().uuidString.prefix(8))"
+
+        init() throws {
+            servers = try Servers.get()
+        }
+
+        func probe(_ id: Any, holdMS: Int = 50, size: Int = 16, tag: String? = nil) -> Request {
+            Request(url: servers.fault("/probe?tag=\(tag ?? self.tag)&id=\(id)&hold_ms=\(holdMS)&size=\(size)"))
+        }
+
+        func stats(_ tag: String? = nil) async throws -> ProbeStats {
+            let response = try await Request(url: servers.fault("/probe-stats?tag=\(tag ?? self.tag)")).response()
+            return try JSONDecoder().decode(ProbeStats.self, from: response.data)
+        }
+
+        @Test func aThousandRequestsFourAtATime() async throws {
+            let engine = try Engine()
+            let queue = RequestQueue(maxSimultaneous: 4)
+            let requests = (0..<1000).map { i in
+                let request = probe(i, holdMS: 5)
+                request.engine = engine
+                return request
+            }
+            for request in requests { #expect(queue.add(request)) }
+            #expect(queue.runningCount == 4)
+            await queue.allRequestsFinished()
+            #expect(requests.allSatisfy { $0.statusCode == 200 && $0.data?.count == 16 })
+            let seen = try await stats()
+            #expect(seen.count == 1000)
+            #expect(seen.max_inflight == 4, "the server saw \(seen.max_inflight) at once")
+            let counters = engine._stats
+            #expect(counters.requestsActive == 0)
+            #expect(counters.connectionsOpen <= 4, "\(counters)")
+            #expect(counters.connectionsOpened <= 8, "\(counters)")
+            #expect(queue.runningCount == 0 && queue.pendingCount == 0)
+        }
+
+        @Test func prioritiesThenFrontThenInsertionOrder() async throws {
+            let queue = RequestQueue(maxSimultaneous: 1)
+            queue.pause()
+            let adds: [(String, RequestQueue.Priority, RequestQueue.Position)] = [
+                ("n1", .normal, .back), ("l1", .low, .back), ("h1", .high, .back),
+                ("n2", .normal, .back), ("f1", .normal, .front), ("i1", .immediate, .back),
+                ("h2", .high, .back), ("f2", .normal, .front), ("custom", .init(rawValue: 50), .back),
+            ]
+            for (id, priority, position) in adds {
+                #expect(queue.add(probe(id, holdMS: 1), priority: priority, at: position))
+            }
+            #expect(queue.pendingCount == adds.count && queue.runningCount == 0)
+            queue.resume()
+            await queue.allRequestsFinished()
+            let seen = try await stats()
+            #expect(seen.order == ["i1", "h1", "h2", "custom", "f2", "f1", "n1", "n2", "l1"])
+            #expect(seen.max_inflight == 1)
+        }
+
+        @Test func pauseHoldsWaitingRequestsAndResumeStartsThem() async throws {
+            let queue = RequestQueue(maxSimultaneous: 2)
+            queue.pause()
+            #expect(queue.isPaused)
+            let requests = (0..<4).map { probe($0, holdMS: 1) }
+            for request in requests { queue.add(request) }
+            let paused = Date()
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await stats().count == 0, "a paused queue sent requests")
+            queue.resume()
+            await queue.allRequestsFinished()
+            #expect(Date().timeIntervalSince(paused) >= 0.5)
+            #expect(try await stats().count == 4)
+            #expect(requests.allSatisfy { $0.statusCode == 200 })
+        }
+
+        @Test func pauseCancellingRunningKeepsWaitingOnes() async throws {
+            let queue = RequestQueue(maxSimultaneous: 1)
+            let first = probe("first", holdMS: 3000)
+            let second = probe("second", holdMS: 1)
+            queue.add(first)
+            queue.add(second)
+            #expect(try await eventuallyAsync { try await self.stats().inflight == 1 })
+            queue.pause(cancellingRunning: true)
+            #expect(eventually { first.isFinished })
+            #expect(first.error == .cancelled)
+            #expect(queue.pendingCount == 1 && !second.isFinished)
+            queue.resume()
+            await queue.allRequestsFinished()
+            #expect(second.statusCode == 200)
+        }
+
+        @Test func cancelAllEndsEveryRequestOnceWithMinusOne() async throws {
+            let queue = RequestQueue(maxSimultaneous: 2)
+            let finals = Recorder<Int>()
+            let requests = (0..<10).map { i in
+                let request = probe(i, holdMS: 5000)
+                request.tag = i
+                request.listener = { request, _, percent in
+                    if percent == -1 { finals.append(request.tag) }
+                    return true
+                }
+                return request
+            }
+            for request in requests { queue.add(request) }
+            #expect(try await eventuallyAsync { try await self.stats().inflight == 2 })
+            queue.cancelAll()
+            await queue.allRequestsFinished()
+            #expect(queue.runningCount == 0 && queue.pendingCount == 0)
+            #expect(eventually { finals.count == 10 })
+            usleep(100_000)
+            #expect(finals.all.sorted() == Array(0..<10), "each listener got -1 exactly once")
+            #expect(requests.allSatisfy { $0.error == .cancelled && $0.isCancelled })
+            #expect(try await stats().count == 2, "waiting requests reached the server")
+        }
+
+        @Test func aFailureCancelsTheRestWhenAsked() async throws {
+            var configuration = RequestQueue.Configuration(maxSimultaneous: 1)
+            configuration.cancelsAllOnFailure = true
+            let queue = RequestQueue(configuration: configuration)
+            let failing = Request(url: URL(string: "http://127.0.0.1:1/refused")!)
+            let rest = (0..<5).map { probe($0, holdMS: 1) }
+            queue.pause()  // a refusal can come before the next add
+            queue.add(failing)
+            for request in rest { queue.add(request) }
+            queue.resume()
+            await queue.allRequestsFinished()
+            #expect(failing.error == .connectionRefused)
+            #expect(rest.allSatisfy { $0.error == .cancelled })
+            #expect(try await stats().count == 0)
+        }
+
+        @Test func withoutCancelOnFailureTheRestRuns() async throws {
+            let queue = RequestQueue(maxSimultaneous: 1)
+            let failing = Request(url: URL(string: "http://127.0.0.1:1/refused")!)
+            queue.add(failing)
+            let rest = (0..<3).map { probe($0, holdMS: 1) }
+            for request in rest { queue.add(request) }
+            await queue.allRequestsFinished()
+            #expect(failing.error == .connectionRefused)
+            #expect(rest.allSatisfy { $0.statusCode == 200 })
+        }
+
+        @Test func beyondMaxPendingARequestFailsAtOnceAndIsNeverSent() async throws {
+            let queue = RequestQueue(maxSimultaneous: 1, maxPending: 2)
+            queue.pause()
+            let finals = Recorder<Int>()
+            let requests = (0..<3).map { probe($0, holdMS: 1) }
+            requests[2].listener = { _, _, percent in
+                finals.append(percent)
+                return true
+            }
+            #expect(queue.add(requests[0]))
+            #expect(queue.add(requests[1]))
+            #expect(!queue.add(requests[2]))
+            #expect(requests[2].error == .queueFull)
+            #expect(eventually { finals.all == [-1] })
+            await #expect(throws: TernError.self) {
+                try await queue.response(for: probe("async", holdMS: 1))
+            }
+            do {
+                _ = try await queue.response(for: probe("async2", holdMS: 1))
+                Issue.record("a full queue took the request")
+            } catch let error as TernError {
+                #expect(error.code == .queueFull)
+                #expect(error.message.contains("2 requests already wait"), "\(error.message)")
+            }
+            queue.resume()
+            await queue.allRequestsFinished()
+            let seen = try await stats()
+            #expect(seen.order.sorted() == ["0", "1"])
+        }
+
+        @Test func aWaitingRequestCanBeAwaitedOrCancelled() async throws {
+            let queue = RequestQueue(maxSimultaneous: 1)
+            queue.pause()
+            let awaited = probe("awaited", holdMS: 1)
+            let cancelled = probe("cancelled", holdMS: 1)
+            queue.add(awaited)
+            queue.add(cancelled)
+            #expect(!awaited.execute(), "execute() started a request waiting in a queue")
+            let task = Task { try await awaited.response() }
+            cancelled.cancel()
+            #expect(cancelled.error == .cancelled)
+            #expect(queue.pendingCount == 1)
+            queue.resume()
+            let response = try await task.value
+            #expect(response.statusCode == 200)
+            await queue.allRequestsFinished()
+            #expect(try await stats().order == ["awaited"])
+        }
+
+        @Test func perHostLimit() async throws {
+            var configuration = RequestQueue.Configuration(maxSimultaneous: 6)
+            configuration.maxSimultaneousPerHost = 2
+            let queue = RequestQueue(configuration: configuration)
+            let other = "\(tag)-localhost"
+            let port = servers.fault("/").port!
+            for i in 0..<6 {
+                queue.add(probe(i, holdMS: 100))
+                queue.add(Request(url: URL(string: "http://localhost:\(port)/probe?tag=\(other)&id=\(i)&hold_ms=100")!))
+            }
+            await queue.allRequestsFinished()
+            #expect(try await stats().max_inflight == 2)
+            #expect(try await stats(other).max_inflight == 2)
+            #expect(try await stats(other).count == 6)
+        }
+
+        @Test func eventsArriveInOrderOnTheQueuesDispatchQueue() async throws {
+            let key = DispatchSpecificKey<Int>()
+            let callbackQueue = DispatchQueue(label: "tern.test.queue-events", attributes: .concurrent)
+            callbackQueue.setSpecific(key: key, value: 7)
+            let queue = RequestQueue(
+                configuration: .init(maxSimultaneous: 3, callbackQueue: callbackQueue))
+            let log = Recorder<String>()
+            queue.eventHandler = { event in
+                let where_ = DispatchQueue.getSpecific(key: key) == 7 ? "" : " (wrong queue)"
+                switch event {
+                case .started(let r): log.append("started \(r.tag)\(where_)")
+                case .receivedHead(let r): log.append("head \(r.tag)\(where_)")
+                case .finished(let r): log.append("finished \(r.tag)\(where_)")
+                case .failed(let r, let e): log.append("failed \(r.tag) \(e.code.name)\(where_)")
+                case .progress: break
+                case .allFinished: log.append("all\(where_)")
+                }
+            }
+            let stream = queue.events
+            var requests = (1...5).map { i in
+                let request = probe(i, holdMS: 20)
+                request.tag = i
+                return request
+            }
+            requests[4] = Request(url: URL(string: "http://127.0.0.1:1/refused")!)
+            requests[4].tag = 5
+            for request in requests { queue.add(request) }
+            var streamed: [String] = []
+            for await event in stream {
+                if case .started(let r) = event { streamed.append("started \(r.tag)") }
+                if case .allFinished = event { break }
+            }
+            #expect(streamed.count == 5)
+            #expect(eventually { log.all.last?.hasPrefix("all") == true })
+            let lines = log.all
+            #expect(!lines.contains { $0.contains("wrong queue") }, "\(lines)")
+            #expect(lines.filter { $0 == "all" }.count == 1)
+            for i in 1...4 {
+                let started = lines.firstIndex(of: "started \(i)")
+                let head = lines.firstIndex(of: "head \(i)")
+                let finished = lines.firstIndex(of: "finished \(i)")
+                #expect(started != nil && head != nil && finished != nil, "\(lines)")
+                if let started, let head, let finished { #expect(started < head && head < finished) }
+            }
+            #expect(lines.contains("failed 5 ECONNREFUSED"), "\(lines)")
+        }
+
+        /// Progress events of a batch: monotonic, 100 exactly once (last), counts as given.
+        func checkProgress(_ events: [RequestQueue.Progress], requests: Int, received: UInt64, sent: UInt64)
+        {
+            let percents = events.map(\.percent)
+            #expect(zip(percents, percents.dropFirst()).allSatisfy { $0 <= $1 }, "\(percents)")
+            #expect(percents.filter { $0 == 100 }.count == 1, "\(percents)")
+            #expect(percents.last == 100)
+            let last = events.last
+            #expect(last?.requestsTotal == requests && last?.requestsFinished == requests)
+            #expect(last?.bytesReceived == received && last?.bytesExpected == received)
+            #expect(last?.bytesSent == sent && last?.bytesToSend == sent)
+        }
+
+        func collectProgress(_ queue: RequestQueue) -> Task<[RequestQueue.Progress], Never> {
+            let stream = queue.events
+            return Task {
+                var seen: [RequestQueue.Progress] = []
+                for await event in stream {
+                    if case .progress(let p) = event { seen.append(p) }
+                    if case .allFinished = event { break }
+                }
+                return seen
+            }
+        }
+
+        @Test(arguments: [RequestQueue.ProgressMode.simple, .accurate])
+        func aggregateDownloadProgress(mode: RequestQueue.ProgressMode) async throws {
+            let queue = RequestQueue(
+                configuration: .init(maxSimultaneous: 2, progressMode: mode, progressInterval: 0))
+            let events = collectProgress(queue)
+            let sizes = [300_000, 1_000_000, 50_000, 700_000, 1]
+            let requests = sizes.enumerated().map { i, size in
+                Request(url: servers.fault("/ok?size=\(size)&drip_ms=5&drip_bytes=65536&tag=\(tag)-\(i)"))
+            }
+            queue.pause()  // all added, then started (ASINetworkQueue's go)
+            for request in requests { queue.add(request) }
+            queue.resume()
+            let seen = await events.value
+            #expect(requests.allSatisfy { $0.statusCode == 200 })
+            checkProgress(seen, requests: sizes.count, received: UInt64(sizes.reduce(0, +)), sent: 0)
+            #expect(queue.progress.percent == 100)
+            if mode == .accurate {
+                // The sizes were known (HEAD) before the bodies moved: the percent tracked bytes.
+                let early = seen.first { $0.bytesReceived > 0 }
+                #expect(early?.bytesExpected == UInt64(sizes.reduce(0, +)), "\(String(describing: early))")
+                #expect(seen.contains { $0.percent > 0 && $0.requestsFinished == 0 }, "\(seen.map(\.percent))")
+            } else {
+                #expect(seen.allSatisfy { $0.percent == $0.requestsFinished * 100 / sizes.count || $0.percent == 100 })
+            }
+        }
+
+        @Test func aggregateUploadProgress() async throws {
+            let queue = RequestQueue(
+                configuration: .init(maxSimultaneous: 2, progressMode: .accurate, progressInterval: 0))
+            let events = collectProgress(queue)
+            let sizes = [200_000, 1_000_000, 10]
+            let requests = sizes.map { size in
+                let request = Request(url: servers.fault("/echo"), method: .post)
+                request.body = Data(repeating: 7, count: size)
+                return request
+            }
+            for request in requests { queue.add(request) }
+            let seen = await events.value
+            let received = requests.reduce(UInt64(0)) { $0 + $1.bytesReceived }
+            checkProgress(seen, requests: sizes.count, received: received, sent: UInt64(sizes.reduce(0, +)))
+        }
+
+        @Test func aQueueOfOneHundredSharesTheEngineWithPlainRequests() async throws {
+            let queue = RequestQueue(maxSimultaneous: 3)
+            let queued = (0..<30).map { probe($0, holdMS: 5) }
+            for request in queued { queue.add(request) }
+            let plain = try await Request(url: servers.fault("/ok?size=100")).response()
+            #expect(plain.statusCode == 200)
+            await queue.allRequestsFinished()
+            #expect(queued.allSatisfy { $0.statusCode == 200 })
+            #expect(try await stats().max_inflight == 3)
+        }
+    }
+}
+
+/// Polls an async condition every 20 ms until it holds or `seconds` pass.
+func eventuallyAsync(within seconds: Double = 5, _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}
