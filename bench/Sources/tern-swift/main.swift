@@ -14,6 +14,9 @@
 //   tern-swift upload URL FILE    (extension) a `MultipartForm` with FILE as its one file part,
 //                                 `requestBody = .multipart(form)`, method PUT
 //
+// Started as tern-swift-queue (bench/run makes the symlink), `get` sends each request through
+// one `RequestQueue` of C slots (`queue.response(for:)`); every other workload exits 3.
+//
 // https trusts $BENCH_CAFILE through the engine's `TLSOptions(caFile:)`. A response counts only
 // when it is a 200 (any 2xx for uploads) whose body length matches its Content-Length.
 
@@ -33,7 +36,15 @@ import FoundationEssentials
 import Foundation
 #endif
 
-let driver = Driver.parse(name: "tern-swift", supportsUpload: true)
+/// Started as tern-swift-queue (a symlink): every GET goes through a `RequestQueue` with one
+/// slot per connection, to show what the queue costs; the other workloads are not supported.
+let throughQueue = CommandLine.arguments.first.map { $0.hasSuffix("tern-swift-queue") } ?? false
+let driver = Driver.parse(name: throughQueue ? "tern-swift-queue" : "tern-swift", supportsUpload: !throughQueue)
+if throughQueue {
+    guard case .get = driver.workload else {
+        exitWith(.unsupported, "tern-swift-queue: unsupported workload (GET loads only)")
+    }
+}
 let listenerQueue = DispatchQueue(label: "tern-swift.listener")
 
 func parseURL(_ text: String) -> URL {
@@ -61,12 +72,17 @@ func check(_ response: Response, bytes: Int, anySuccess: Bool = false) -> String
 }
 
 /// One GET as an app makes it: a `Request` on the shared engine, `response()`, the body in memory.
-func fetch(_ url: URL, engine: Engine, into counter: RequestCounter) async {
+func fetch(_ url: URL, engine: Engine, queue: RequestQueue?, into counter: RequestCounter) async {
     let request = Request(url: url)
     request.engine = engine
     request.callbackQueue = listenerQueue
     do {
-        let response = try await request.response()
+        let response: Response
+        if let queue {
+            response = try await queue.response(for: request)
+        } else {
+            response = try await request.response()
+        }
         counter.finish(bytes: response.data.count, error: check(response, bytes: response.data.count))
     } catch {
         counter.finish(bytes: 0, error: "\(error)")
@@ -75,6 +91,7 @@ func fetch(_ url: URL, engine: Engine, into counter: RequestCounter) async {
 
 func runGet(url: URL, count: Int, connections: Int, inflight: Int? = nil) async -> ExitCode {
     let engine = makeEngine(connections: connections)
+    let queue = throughQueue ? RequestQueue(maxSimultaneous: connections) : nil
     let counter = RequestCounter(total: count)
     let start = monotonicNow()
     // The workers run on the engine's own thread (Engine.executor): submitting a request and
@@ -84,7 +101,7 @@ func runGet(url: URL, count: Int, connections: Int, inflight: Int? = nil) async 
         count: count, connections: connections, inflight: inflight, counter: counter,
         preference: inflight == nil ? engine.executor : nil
     ) {
-        await fetch(url, engine: engine, into: counter)
+        await fetch(url, engine: engine, queue: queue, into: counter)
     }
     let elapsed = monotonicNow() - start
     let result = counter.snapshot
