@@ -136,7 +136,8 @@ struct tern_config {
   size_t max_header_size;
   unsigned max_conns_per_origin;
   unsigned pipeline_depth;
-  char *user_agent; /* NULL: the default; "": none */
+  unsigned max_active_requests; /* requests in progress at once, engine-wide; 0: no limit */
+  char *user_agent;             /* NULL: the default; "": none */
   bool user_agent_set;
   tern_log_cb log_cb;
   tern_log_level log_level;
@@ -320,6 +321,11 @@ struct tern_request {
   bool persistent, pipelining, http10;
   size_t buffer_size;
   uint64_t max_recv_speed;
+  int priority; /* higher leaves a wait list first (tern_request_set_priority) */
+
+  /* ---- waiting (engine.c, pool.c): for a slot of max_active_requests or a connection ---- */
+  bool queued;   /* in a wait list (eng->queued or origin->waiting): TERN_STAT_REQUESTS_WAITING */
+  bool admitted; /* holds one of the engine's max_active_requests slots until it completes */
 
   /* ---- the current exchange (request_head.c, pool.c, http1*.c) ---- */
   tern__origin *origin;
@@ -679,7 +685,7 @@ typedef struct {
   void (*drain)(tern_engine_t *eng);
 } tern__owner_ops;
 
-#define TERN__STAT_COUNT 9 /* tern_stat values */
+#define TERN__STAT_COUNT 10 /* tern_stat values */
 
 struct tern_engine {
   const tern__owner_ops *ops;
@@ -698,6 +704,8 @@ struct tern_engine {
   tern__list calls;       /* guarded by lock: tern_engine_call from other threads */
   tern__list ready_calls; /* loop thread: calls run when the outermost callback returns */
   int depth;              /* loop thread: nesting of engine callbacks */
+  tern__list queued;      /* loop thread: admitted by max_active_requests later, by priority */
+  unsigned nadmitted;     /* loop thread: requests started and not completed */
   tern__list origins;
   tern__list tls_ctxs; /* tern__tls_ctx, one per distinct TLS settings */
   tern__list dns;      /* resolve.c: the resolver's answers, most recently stored first */
@@ -712,6 +720,33 @@ struct tern_engine {
 #define TERN__STAT_SUB(eng, which, n) atomic_fetch_sub(&(eng)->stats[which], (uint64_t)(n))
 
 extern atomic_uint_fast64_t tern__requests_live;
+
+/* Wait lists (the engine's queue for max_active_requests, an origin's requests waiting for a
+ * connection slot) are kept highest priority first, equal priorities in arrival order: a
+ * request goes behind every one of its priority or higher. Searching from the tail makes the
+ * common case (equal priorities) constant time. */
+static inline void tern__wait_insert(tern_engine_t *eng, tern__list *q, tern_request_t *req) {
+  tern__list *pos = q->prev;
+  while (pos != q && tern__container_of(pos, tern_request_t, node)->priority < req->priority)
+    pos = pos->prev;
+  tern__list_insert_head(pos, &req->node); /* right after pos */
+  req->queued = true;
+  TERN__STAT_ADD(eng, TERN_STAT_REQUESTS_WAITING, 1);
+}
+/* The request no longer waits (it starts, or completes); its node is the caller's to move. */
+static inline void tern__wait_leave(tern_engine_t *eng, tern_request_t *req) {
+  if (!req->queued) return;
+  req->queued = false;
+  TERN__STAT_SUB(eng, TERN_STAT_REQUESTS_WAITING, 1);
+}
+/* Takes the first request off a wait list (NULL when empty). */
+static inline tern_request_t *tern__wait_take(tern_engine_t *eng, tern__list *q) {
+  if (tern__list_empty(q)) return NULL;
+  tern_request_t *req = tern__container_of(q->next, tern_request_t, node);
+  tern__list_remove(&req->node);
+  tern__wait_leave(eng, req);
+  return req;
+}
 
 /* Every entry from libuv into the engine is bracketed by enter/leave: requests submitted from
  * inside a callback are started on the way out, never re-entrantly in the middle of connection

@@ -481,6 +481,12 @@ int tern_request_set_max_recv_speed(tern_request_t *req, uint64_t bytes_per_seco
   return 0;
 }
 
+int tern_request_set_priority(tern_request_t *req, int priority) {
+  CHECK_NEW(req);
+  req->priority = priority;
+  return 0;
+}
+
 int tern_request_set_buffer_size(tern_request_t *req, size_t bytes) {
   CHECK_NEW(req);
   if (bytes != 0 && (bytes < 1024 || bytes > (1u << 30))) return TERN_EINVAL;

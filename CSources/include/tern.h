@@ -142,6 +142,16 @@ TERN_API int tern_config_set_max_header_size(tern_config_t *config, size_t bytes
 /** Connections per origin, busy and idle (default 0: unlimited). Excess requests wait.
  *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_max_connections_per_origin(tern_config_t *config, unsigned n);
+/** Requests in progress at once in the whole engine (default 0: unlimited). A request is in
+ *  progress from the moment it starts (its connection is sought) until it completes, redirects,
+ *  challenges and retries included. Beyond `n`, submitted requests wait in the engine, highest
+ *  priority first (tern_request_set_priority), equal priorities in submission order, and start
+ *  as others complete. A waiting request that is canceled completes at once with
+ *  TERN_ECANCELED and never reaches a server. Works beside the per-origin limit
+ *  (tern_config_set_max_connections_per_origin): a request admitted here may still wait for a
+ *  connection slot of its origin. TERN_STAT_REQUESTS_WAITING counts the waiting ones.
+ *  Thread: any, one at a time per config. Since 0.3. */
+TERN_API int tern_config_set_max_active_requests(tern_config_t *config, unsigned n);
 /** How many idempotent requests may be queued on one connection (default 1: no pipelining).
  *  A request opts in with tern_request_set_pipelining.
  *  Thread: any, one at a time per config. Since 0.1. */
@@ -212,8 +222,11 @@ typedef enum {
   TERN_STAT_REUSED = 5,             /* requests sent on a reused connection */
   TERN_STAT_RETRIES = 6,            /* silent retries after a stale pooled connection */
   TERN_STAT_REQUESTS_LIVE = 7,      /* request objects allocated and not yet freed (all engines) */
-  TERN_STAT_DNS_LOOKUPS = 8         /* names handed to the resolver (not pinned, literal or cached);
+  TERN_STAT_DNS_LOOKUPS = 8,        /* names handed to the resolver (not pinned, literal or cached);
                                      * since 0.2 */
+  TERN_STAT_REQUESTS_WAITING = 9    /* submitted requests waiting now: for a slot of
+                                     * tern_config_set_max_active_requests, or for a connection
+                                     * slot of their origin; since 0.3 */
 } tern_stat;
 /** One counter of this engine; TERN_STAT_REQUESTS_LIVE counts every engine's requests (and
  *  `engine` may then be NULL). 0 for an unknown counter. Thread: any. Since 0.1. */
@@ -538,6 +551,13 @@ TERN_API int tern_request_set_tls_client_cert(tern_request_t *req, const char *c
  *  slowed by TCP flow control and nothing piles up in memory.
  *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_max_recv_speed(tern_request_t *req, uint64_t bytes_per_second);
+
+/** The request's priority among requests waiting to start (default 0; higher starts first,
+ *  negative values are allowed): waiting for a slot of the engine's max_active_requests, or
+ *  for a connection of its origin when max_connections_per_origin is reached. Equal
+ *  priorities start in submission order. A request already started is never preempted.
+ *  Thread: the request's owner, before submit. Since 0.3. */
+TERN_API int tern_request_set_priority(tern_request_t *req, int priority);
 
 /** This request's connection buffer size when it opens a connection (0: engine default).
  *  Pooled connections are shared only between requests asking the same size.
