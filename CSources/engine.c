@@ -156,9 +156,15 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__list_init(&eng->tls_ctxs);
   tern__list_init(&eng->dns);
   for (int i = 0; i < TERN__STAT_COUNT; i++) atomic_init(&eng->stats[i], 0);
-  if (uv_mutex_init(&eng->lock)) return TERN_ENOMEM;
+  if (tern_bandwidth_new(&eng->bw, eng->config.max_recv_speed, eng->config.max_send_speed))
+    return TERN_ENOMEM;
+  if (uv_mutex_init(&eng->lock)) {
+    tern_bandwidth_free(eng->bw);
+    return TERN_ENOMEM;
+  }
   if (uv_async_init(eng->loop, &eng->async, on_async)) {
     uv_mutex_destroy(&eng->lock);
+    tern_bandwidth_free(eng->bw);
     return TERN_ENOMEM;
   }
   eng->async.data = eng;
@@ -190,6 +196,7 @@ int tern_engine_new(tern_engine_t **out, const tern_config_t *config) {
     uv_run(&eng->own_loop, UV_RUN_DEFAULT);
     uv_loop_close(&eng->own_loop);
     uv_mutex_destroy(&eng->lock);
+    tern_bandwidth_free(eng->bw);
     tern__config_clear(&eng->config);
     free(eng);
     return TERN_ENOMEM;
@@ -231,6 +238,7 @@ static void engine_destroy(tern_engine_t *eng) {
   drop_calls(&eng->calls);
   drop_calls(&eng->ready_calls);
   uv_mutex_destroy(&eng->lock);
+  tern_bandwidth_free(eng->bw);
   tern__config_clear(&eng->config);
   free(eng);
 }
@@ -258,6 +266,16 @@ void tern_engine_free(tern_engine_t *eng) {
   shutdown_all(eng);
   tern__engine_leave(eng);
   eng->free_when_closed = true;
+}
+
+int tern_engine_set_max_speed(tern_engine_t *eng, uint64_t recv_bps, uint64_t send_bps) {
+  if (eng == NULL) return TERN_EINVAL;
+  return tern_bandwidth_set_max_speed(eng->bw, recv_bps, send_bps);
+}
+
+int tern_engine_get_bandwidth_used(tern_engine_t *eng, uint64_t *recv_bps, uint64_t *send_bps) {
+  if (eng == NULL) return TERN_EINVAL;
+  return tern_bandwidth_get_used(eng->bw, recv_bps, send_bps);
 }
 
 uint64_t tern_engine_get_stat(const tern_engine_t *eng, tern_stat stat) {
