@@ -76,6 +76,24 @@ int tern_config_set_max_connections_per_origin(tern_config_t *c, unsigned n) {
   return 0;
 }
 
+int tern_config_set_max_active_requests(tern_config_t *c, unsigned n) {
+  if (c == NULL) return TERN_EINVAL;
+  c->max_active_requests = n;
+  return 0;
+}
+
+int tern_config_set_max_recv_speed(tern_config_t *c, uint64_t bytes_per_second) {
+  if (c == NULL) return TERN_EINVAL;
+  c->max_recv_speed = bytes_per_second;
+  return 0;
+}
+
+int tern_config_set_max_send_speed(tern_config_t *c, uint64_t bytes_per_second) {
+  if (c == NULL) return TERN_EINVAL;
+  c->max_send_speed = bytes_per_second;
+  return 0;
+}
+
 int tern_config_set_pipeline_depth(tern_config_t *c, unsigned depth) {
   if (c == NULL || depth == 0 || depth > 1024) return TERN_EINVAL;
   c->pipeline_depth = depth;

@@ -25,6 +25,7 @@ static void on_timer(uv_timer_t *t);
 static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res);
 static void try_next_address(tern__conn *c);
 static int flush_tls(tern__conn *c);
+static void drop_debts(tern__conn *c);
 
 static void free_addrs(tern__conn *c) {
   if (c->addrs == NULL) return;
@@ -40,6 +41,7 @@ static void maybe_free(tern__conn *c) {
   if (c->pending > 0) return;
   tern_engine_t *eng = c->engine;
   free_addrs(c);
+  drop_debts(c);
   tern__tls_conn_free(c);
   free(c->buf);
   free(c);
@@ -100,7 +102,8 @@ static void on_timer(uv_timer_t *t) {
       tern__conn_fail(c, NULL, TERN_ECONNECTTIMEOUT);
       break;
     case TERN__TIMER_HEADERS:
-      if (c->reading && bytes_waiting(c)) { /* the head is here, just not read yet */
+      /* the head is here, just not read yet; or reading waits for a bandwidth budget */
+      if ((c->reading && bytes_waiting(c)) || c->bw_wait[TERN__RECV] || c->bw_wait[TERN__SEND]) {
         uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
         break;
       }
@@ -114,6 +117,11 @@ static void on_timer(uv_timer_t *t) {
       uint64_t idle = uv_now(eng->loop) - c->last_activity;
       if (idle < c->timer_ms) {
         uv_timer_start(&c->timer, on_timer, c->timer_ms - idle, 0);
+        break;
+      }
+      /* Silence while a bandwidth budget holds the connection back is ours, not the peer's. */
+      if (c->bw_wait[TERN__RECV] || c->bw_wait[TERN__SEND]) {
+        uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
         break;
       }
       /* libuv runs timers before it polls: after this process was not scheduled for a while,
@@ -156,9 +164,11 @@ tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t con
   tern__list_init(&c->requests);
   uv_tcp_init(eng->loop, &c->tcp);
   uv_timer_init(eng->loop, &c->timer);
+  uv_timer_init(eng->loop, &c->bw_timer);
   c->tcp.data = c;
   c->timer.data = c;
-  c->pending = 2;
+  c->bw_timer.data = c;
+  c->pending = 3;
   eng->handles++;
   o->nconns++;
   tern__list_insert_tail(&o->busy, &c->node);
@@ -326,6 +336,77 @@ static void on_connect(uv_connect_t *cr, int status) {
   tern__engine_leave(eng);
 }
 
+/* ---- bandwidth budgets (bandwidth.c keeps the buckets; this is the waiting) ---- */
+
+/* The budgets a request's bytes go through: the engine's, its group's, its own (sending). */
+static void budgets_of(const tern__conn *c, const tern_request_t *req, int dir,
+                       tern_bandwidth_t *out[3]) {
+  out[0] = c->engine->bw;
+  out[1] = req ? req->bandwidth : NULL;
+  out[2] = req && dir == TERN__SEND ? req->send_budget : NULL;
+}
+
+/* The most one read or write should move under the request's budgets. */
+static size_t piece_of(const tern__conn *c, const tern_request_t *req, int dir) {
+  tern_bandwidth_t *bws[3];
+  budgets_of(c, req, dir, bws);
+  return tern__budgets_piece(bws, dir);
+}
+
+size_t tern__conn_send_piece(const tern__conn *c, const tern_request_t *req) {
+  return piece_of(c, req, TERN__SEND);
+}
+
+/* Debits n bytes from each budget; returns whether one is owed (its debt holds the budget). */
+static bool debit(tern__conn *c, tern_request_t *req, int dir, size_t n) {
+  tern_bandwidth_t *bws[3];
+  budgets_of(c, req, dir, bws);
+  return tern__debts_add(c->debt[dir], bws, dir, n);
+}
+
+static uint64_t owed_ns(tern__conn *c, int dir) { return tern__debts_owed(c->debt[dir], dir); }
+
+static void drop_debts(tern__conn *c) {
+  tern__debts_drop(c->debt[TERN__RECV]);
+  tern__debts_drop(c->debt[TERN__SEND]);
+}
+
+static void on_bw_timer(uv_timer_t *t);
+
+/* Wakes when the first waiting direction may go on, and at least every 0.1 s, so a budget
+ * changed meanwhile (from any thread) takes effect soon. */
+static void arm_bw_timer(tern__conn *c) {
+  uint64_t next = UINT64_MAX;
+  for (int dir = 0; dir < 2; dir++) {
+    uint64_t ns = c->bw_wait[dir] ? owed_ns(c, dir) : UINT64_MAX;
+    if (ns < next) next = ns;
+  }
+  uint64_t ms = next / 1000000 + 1;
+  uv_timer_start(&c->bw_timer, on_bw_timer, ms < 100 ? ms : 100, 0);
+}
+
+static void on_bw_timer(uv_timer_t *t) {
+  tern__conn *c = t->data;
+  if (c->state == TERN__CONN_CLOSING) return;
+  tern_engine_t *eng = c->engine;
+  tern__engine_enter(eng);
+  if (c->bw_wait[TERN__RECV] && owed_ns(c, TERN__RECV) == 0) {
+    c->bw_wait[TERN__RECV] = false;
+    c->last_activity = uv_now(eng->loop);
+    /* The per-request rate cap (http1.c) resumes reading itself when its own wait ends. */
+    if (c->timer_kind != TERN__TIMER_THROTTLE) tern__conn_start_reading(c);
+  }
+  if (c->bw_wait[TERN__SEND] && owed_ns(c, TERN__SEND) == 0) {
+    c->bw_wait[TERN__SEND] = false;
+    c->writing = false;
+    c->last_activity = uv_now(eng->loop);
+    c->events->written(c, c->bw_write_status);
+  }
+  if (c->state != TERN__CONN_CLOSING && (c->bw_wait[TERN__RECV] || c->bw_wait[TERN__SEND]))
+    arm_bw_timer(c);
+  tern__engine_leave(eng);
+}
+
 /* ---- reading ---- */
 
 static bool receive_paused(const tern__conn *c) {
@@ -334,7 +415,8 @@ static bool receive_paused(const tern__conn *c) {
 }
 
 void tern__conn_start_reading(tern__conn *c) {
-  if (c->reading || c->state == TERN__CONN_CLOSING || receive_paused(c)) return;
+  if (c->reading || c->state == TERN__CONN_CLOSING || receive_paused(c) || c->bw_wait[TERN__RECV])
+    return;
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->reading = true;
 }
 
@@ -347,7 +429,8 @@ void tern__conn_stop_reading(tern__conn *c) {
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
   tern__conn *c = h->data;
-  *buf = uv_buf_init(c->buf + c->len, (unsigned)(c->rcap - c->len));
+  size_t room = c->rcap - c->len, piece = piece_of(c, tern__conn_first(c), TERN__RECV);
+  *buf = uv_buf_init(c->buf + c->len, (unsigned)(room < piece ? room : piece));
 }
 
 void tern__conn_consume(tern__conn *c, size_t n) {
@@ -377,6 +460,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   tern__engine_enter(eng);
   if (nread > 0) {
     c->last_activity = uv_now(eng->loop);
+    TERN__STAT_ADD(eng, TERN_STAT_BYTES_RECEIVED, nread);
+    bool owe = debit(c, tern__conn_first(c), TERN__RECV, (size_t)nread);
     int tls = 0;
     if (c->ssl) {
       tls = after_tls(c, tern__tls_recv(c, (size_t)nread));
@@ -384,6 +469,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
       c->len += (size_t)nread;
     }
     if (c->state != TERN__CONN_CLOSING) c->events->received(c, tls);
+    if (owe && c->state != TERN__CONN_CLOSING) { /* the bytes are handled; more wait */
+      tern__conn_stop_reading(c);
+      c->bw_wait[TERN__RECV] = true;
+      arm_bw_timer(c);
+    }
   } else if (nread == UV_ENOBUFS) {
     tern__conn_stop_reading(c);
   } else if (nread < 0) {
@@ -438,11 +528,14 @@ static int flush_tls(tern__conn *c) {
 
 int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, unsigned nb) {
   int r;
+  size_t n = 0;
   if (c->ssl) {
     uv_buf_t out;
     if ((r = tern__tls_encrypt(c, bufs, nb, &out)) != 0) return r;
+    n = out.len;
     r = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &out, 1, on_write);
   } else {
+    for (unsigned i = 0; i < nb; i++) n += bufs[i].len;
     r = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, nb, on_write);
   }
   if (r) {
@@ -451,17 +544,29 @@ int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, u
     return err;
   }
   c->writing = true;
+  TERN__STAT_ADD(c->engine, TERN_STAT_BYTES_SENT, n);
+  (void)debit(c, req, TERN__SEND, n); /* on_write waits if the debt is not paid by then */
   return 0;
 }
 
 static void on_write(uv_write_t *wr, int status) {
   tern__conn *c = tern__container_of(wr, tern__conn, write_req);
-  c->writing = false;
   if (c->ssl) tern__tls_write_done(c);
-  if (c->state == TERN__CONN_CLOSING) return;
+  if (c->state == TERN__CONN_CLOSING) {
+    c->writing = false;
+    return;
+  }
   tern_engine_t *eng = c->engine;
-  tern__engine_enter(eng);
   if (status >= 0) c->last_activity = uv_now(eng->loop);
+  if (status >= 0 && owed_ns(c, TERN__SEND) > 0) {
+    /* Over a sending budget: the write ends (and the next piece goes) once it is paid. */
+    c->bw_wait[TERN__SEND] = true;
+    c->bw_write_status = status;
+    arm_bw_timer(c);
+    return;
+  }
+  c->writing = false;
+  tern__engine_enter(eng);
   c->events->written(c, status);
   tern__engine_leave(eng);
 }
@@ -478,6 +583,7 @@ void tern__conn_close(tern__conn *c) {
   tern__list_remove(&c->node);
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+  uv_close((uv_handle_t *)&c->bw_timer, on_handle_closed);
   if (!c->tcp_closing) {
     c->tcp_closing = true;
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);

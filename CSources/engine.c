@@ -42,15 +42,27 @@ typedef struct {
   void *arg;
 } loop_call;
 
+/* Whether a request of the engine's queue may start now (max_active_requests). */
+static bool may_admit(const tern_engine_t *eng) {
+  return !tern__list_empty(&eng->queued) && eng->nadmitted < eng->config.max_active_requests;
+}
+
 /* The outermost callback returns (tern__engine_leave at depth 1). */
 static void drain(tern_engine_t *eng) {
   /* Calls may submit requests and requests' callbacks may queue calls: run both until quiet. */
-  while (!tern__list_empty(&eng->ready) || !tern__list_empty(&eng->ready_calls)) {
+  while (!tern__list_empty(&eng->ready) || !tern__list_empty(&eng->ready_calls) || may_admit(eng)) {
+    /* Under max_active_requests every new request joins the queue first, so a slot goes to the
+     * highest priority waiting, whether it came in this batch or waited already. */
     while (!tern__list_empty(&eng->ready)) {
       tern__list *n = eng->ready.next;
       tern__list_remove(n);
-      start_request(tern__container_of(n, tern_request_t, node));
+      tern_request_t *req = tern__container_of(n, tern_request_t, node);
+      if (eng->config.max_active_requests && !eng->stopped)
+        tern__wait_insert(eng, &eng->queued, req);
+      else
+        start_request(req);
     }
+    while (may_admit(eng)) start_request(tern__wait_take(eng, &eng->queued));
     if (!tern__list_empty(&eng->ready_calls)) {
       tern__list *n = eng->ready_calls.next;
       tern__list_remove(n);
@@ -139,13 +151,20 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__list_init(&eng->ready);
   tern__list_init(&eng->calls);
   tern__list_init(&eng->ready_calls);
+  tern__list_init(&eng->queued);
   tern__list_init(&eng->origins);
   tern__list_init(&eng->tls_ctxs);
   tern__list_init(&eng->dns);
   for (int i = 0; i < TERN__STAT_COUNT; i++) atomic_init(&eng->stats[i], 0);
-  if (uv_mutex_init(&eng->lock)) return TERN_ENOMEM;
+  if (tern_bandwidth_new(&eng->bw, eng->config.max_recv_speed, eng->config.max_send_speed))
+    return TERN_ENOMEM;
+  if (uv_mutex_init(&eng->lock)) {
+    tern_bandwidth_free(eng->bw);
+    return TERN_ENOMEM;
+  }
   if (uv_async_init(eng->loop, &eng->async, on_async)) {
     uv_mutex_destroy(&eng->lock);
+    tern_bandwidth_free(eng->bw);
     return TERN_ENOMEM;
   }
   eng->async.data = eng;
@@ -177,6 +196,7 @@ int tern_engine_new(tern_engine_t **out, const tern_config_t *config) {
     uv_run(&eng->own_loop, UV_RUN_DEFAULT);
     uv_loop_close(&eng->own_loop);
     uv_mutex_destroy(&eng->lock);
+    tern_bandwidth_free(eng->bw);
     tern__config_clear(&eng->config);
     free(eng);
     return TERN_ENOMEM;
@@ -218,6 +238,7 @@ static void engine_destroy(tern_engine_t *eng) {
   drop_calls(&eng->calls);
   drop_calls(&eng->ready_calls);
   uv_mutex_destroy(&eng->lock);
+  tern_bandwidth_free(eng->bw);
   tern__config_clear(&eng->config);
   free(eng);
 }
@@ -245,6 +266,16 @@ void tern_engine_free(tern_engine_t *eng) {
   shutdown_all(eng);
   tern__engine_leave(eng);
   eng->free_when_closed = true;
+}
+
+int tern_engine_set_max_speed(tern_engine_t *eng, uint64_t recv_bps, uint64_t send_bps) {
+  if (eng == NULL) return TERN_EINVAL;
+  return tern_bandwidth_set_max_speed(eng->bw, recv_bps, send_bps);
+}
+
+int tern_engine_get_bandwidth_used(tern_engine_t *eng, uint64_t *recv_bps, uint64_t *send_bps) {
+  if (eng == NULL) return TERN_EINVAL;
+  return tern_bandwidth_get_used(eng->bw, recv_bps, send_bps);
 }
 
 uint64_t tern_engine_get_stat(const tern_engine_t *eng, tern_stat stat) {
@@ -372,8 +403,15 @@ static void complete(tern_request_t *req, int err) {
     req->error = 0;
     req->errmsg[0] = '\0';
   }
+  tern__wait_leave(eng, req);
   tern__list_remove(&req->node);
   req->conn = NULL;
+  if (req->admitted) {
+    req->admitted = false;
+    eng->nadmitted--;
+    /* Outside the engine's callbacks (none today) no drain would follow: wake the loop. */
+    if (eng->depth == 0 && may_admit(eng) && !eng->stopped) uv_async_send(&eng->async);
+  }
   tern__request_close_files(req);
   tern__request_mark(req, TERN_TIME_END);
   atomic_store(&req->state, TERN__REQ_DONE);
@@ -415,6 +453,8 @@ static void on_total_timeout(uv_timer_t *t) {
 
 static void start_request(tern_request_t *req) {
   tern_engine_t *eng = req->engine;
+  req->admitted = true;
+  eng->nadmitted++;
   if (eng->stopped) {
     complete(req, TERN_ESHUTDOWN);
     return;
@@ -520,6 +560,8 @@ static void shutdown_all(tern_engine_t *eng) {
   uv_mutex_unlock(&eng->lock);
   fail_list(&subs, TERN_ESHUTDOWN);
   fail_list(&eng->ready, TERN_ESHUTDOWN);
+  tern_request_t *req;
+  while ((req = tern__wait_take(eng, &eng->queued)) != NULL) complete(req, TERN_ESHUTDOWN);
   tern__pool_shutdown(eng);
   tern__tls_ctx_free_all(eng); /* connections still closing hold their own references */
   tern__resolve_forget_all(eng);

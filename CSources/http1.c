@@ -92,6 +92,9 @@ static void on_written(tern__conn *c, int status) {
     req->send = TERN__SEND_WAIT_100;
     tern__conn_start_reading(c);
     tern__conn_set_timer(c, TERN__TIMER_EXPECT, req->expect_wait_ms);
+    /* The 100 (or a final answer) may have come before this write's end was reported (a
+     * sending budget reports it late): it waited in the buffer for the head to be out. */
+    if (c->len > 0 || c->ssl) after_pump(c, pump(c));
     return;
   }
   if (req->upload.kind != TERN__BODY_NONE) {

@@ -67,6 +67,9 @@ void tern__http1_write_next(tern__conn *c) {
   if (has_body && !hold_body) {
     const char *ptr = NULL;
     int64_t n;
+    /* Under a sending budget a piece is small enough not to overdraw it in one write. */
+    size_t budget = tern__conn_send_piece(c, req);
+    size_t room = 0;
     if (req->upload.gzip) {
       /* Compressed bodies are staged in the buffer like file bodies. */
       if (req->upload.encoder == NULL && (req->upload.encoder = tern__encoder_new()) == NULL) {
@@ -74,8 +77,8 @@ void tern__http1_write_next(tern__conn *c) {
         return;
       }
       ptr = stage(c);
-      n = ptr ? tern__encoder_fill(req->upload.encoder, pull_plain, req, (char *)ptr,
-                                   c->cap - c->rcap)
+      room = c->cap - c->rcap < budget ? c->cap - c->rcap : budget;
+      n = ptr ? tern__encoder_fill(req->upload.encoder, pull_plain, req, (char *)ptr, room)
               : full_buffer(c, req);
       if (n == TERN_EIO)
         tern__request_set_error(req, TERN_EIO, "compressing the body for %s failed",
@@ -83,11 +86,13 @@ void tern__http1_write_next(tern__conn *c) {
     } else if (req->upload.kind == TERN__BODY_MEM) {
       uint64_t left = req->upload.len - req->upload.sent;
       uint64_t piece = c->ssl ? c->cap : MEM_PIECE; /* bounds the ciphertext held per write */
+      if (budget < piece) piece = budget;
       n = (int64_t)(left < piece ? left : piece);
       ptr = (const char *)req->upload.mem + req->upload.sent;
     } else {
       ptr = stage(c);
-      n = ptr ? tern__request_read_plain(req, (char *)ptr, c->cap - c->rcap) : full_buffer(c, req);
+      room = c->cap - c->rcap < budget ? c->cap - c->rcap : budget;
+      n = ptr ? tern__request_read_plain(req, (char *)ptr, room) : full_buffer(c, req);
     }
     if (n == TERN__PULL_WAIT) {
       /* No bytes yet: the head (if not out yet) goes alone, the response is read meanwhile. */

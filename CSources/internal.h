@@ -128,6 +128,55 @@ int64_t tern__encoder_fill(tern__encoder *e, tern__pull_fn pull, void *ctx, char
 bool tern__encoder_done(const tern__encoder *e);
 void tern__encoder_free(tern__encoder *e);
 
+/* ---- bandwidth budgets (bandwidth.c): token buckets, no request in sight -------------------- */
+
+enum { TERN__RECV = 0, TERN__SEND = 1 };
+#define TERN__METER_SLOTS 10 /* of 100 ms: the meter's second */
+
+/* One direction of a budget. `rate` may be read without the lock (the read and write sizes);
+ * everything else is under it. */
+typedef struct {
+  uv_mutex_t lock;
+  _Atomic uint64_t rate; /* bytes per second; 0: no budget (the meter still counts) */
+  double balance;        /* bytes that may go now; negative: the debt being paid */
+  double credits;        /* every byte the rate earned: waiters' marks are counted on it */
+  uint64_t stamp_ns;     /* uv_hrtime of the last refill */
+  uint64_t slot_bytes[TERN__METER_SLOTS], slot_epoch[TERN__METER_SLOTS];
+} tern__bucket;
+
+/* An engine's budget, a group's (tern_bandwidth_new), or one request's sending budget. */
+struct tern_bandwidth {
+  atomic_int refs; /* the creator's (engine, caller, request), each request's, each debt's */
+  tern__bucket dir[2];
+};
+
+/* Counts n bytes through the bucket and debits them. Returns -1 when nothing is owed, else
+ * the mark: the debtor waits until tern__bucket_wait_ns(b, mark) is 0. Any thread. */
+double tern__bucket_debit(tern__bucket *b, size_t n);
+/* Nanoseconds until the debt up to `mark` is paid at the current rate; 0 when paid or when the
+ * budget was lifted. Any thread. */
+uint64_t tern__bucket_wait_ns(tern__bucket *b, double mark);
+/* The most bytes one read or write should move under this bucket (SIZE_MAX: no budget), so no
+ * single piece overdraws it by much more than half its burst. */
+size_t tern__bucket_piece(tern__bucket *b);
+/* What a connection owes the budgets its last read or write went through: a reference to the
+ * budget and the mark to wait for (bw NULL: nothing owed). */
+typedef struct {
+  tern_bandwidth_t *bw;
+  double mark;
+} tern__debt;
+/* Debits n bytes of direction `dir` from each of the three budgets (NULL: none) and records
+ * in d[i] what is owed to each. Returns whether anything is owed. */
+bool tern__debts_add(tern__debt d[3], tern_bandwidth_t *const bws[3], int dir, size_t n);
+/* Nanoseconds until every debt is paid (0: all paid); paid debts let go of their budget. */
+uint64_t tern__debts_owed(tern__debt d[3], int dir);
+void tern__debts_drop(tern__debt d[3]);
+/* The most bytes one read or write should move under these budgets (SIZE_MAX: none). */
+size_t tern__budgets_piece(tern_bandwidth_t *const bws[3], int dir);
+void tern__bandwidth_ref(tern_bandwidth_t *bw);
+/* Drops a reference (NULL: nothing); the last one frees the budget. Any thread. */
+void tern__bandwidth_unref(tern_bandwidth_t *bw);
+
 /* ---- configuration (config.c) ---------------------------------------------------------------- */
 
 struct tern_config {
@@ -136,7 +185,9 @@ struct tern_config {
   size_t max_header_size;
   unsigned max_conns_per_origin;
   unsigned pipeline_depth;
-  char *user_agent; /* NULL: the default; "": none */
+  unsigned max_active_requests; /* requests in progress at once, engine-wide; 0: no limit */
+  uint64_t max_recv_speed, max_send_speed; /* the engine's budget at start, bytes/s; 0: none */
+  char *user_agent;                        /* NULL: the default; "": none */
   bool user_agent_set;
   tern_log_cb log_cb;
   tern_log_level log_level;
@@ -320,6 +371,13 @@ struct tern_request {
   bool persistent, pipelining, http10;
   size_t buffer_size;
   uint64_t max_recv_speed;
+  int priority;                  /* higher leaves a wait list first (tern_request_set_priority) */
+  tern_bandwidth_t *bandwidth;   /* a group budget shared with other requests (a reference) */
+  tern_bandwidth_t *send_budget; /* its own sending budget (tern_request_set_max_send_speed) */
+
+  /* ---- waiting (engine.c, pool.c): for a slot of max_active_requests or a connection ---- */
+  bool queued;   /* in a wait list (eng->queued or origin->waiting): TERN_STAT_REQUESTS_WAITING */
+  bool admitted; /* holds one of the engine's max_active_requests slots until it completes */
 
   /* ---- the current exchange (request_head.c, pool.c, http1*.c) ---- */
   tern__origin *origin;
@@ -635,7 +693,14 @@ struct tern__conn {
   struct bio_st *tls_extra_bio; /* handshake or alert bytes under way in tls_wreq */
   struct bio_st *tls_spare_bio; /* an emptied output BIO, reused by the next write */
   uv_write_t tls_wreq;
-  char *tunnel_head;     /* the CONNECT request while it is being written */
+  char *tunnel_head; /* the CONNECT request while it is being written */
+
+  /* bandwidth budgets (conn.c): debts of the last read and write, each holding a reference
+   * to its budget; reading stops, or the write's end is reported late, until they are paid */
+  uv_timer_t bw_timer;
+  tern__debt debt[2][3]; /* [TERN__RECV or TERN__SEND][engine, group, request] */
+  bool bw_wait[2];
+  int bw_write_status;   /* of the write whose end waits for its debt */
   size_t tunnel_interim; /* bytes of 1xx heads the proxy sent before answering CONNECT */
 };
 
@@ -679,7 +744,7 @@ typedef struct {
   void (*drain)(tern_engine_t *eng);
 } tern__owner_ops;
 
-#define TERN__STAT_COUNT 9 /* tern_stat values */
+#define TERN__STAT_COUNT 12 /* tern_stat values */
 
 struct tern_engine {
   const tern__owner_ops *ops;
@@ -698,6 +763,8 @@ struct tern_engine {
   tern__list calls;       /* guarded by lock: tern_engine_call from other threads */
   tern__list ready_calls; /* loop thread: calls run when the outermost callback returns */
   int depth;              /* loop thread: nesting of engine callbacks */
+  tern__list queued;      /* loop thread: admitted by max_active_requests later, by priority */
+  unsigned nadmitted;     /* loop thread: requests started and not completed */
   tern__list origins;
   tern__list tls_ctxs; /* tern__tls_ctx, one per distinct TLS settings */
   tern__list dns;      /* resolve.c: the resolver's answers, most recently stored first */
@@ -705,6 +772,7 @@ struct tern_engine {
   int handles; /* engine-owned handles still open (embedded mode frees at 0) */
   bool free_when_closed;
   tern_config_t config;
+  tern_bandwidth_t *bw; /* the engine-wide budget and meter (tern_engine_set_max_speed) */
   atomic_uint_fast64_t stats[TERN__STAT_COUNT];
 };
 
@@ -712,6 +780,33 @@ struct tern_engine {
 #define TERN__STAT_SUB(eng, which, n) atomic_fetch_sub(&(eng)->stats[which], (uint64_t)(n))
 
 extern atomic_uint_fast64_t tern__requests_live;
+
+/* Wait lists (the engine's queue for max_active_requests, an origin's requests waiting for a
+ * connection slot) are kept highest priority first, equal priorities in arrival order: a
+ * request goes behind every one of its priority or higher. Searching from the tail makes the
+ * common case (equal priorities) constant time. */
+static inline void tern__wait_insert(tern_engine_t *eng, tern__list *q, tern_request_t *req) {
+  tern__list *pos = q->prev;
+  while (pos != q && tern__container_of(pos, tern_request_t, node)->priority < req->priority)
+    pos = pos->prev;
+  tern__list_insert_head(pos, &req->node); /* right after pos */
+  req->queued = true;
+  TERN__STAT_ADD(eng, TERN_STAT_REQUESTS_WAITING, 1);
+}
+/* The request no longer waits (it starts, or completes); its node is the caller's to move. */
+static inline void tern__wait_leave(tern_engine_t *eng, tern_request_t *req) {
+  if (!req->queued) return;
+  req->queued = false;
+  TERN__STAT_SUB(eng, TERN_STAT_REQUESTS_WAITING, 1);
+}
+/* Takes the first request off a wait list (NULL when empty). */
+static inline tern_request_t *tern__wait_take(tern_engine_t *eng, tern__list *q) {
+  if (tern__list_empty(q)) return NULL;
+  tern_request_t *req = tern__container_of(q->next, tern_request_t, node);
+  tern__list_remove(&req->node);
+  tern__wait_leave(eng, req);
+  return req;
+}
 
 /* Every entry from libuv into the engine is bracketed by enter/leave: requests submitted from
  * inside a callback are started on the way out, never re-entrantly in the middle of connection
@@ -799,7 +894,11 @@ void tern__conn_arm_timer(tern__conn *c);
 void tern__conn_wait(tern__conn *c, int kind, uint64_t ms);
 void tern__conn_start_reading(tern__conn *c);
 void tern__conn_stop_reading(tern__conn *c);
-/* Writes the pieces (encrypted on TLS connections); events->written reports the end. Returns
+/* The most bytes one write of `req` should carry under its bandwidth budgets (SIZE_MAX: no
+ * budget applies). */
+size_t tern__conn_send_piece(const tern__conn *c, const tern_request_t *req);
+/* Writes the pieces (encrypted on TLS connections); events->written reports the end, after
+ * the write's bytes are paid for when a sending budget is over. Returns
  * 0 or a TERN_E* code (set on req). */
 int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, unsigned nb);
 /* Starts the TLS handshake. Returns 0 or a TERN_E* code (set on the oldest request). */

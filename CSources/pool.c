@@ -107,16 +107,15 @@ void tern__pool_dispatch(tern_request_t *req) {
       tern__owner_complete(req, TERN_ENOMEM);
     return;
   }
-  tern__list_insert_tail(&o->waiting, &req->node);
+  tern__wait_insert(eng, &o->waiting, req); /* highest priority first */
 }
 
 void tern__pool_release(tern__conn *c) {
   tern__origin *o = c->origin;
   tern_engine_t *eng = c->engine;
-  if (!tern__list_empty(&o->waiting)) {
-    tern__list *n = o->waiting.next;
-    tern__list_remove(n);
-    tern__http1_send(c, tern__container_of(n, tern_request_t, node));
+  tern_request_t *next = tern__wait_take(eng, &o->waiting);
+  if (next) {
+    tern__http1_send(c, next);
     return;
   }
   uint64_t idle = eng->config.idle_timeout_ms;
@@ -138,26 +137,23 @@ void tern__pool_release(tern__conn *c) {
 void tern__pool_conn_gone(tern__origin *o) {
   o->nconns--;
   if (tern__list_empty(&o->waiting)) return;
-  tern__list *n = o->waiting.next;
-  tern_request_t *req = tern__container_of(n, tern_request_t, node);
-  if (!may_open(req->engine, o)) return;
-  tern__list_remove(n);
+  tern_request_t *req = tern__container_of(o->waiting.next, tern_request_t, node);
+  tern_engine_t *eng = req->engine;
+  if (!may_open(eng, o)) return;
+  tern__wait_take(eng, &o->waiting);
   if (tern__http1_open(o, req, req->timeouts[TERN_TIMEOUT_CONNECT]) == NULL)
     tern__owner_complete(req, TERN_ENOMEM);
 }
 
-static void fail_list(tern__list *l, int err) {
-  while (!tern__list_empty(l)) {
-    tern_request_t *req = tern__container_of(l->next, tern_request_t, node);
-    tern__list_remove(&req->node);
-    tern__owner_complete(req, err);
-  }
+static void fail_list(tern_engine_t *eng, tern__list *l, int err) {
+  tern_request_t *req;
+  while ((req = tern__wait_take(eng, l)) != NULL) tern__owner_complete(req, err);
 }
 
 void tern__pool_shutdown(tern_engine_t *eng) {
   while (!tern__list_empty(&eng->origins)) {
     tern__origin *o = tern__container_of(eng->origins.next, tern__origin, node);
-    fail_list(&o->waiting, TERN_ESHUTDOWN);
+    fail_list(eng, &o->waiting, TERN_ESHUTDOWN);
     while (!tern__list_empty(&o->busy)) {
       tern__conn *c = tern__container_of(o->busy.next, tern__conn, node);
       if (!tern__list_empty(&c->requests))

@@ -80,6 +80,8 @@ static void destroy(tern_request_t *req) {
   tern__str_free(&req->resp.body);
   tern__close_fd(&req->upload.fd);
   tern__close_fd(&req->sink.fd);
+  tern__bandwidth_unref(req->bandwidth);
+  tern__bandwidth_unref(req->send_budget);
   free(req);
   atomic_fetch_sub(&tern__requests_live, 1);
 }
@@ -478,6 +480,31 @@ int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
 int tern_request_set_max_recv_speed(tern_request_t *req, uint64_t bytes_per_second) {
   CHECK_NEW(req);
   req->max_recv_speed = bytes_per_second;
+  return 0;
+}
+
+int tern_request_set_bandwidth(tern_request_t *req, tern_bandwidth_t *bw) {
+  CHECK_NEW(req);
+  if (bw) tern__bandwidth_ref(bw);
+  tern__bandwidth_unref(req->bandwidth);
+  req->bandwidth = bw;
+  return 0;
+}
+
+int tern_request_set_max_send_speed(tern_request_t *req, uint64_t bytes_per_second) {
+  CHECK_NEW(req);
+  if (bytes_per_second == 0) {
+    tern__bandwidth_unref(req->send_budget);
+    req->send_budget = NULL;
+    return 0;
+  }
+  if (req->send_budget) return tern_bandwidth_set_max_speed(req->send_budget, 0, bytes_per_second);
+  return tern_bandwidth_new(&req->send_budget, 0, bytes_per_second);
+}
+
+int tern_request_set_priority(tern_request_t *req, int priority) {
+  CHECK_NEW(req);
+  req->priority = priority;
   return 0;
 }
 

@@ -114,6 +114,8 @@ struct uv_loop_s; /* libuv's loop, for callers that embed the engine */
 typedef struct tern_engine tern_engine_t;
 typedef struct tern_request tern_request_t;
 typedef struct tern_config tern_config_t;
+/* A bandwidth budget shared by a group of requests (tern_bandwidth_new). Since 0.3. */
+typedef struct tern_bandwidth tern_bandwidth_t;
 
 /* ---------------------------------------------------------------------------------------- */
 /* Engine configuration                                                                      */
@@ -143,6 +145,26 @@ TERN_API int tern_config_set_max_header_size(tern_config_t *config, size_t bytes
 /** Connections per origin, busy and idle (default 0: unlimited). Excess requests wait.
  *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_max_connections_per_origin(tern_config_t *config, unsigned n);
+/** Requests in progress at once in the whole engine (default 0: unlimited). A request is in
+ *  progress from the moment it starts (its connection is sought) until it completes, redirects,
+ *  challenges and retries included. Beyond `n`, submitted requests wait in the engine, highest
+ *  priority first (tern_request_set_priority), equal priorities in submission order, and start
+ *  as others complete. A waiting request that is canceled completes at once with
+ *  TERN_ECANCELED and never reaches a server. Works beside the per-origin limit
+ *  (tern_config_set_max_connections_per_origin): a request admitted here may still wait for a
+ *  connection slot of its origin. TERN_STAT_REQUESTS_WAITING counts the waiting ones.
+ *  Thread: any, one at a time per config. Since 0.3. */
+TERN_API int tern_config_set_max_active_requests(tern_config_t *config, unsigned n);
+/** The engine's shared bandwidth budget in bytes per second, for every request of the engine
+ *  together (default 0: none): receiving (bytes read from sockets) and sending (request bytes
+ *  written to sockets). Counted on the socket, so over TLS the ciphertext counts. Connections
+ *  share it about equally; bursts stay within about a tenth of a second of the rate. Change it
+ *  while the engine runs with tern_engine_set_max_speed.
+ *  Thread: any, one at a time per config. Since 0.3. */
+TERN_API int tern_config_set_max_recv_speed(tern_config_t *config, uint64_t bytes_per_second);
+/** The sending half of the engine's budget (see tern_config_set_max_recv_speed).
+ *  Thread: any, one at a time per config. Since 0.3. */
+TERN_API int tern_config_set_max_send_speed(tern_config_t *config, uint64_t bytes_per_second);
 /** How many idempotent requests may be queued on one connection (default 1: no pipelining).
  *  A request opts in with tern_request_set_pipelining.
  *  Thread: any, one at a time per config. Since 0.1. */
@@ -203,6 +225,41 @@ TERN_API int tern_engine_submit(tern_engine_t *engine, tern_request_t *req);
  *  Thread: any. Since 0.2. */
 TERN_API int tern_engine_call(tern_engine_t *eng, void (*fn)(void *arg), void *arg);
 
+/** Changes the engine's shared budget (tern_config_set_max_recv_speed, _send_speed) while it
+ *  runs; 0 lifts a direction's budget. Takes effect within about 0.1 s, also for connections
+ *  waiting for the budget. Thread: any. Since 0.3. */
+TERN_API int tern_engine_set_max_speed(tern_engine_t *engine, uint64_t recv_bytes_per_second,
+                                       uint64_t send_bytes_per_second);
+/** The bandwidth the engine actually used, as average bytes per second over about the last
+ *  second, socket bytes of every request (ASIHTTPRequest's averageBandwidthUsedPerSecond),
+ *  whether a budget is set or not. Either pointer may be NULL.
+ *  Thread: any. Since 0.3. */
+TERN_API int tern_engine_get_bandwidth_used(tern_engine_t *engine, uint64_t *recv_bytes_per_second,
+                                            uint64_t *send_bytes_per_second);
+
+/** A bandwidth budget for a group of requests (a queue, say), in bytes per second for
+ *  receiving and for sending (0: no budget for that direction; the meter still counts). A
+ *  request under a group budget (tern_request_set_bandwidth) obeys both the group's and its
+ *  engine's. Lifetime: reference counted. The caller holds one reference, dropped by
+ *  tern_bandwidth_free; every request set to it holds its own until the request is freed, so
+ *  the caller may free the budget as soon as it has set it on its requests. One budget may
+ *  serve requests of several engines. Returns 0, TERN_EINVAL or TERN_ENOMEM (*out NULL).
+ *  Thread: any. Since 0.3. */
+TERN_API int tern_bandwidth_new(tern_bandwidth_t **out, uint64_t recv_bytes_per_second,
+                                uint64_t send_bytes_per_second);
+/** Drops the caller's reference; NULL is a no-op. Requests using the budget keep it alive.
+ *  Thread: any, once per tern_bandwidth_new. Since 0.3. */
+TERN_API void tern_bandwidth_free(tern_bandwidth_t *bw);
+/** Changes a group budget; 0 lifts a direction's budget. Takes effect within about 0.1 s.
+ *  Thread: any. Since 0.3. */
+TERN_API int tern_bandwidth_set_max_speed(tern_bandwidth_t *bw, uint64_t recv_bytes_per_second,
+                                          uint64_t send_bytes_per_second);
+/** The bandwidth the group's requests used, average bytes per second over about the last
+ *  second (as tern_engine_get_bandwidth_used). Either pointer may be NULL.
+ *  Thread: any. Since 0.3. */
+TERN_API int tern_bandwidth_get_used(tern_bandwidth_t *bw, uint64_t *recv_bytes_per_second,
+                                     uint64_t *send_bytes_per_second);
+
 /** Engine counters, readable from any thread at any time. Since 0.1. */
 typedef enum {
   TERN_STAT_CONNECTIONS_OPENED = 0, /* TCP connections opened since start */
@@ -213,8 +270,14 @@ typedef enum {
   TERN_STAT_REUSED = 5,             /* requests sent on a reused connection */
   TERN_STAT_RETRIES = 6,            /* silent retries after a stale pooled connection */
   TERN_STAT_REQUESTS_LIVE = 7,      /* request objects allocated and not yet freed (all engines) */
-  TERN_STAT_DNS_LOOKUPS = 8         /* names handed to the resolver (not pinned, literal or cached);
+  TERN_STAT_DNS_LOOKUPS = 8,        /* names handed to the resolver (not pinned, literal or cached);
                                      * since 0.2 */
+  TERN_STAT_REQUESTS_WAITING = 9,   /* submitted requests waiting now: for a slot of
+                                     * tern_config_set_max_active_requests, or for a connection
+                                     * slot of their origin; since 0.3 */
+  TERN_STAT_BYTES_RECEIVED = 10,    /* bytes read from sockets (TLS: ciphertext); since 0.3 */
+  TERN_STAT_BYTES_SENT = 11         /* bytes of requests written to sockets (TLS: ciphertext;
+                                     * handshake bytes not counted); since 0.3 */
 } tern_stat;
 /** One counter of this engine; TERN_STAT_REQUESTS_LIVE counts every engine's requests (and
  *  `engine` may then be NULL). 0 for an unknown counter. Thread: any. Since 0.1. */
@@ -539,6 +602,22 @@ TERN_API int tern_request_set_tls_client_cert(tern_request_t *req, const char *c
  *  slowed by TCP flow control and nothing piles up in memory.
  *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_max_recv_speed(tern_request_t *req, uint64_t bytes_per_second);
+
+/** Puts the request under a group budget (tern_bandwidth_new) besides its engine's; NULL
+ *  removes it. The request takes its own reference to `bw` (dropped when the request is
+ *  freed), so the caller's may be freed at once.
+ *  Thread: the request's owner, before submit. Since 0.3. */
+TERN_API int tern_request_set_bandwidth(tern_request_t *req, tern_bandwidth_t *bw);
+/** Caps the rate at which this request's bytes are written (0: no cap), a budget of its own
+ *  besides its group's and its engine's, in socket bytes (head and body; TLS: ciphertext).
+ *  Thread: the request's owner, before submit. Since 0.3. */
+TERN_API int tern_request_set_max_send_speed(tern_request_t *req, uint64_t bytes_per_second);
+/** The request's priority among requests waiting to start (default 0; higher starts first,
+ *  negative values are allowed): waiting for a slot of the engine's max_active_requests, or
+ *  for a connection of its origin when max_connections_per_origin is reached. Equal
+ *  priorities start in submission order. A request already started is never preempted.
+ *  Thread: the request's owner, before submit. Since 0.3. */
+TERN_API int tern_request_set_priority(tern_request_t *req, int priority);
 
 /** This request's connection buffer size when it opens a connection (0: engine default).
  *  Pooled connections are shared only between requests asking the same size.
