@@ -103,7 +103,11 @@ final class CommandRunner: Sendable {
         }
         board = options.parallel && ParallelMeter.shouldShow(options: options) ? TransferBoard() : nil
         do {
-            engine = try Engine(configuration: .init(logger: logger))
+            // With -Z the run's limit is the only one, as in curl (whose --parallel-max-host is
+            // off by default): no per-origin cap of the engine's (6) holds transfers back.
+            var configuration = Engine.Configuration(logger: logger)
+            if options.parallel { configuration.maxConnectionsPerOrigin = 0 }
+            engine = try Engine(configuration: configuration)
         } catch {
             Output.stderr("tern: cannot start the engine: \(error.message)\n")
             exit(2)

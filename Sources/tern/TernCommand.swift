@@ -22,8 +22,8 @@ struct TernCommand: ParsableCommand {
         commandName: "tern",
         abstract: "Transfer URLs over HTTP/1.1, with curl's flags.",
         discussion: """
-            Several URLs are fetched one after another, or at once with -Z; each -o or -O pairs \
-            with the URL in the same position. The exit code is the last transfer's (-Z: the \
+            Several URLs are fetched one after another, or at once with -Z; the n-th -o or -O \
+            goes with the n-th URL. The exit code is the last transfer's (-Z: the \
             last failed transfer's, 0 when all succeeded; --fail-early: the first failure's). \
             Exit codes follow curl's: 3 bad URL \
             (also a redirect Location that cannot be followed), 5 could not resolve the proxy, \
@@ -118,7 +118,7 @@ struct TernCommand: ParsableCommand {
     var parallel = false
 
     @Option(name: .customLong("parallel-max"), parsing: .unconditional,
-            help: ArgumentHelp("With -Z, at most NUM transfers at once (default 50, largest 300; more means 300, less than 1 means 50).", valueName: "num"))
+            help: ArgumentHelp("With -Z, at most NUM transfers at once, to any hosts (largest 300; more means 300, less than 1 the default).", valueName: "num"))
     var parallelMax: Int = TernCommand.parallelDefault
 
     @Flag(name: .customLong("parallel-immediate"),
