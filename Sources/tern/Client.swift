@@ -193,7 +193,9 @@ final class CommandRunner: Sendable {
                     "Warning: Problem : \(outcome.reason). Will retry in \(Int(delay)) second"
                         + "\(delay == 1 ? "" : "s"). \(left) retr\(left == 1 ? "y" : "ies") left.\n")
             }
+            // The wait ends early when a -Z run stops (--fail-early): then no attempt follows.
             try? await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
+            if Task.isCancelled { return 42 }
             delay = min(delay * 2, 600)
             left -= 1
         }
