@@ -1,6 +1,8 @@
 // One `tern` invocation: builds a Request per URL from the options, streams the body to
 // stdout (through Request.dataHandler, on the engine thread, so memory stays flat) or to a
 // file (Request.downloadFile), and turns the outcome into curl's messages and exit codes.
+// The transfers run one after another, or with -Z several at once (Transfers.swift holds the
+// limit), each awaiting Request.response().
 
 import Dispatch
 #if canImport(FoundationEssentials)
@@ -48,7 +50,8 @@ final class TransferState: Sendable {
     }
 }
 
-final class CommandRunner {
+// Immutable once built: the transfers of a -Z run share it from several tasks.
+final class CommandRunner: Sendable {
     let options: TernCommand
     let engine: Engine
     let dataItems: [DataItem]
@@ -62,6 +65,8 @@ final class CommandRunner {
     let cookieJar: CookieJar?
     /// The -b "N=V" strings, sent as they are (never saved by -c), joined.
     let cookieLine: String?
+    /// The -Z progress line (on a terminal, without -s or -v), fed by every transfer.
+    let board: TransferBoard?
 
     init(
         options: TernCommand, dataItems: [DataItem], formItems: [(value: String, literal: Bool)],
@@ -96,8 +101,13 @@ final class CommandRunner {
         let logger = Logger(label: "tern") { _ in
             verbose ? StarLogHandler() as any LogHandler : SwiftLogNoOpLogHandler()
         }
+        board = options.parallel && ParallelMeter.shouldShow(options: options) ? TransferBoard() : nil
         do {
-            engine = try Engine(configuration: .init(logger: logger))
+            // With -Z the run's limit is the only one, as in curl (whose --parallel-max-host is
+            // off by default): no per-origin cap of the engine's (6) holds transfers back.
+            var configuration = Engine.Configuration(logger: logger)
+            if options.parallel { configuration.maxConnectionsPerOrigin = 0 }
+            engine = try Engine(configuration: configuration)
         } catch {
             Output.stderr("tern: cannot start the engine: \(error.message)\n")
             exit(2)
@@ -111,23 +121,46 @@ final class CommandRunner {
         return .basic
     }
 
-    /// Fetches every URL in turn; returns the last transfer's exit code, as curl does.
+    /// Fetches every URL, in turn or (-Z) at most --parallel-max at once, and returns curl's
+    /// exit code for the run: without -Z the last transfer's; with -Z the last failed
+    /// transfer's (in the order they ended), 0 when all succeeded. --fail-early, or an error
+    /// curl deems fatal (2, 27, 43: the same trouble awaits every URL), stops the run at the
+    /// first failure with its code: no transfer starts after it, and with -Z the running ones
+    /// are aborted (42, their codes do not count).
     ///
-    /// SIGINT and SIGTERM cancel the transfer in progress, so the engine cleans up (a
+    /// SIGINT and SIGTERM cancel the transfers in progress, so the engine cleans up (a
     /// download's `.part` file goes unless -C keeps it for a later resume; the file at the -o
-    /// path is never touched), and then end the process by that signal, as curl does.
-    func run() -> Int32 {
+    /// path is never touched, and files already complete stay), start no more, and then end
+    /// the process by that signal, as curl does.
+    func run() async -> Int32 {
         let interrupts = Interrupts.install()
+        let parallel = options.parallel
+        let failEarly = options.failEarly
+        let urls = options.urls
+        let meter = board.map { ParallelMeter(board: $0, total: urls.count) }
+        meter?.start()
         var exitCode: Int32 = 0
-        for (index, url) in options.urls.enumerated() {
-            let code = transferWithRetries(url, index: index)
-            exitCode = code
-            if interrupts.caught != 0 { break }
+        var stopped = false
+        await Transfers.run(urls.count, atMost: options.concurrencyLimit) { index in
+            await self.transferWithRetries(urls[index], index: index)
+        } ended: { _, code in
+            if stopped { return false }  // aborted after a failure: its 42 does not count
+            if !parallel || code != 0 { exitCode = code }
+            if code != 0, failEarly || Self.fatalCodes.contains(code) {
+                stopped = true
+                return false
+            }
+            return interrupts.caught == 0
         }
+        meter?.finish()
         interrupts.exitIfCaught()
         saveCookies()
         return exitCode
     }
+
+    /// curl's critical errors (is_fatal_error in its tool_operate.c: failed init, out of
+    /// memory, bad function argument), which end a run of several transfers at once.
+    static let fatalCodes: Set<Int32> = [2, 27, 43]
 
     /// -c: every cookie of the run (not the -b "N=V" ones) to the file, or stdout for "-".
     /// A file that cannot be written is a warning, as in curl.
@@ -146,21 +179,23 @@ final class CommandRunner {
         }
     }
 
-    private func transferWithRetries(_ url: String, index: Int) -> Int32 {
+    private func transferWithRetries(_ url: String, index: Int) async -> Int32 {
         var left = options.retry
         var delay: TimeInterval = 1
         while true {
-            let outcome = transfer(url, index: index, retriesLeft: left)
+            let outcome = await transfer(url, index: index, retriesLeft: left)
             // A transient failure, or (as in curl, with or without -f) a 408, 429, 500, 502,
             // 503 or 504 response, is tried again; the last attempt's outcome stands.
-            guard outcome.transient, left > 0, Interrupts.shared.caught == 0
+            guard outcome.transient, left > 0, Interrupts.shared.caught == 0, !Task.isCancelled
             else { return outcome.code }
             if !options.silent || options.showError {
                 Output.stderr(
                     "Warning: Problem : \(outcome.reason). Will retry in \(Int(delay)) second"
                         + "\(delay == 1 ? "" : "s"). \(left) retr\(left == 1 ? "y" : "ies") left.\n")
             }
-            sleep(seconds: delay)
+            // The wait ends early when a -Z run stops (--fail-early): then no attempt follows.
+            try? await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
+            if Task.isCancelled { return 42 }
             delay = min(delay * 2, 600)
             left -= 1
         }
@@ -183,7 +218,7 @@ final class CommandRunner {
 
     /// One attempt at one URL. `retriesLeft` tells whether a transient outcome will be tried
     /// again: then, as in curl, neither -w nor the error message is printed for it.
-    private func transfer(_ rawURL: String, index: Int, retriesLeft: Int) -> TransferOutcome {
+    private func transfer(_ rawURL: String, index: Int, retriesLeft: Int) async -> TransferOutcome {
         var text = rawURL
         if !text.contains("://") { text = "http://" + text }
         // -T to a URL without a file name (ending in /) uploads under the file's own name.
@@ -210,9 +245,6 @@ final class CommandRunner {
 
         let request = Request(url: url)
         request.engine = engine
-        // executeAndWait() below runs on the main thread: with the main queue as the callback
-        // queue, Tern delivers the events inline on this (waiting) thread.
-        request.callbackQueue = .main
         var timeouts = Request.Timeouts(connect: 300, headers: 0, body: 0, total: 0)
         if let seconds = options.connectTimeout { timeouts.connect = seconds }
         if let seconds = options.maxTime { timeouts.total = seconds }
@@ -335,7 +367,9 @@ final class CommandRunner {
         if index < options.outputs.count {
             outputPath = options.outputs[index]
         }
-        if outputPath == CurlArguments.remoteNameMarker || (outputPath == nil && options.remoteName > 0) {
+        if outputPath == CurlArguments.remoteNameMarker
+            || (outputPath == nil && (options.remoteName > 0 || options.remoteNameAll))
+        {
             let name = url.lastPathComponent
             guard !name.isEmpty, name != "/" else {
                 return failure(23, "Remote file name has no length")
@@ -415,18 +449,27 @@ final class CommandRunner {
         if verbose, let host = url.host {
             Output.stderr("* Trying \(host):\(url.port ?? (scheme == "https" ? 443 : 80))...\n")
         }
-        let meter = ProgressMeter.shouldShow(options: options, toStdout: outputPath == nil)
+        // One transfer's meter; with -Z the run's one line (ParallelMeter) instead.
+        let meter = !options.parallel && ProgressMeter.shouldShow(options: options, toStdout: outputPath == nil)
             ? ProgressMeter(request: request) : nil
-        meter?.start()
-        let result: Result<Response, TernError>
-        Interrupts.shared.current = request
-        do {
-            result = .success(try request.executeAndWait())
-        } catch {
-            result = .failure(error)
+        guard Interrupts.shared.begin(request) else {
+            return TransferOutcome(code: 42)  // a signal came: the process is ending
         }
-        Interrupts.shared.current = nil
+        meter?.start()
+        board?.began(request)
+        let result: Result<Response, TernError>
+        do {
+            result = .success(try await request.response())
+        } catch let error as TernError {
+            result = .failure(error)
+        } catch {
+            result = .failure(TernError(code: .cancelled, message: "\(error)"))
+        }
+        board?.ended(request)
+        Interrupts.shared.end(request)
         meter?.finish()
+        // -Z with --fail-early: another transfer failed and the run cancelled this one.
+        let abortedByRun = Task.isCancelled
         if verbose, !state.headShown { Self.printSentHead(request) }
 
         var outcome = TransferOutcome(code: 0)
@@ -443,7 +486,10 @@ final class CommandRunner {
                 outcome.reason = "HTTP error"
             }
         case .failure(let error):
-            if state.writeFailed {
+            if abortedByRun, error.code == .cancelled {
+                outcome = TransferOutcome(code: 42)
+                message = "Transfer aborted due to critical error in another transfer"
+            } else if state.writeFailed {
                 outcome = TransferOutcome(code: 23)
                 message = "Failure writing output to destination"
             } else if failOnError && status >= 400 {

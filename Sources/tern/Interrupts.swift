@@ -18,19 +18,29 @@ import Musl
 import Darwin
 #endif
 
-// `current` and `caught` are guarded by `lock`; the signal sources run on a global queue.
+// `running` and `signalNumber` are guarded by `lock`; the signal sources run on a global queue.
 final class Interrupts: @unchecked Sendable {
     static let shared = Interrupts()
 
     private let lock = ConditionLock()
-    private var running: Request?
+    /// The requests being executed (several with -Z), cancelled by a signal.
+    private var running: [ObjectIdentifier: Request] = [:]
     private var signalNumber: Int32 = 0
     private var sources: [any DispatchSourceSignal] = []
 
-    /// The request being executed, cancelled by a signal.
-    var current: Request? {
-        get { lock.withLock { running } }
-        set { lock.withLock { running = newValue } }
+    /// Registers a request about to be executed, so that a signal cancels it. `false` when a
+    /// signal came already: the request must not start (the process is about to end).
+    func begin(_ request: Request) -> Bool {
+        lock.withLock {
+            guard signalNumber == 0 else { return false }
+            running[ObjectIdentifier(request)] = request
+            return true
+        }
+    }
+
+    /// The request is done (finished, failed or cancelled).
+    func end(_ request: Request) {
+        lock.withLock { _ = running.removeValue(forKey: ObjectIdentifier(request)) }
     }
 
     /// The signal caught, or 0.
@@ -50,14 +60,17 @@ final class Interrupts: @unchecked Sendable {
     }
 
     private func handle(_ number: Int32) {
-        let request: Request? = lock.withLock {
+        // Taken under the lock that begin() takes: a request either is in this list (and is
+        // cancelled here) or sees the signal and never starts.
+        let requests: [Request] = lock.withLock {
             if signalNumber == 0 { signalNumber = number }
-            return running
+            return Array(running.values)
         }
-        if let request {
-            request.cancel()  // the transfer returns, then run() ends the process
-        } else {
+        if requests.isEmpty {
             exitIfCaught()  // between transfers: nothing to clean up
+        }
+        for request in requests {
+            request.cancel()  // each transfer returns, then run() ends the process
         }
     }
 

@@ -1,6 +1,6 @@
 // What the CLI took from full Foundation, in plain Swift and libc, so that it links only
 // FoundationEssentials (no ICU): printf-style number formatting, reading stdin to its end,
-// sleeping, and percent-encoding a path component.
+// and percent-encoding a path component.
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -46,15 +46,6 @@ func readStandardInput() -> Data {
         if n <= 0 { return data }
         data.append(contentsOf: chunk[..<n])
     }
-}
-
-/// Blocks the calling thread for `seconds` (Foundation's `Thread.sleep(forTimeInterval:)`).
-func sleep(seconds: Double) {
-    guard seconds > 0 else { return }
-    let whole = seconds.rounded(.down)
-    var request = timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1_000_000_000))
-    var remaining = timespec()
-    while nanosleep(&request, &remaining) != 0, errno == EINTR { request = remaining }
 }
 
 /// `text` with every byte outside Foundation's `CharacterSet.urlPathAllowed` (unreserved

@@ -22,7 +22,10 @@ struct TernCommand: ParsableCommand {
         commandName: "tern",
         abstract: "Transfer URLs over HTTP/1.1, with curl's flags.",
         discussion: """
-            Several URLs are fetched one after another. Exit codes follow curl's: 3 bad URL \
+            Several URLs are fetched one after another, or at once with -Z; the n-th -o or -O \
+            goes with the n-th URL. The exit code is the last transfer's (-Z: the \
+            last failed transfer's, 0 when all succeeded; --fail-early: the first failure's). \
+            Exit codes follow curl's: 3 bad URL \
             (also a redirect Location that cannot be followed), 5 could not resolve the proxy, \
             6 could not resolve, 7 could not connect, 18 partial body, 22 HTTP error with -f, \
             23 write error, 26 read error, 28 timeout, 35 TLS handshake failed, 47 too many \
@@ -103,8 +106,28 @@ struct TernCommand: ParsableCommand {
     var outputs: [String] = []
 
     @Flag(name: [.customShort("O"), .customLong("remote-name")],
-          help: "Write the body to a file named like the URL's last path component.")
+          help: "Write the body to a file named like the URL's last path component (one per URL).")
     var remoteName: Int
+
+    @Flag(name: .customLong("remote-name-all"),
+          help: "Like -O for every URL that has no -o or -O of its own.")
+    var remoteNameAll = false
+
+    @Flag(name: [.customShort("Z"), .customLong("parallel")],
+          help: "Run the transfers at once (at most --parallel-max), not one after another.")
+    var parallel = false
+
+    @Option(name: .customLong("parallel-max"), parsing: .unconditional,
+            help: ArgumentHelp("With -Z, at most NUM transfers at once, to any hosts (largest 300; more means 300, less than 1 the default).", valueName: "num"))
+    var parallelMax: Int = TernCommand.parallelDefault
+
+    @Flag(name: .customLong("parallel-immediate"),
+          help: "Accepted for curl: with -Z, curl opens new connections rather than wait to multiplex; Tern speaks HTTP/1.1, where every running transfer has a connection of its own anyway.")
+    var parallelImmediate = false
+
+    @Flag(name: .customLong("fail-early"),
+          help: "Stop at the first failed transfer and exit with its code (with -Z, the running ones are aborted with 42).")
+    var failEarly = false
 
     @Option(name: [.customShort("C"), .customLong("continue-at")], parsing: .unconditional,
             help: ArgumentHelp("Resume at OFFSET; \"-\" continues FILE.part (or FILE) from its size, restarting if the resource changed (If-Range).", valueName: "offset"))
@@ -234,8 +257,20 @@ struct TernCommand: ParsableCommand {
             help: ArgumentHelp("Receive at most RATE bytes per second; suffixes k, m, g (1024-based).", valueName: "speed"))
     var limitRate: String?
 
-    @Argument(help: "URLs to fetch, one after another.")
+    @Argument(help: "URLs to fetch, one after another (with -Z, at once).")
     var urls: [String] = []
+
+    /// curl's default and largest --parallel-max.
+    static let parallelDefault = 50
+    static let parallelLargest = 300
+
+    /// How many transfers may run at once: 1 without -Z; with it --parallel-max as curl takes
+    /// it (above 300 is 300, below 1 is the default 50).
+    var concurrencyLimit: Int {
+        guard parallel else { return 1 }
+        if parallelMax > Self.parallelLargest { return Self.parallelLargest }
+        return parallelMax < 1 ? Self.parallelDefault : parallelMax
+    }
 
     func validate() throws {
         if urls.isEmpty { throw ValidationError("no URL specified") }
@@ -265,7 +300,7 @@ struct TernCommand: ParsableCommand {
 
 @main
 enum Main {
-    static func main() {
+    static func main() async {
         reopenStandardDescriptors()
         signal(SIGPIPE, SIG_IGN)  // a closed pipe becomes a write error (exit 23)
         let argv = CurlArguments.commandLine()
@@ -286,13 +321,13 @@ enum Main {
                 + "tern: try 'tern --help' for more information\n")
             exit(2)
         }
-        exit(CommandRunner(
+        let runner = CommandRunner(
             options: command, dataItems: CurlArguments.dataItems(in: arguments),
             formItems: CurlArguments.formItems(in: arguments),
             authFlag: CurlArguments.last(of: ["--basic", "--digest", "--anyauth"], in: arguments),
             proxyAuthFlag: CurlArguments.last(
-                of: ["--proxy-basic", "--proxy-digest", "--proxy-anyauth"], in: arguments)
-        ).run())
+                of: ["--proxy-basic", "--proxy-digest", "--proxy-anyauth"], in: arguments))
+        exit(await runner.run())
     }
 }
 
@@ -322,7 +357,7 @@ enum CurlArguments {
         "--connect-timeout", "--max-time", "--retry", "--data-raw", "--data-urlencode",
         "--form", "--form-string", "--upload-file", "--cacert", "--capath", "--cert", "--key",
         "--pass", "--max-redirs", "--user", "--cookie", "--cookie-jar", "--proxy",
-        "--proxy-user", "--noproxy", "--limit-rate",
+        "--proxy-user", "--noproxy", "--limit-rate", "--parallel-max",
     ]
 
     /// Which of `flags` comes last in normalized arguments (curl: the last of --basic,
