@@ -9,7 +9,7 @@ import Testing
 
 /// faultserver's /probe-stats for one tag: how many requests came, the most in progress at
 /// once, and their ids in arrival order.
-struct ProbeStats {
+struct CLIProbeStats {
     var count: Int
     var maxInflight: Int
     var order: [Int]
@@ -60,7 +60,7 @@ extension TernTests {
                 #expect(FileManager.default.contents(atPath: dir + "/f\(index)")
                     == pattern(1000 * index + 17), "file f\(index)")
             }
-            let stats = try ProbeStats(servers, tag: tag)
+            let stats = try CLIProbeStats(servers, tag: tag)
             #expect(stats.count == 8)
             #expect(stats.maxInflight == 3, "at most 3 at once, and 3 did run at once")
             // 8 transfers of 300 ms, 3 at a time: 3 rounds at least, well under 8 in turn.
@@ -98,7 +98,7 @@ extension TernTests {
                 let run = try tern(["-s", "-Z"] + Array(repeating: ["-o", "/dev/null"], count: 10).flatMap { $0 }
                                    + extra + urls)
                 #expect(run.status == 0, "\(extra): \(run.stderr)")
-                let stats = try ProbeStats(servers, tag: tag)
+                let stats = try CLIProbeStats(servers, tag: tag)
                 #expect(stats.count == 10)
                 #expect(stats.maxInflight == 10, "\(extra): all at once")
             }
@@ -107,7 +107,7 @@ extension TernTests {
             let run = try tern(["-s", "-Z", "--parallel-max", "1"]
                                + Self.probes(servers, tag: tag, count: 4, holdMS: 50))
             #expect(run.status == 0)
-            let stats = try ProbeStats(servers, tag: tag)
+            let stats = try CLIProbeStats(servers, tag: tag)
             #expect(stats.maxInflight == 1)
             #expect(stats.order == [0, 1, 2, 3])
         }
@@ -122,7 +122,7 @@ extension TernTests {
             for (index, url) in urls.enumerated() { arguments += ["-o", "f\(index)", url] }
             let run = try tern(arguments, directory: dir)
             #expect(run.status == 0, "\(run.stderr)")
-            let stats = try ProbeStats(servers, tag: tag)
+            let stats = try CLIProbeStats(servers, tag: tag)
             #expect(stats.count == 5)
             #expect(stats.maxInflight == 1)
             #expect(stats.order == [0, 1, 2, 3, 4])
@@ -187,7 +187,7 @@ extension TernTests {
             let serial = try tern(["-sSf", "--fail-early", "-o", "a", missing, "-o", "b", after[0],
                                    "-o", "c", after[1]], directory: dir)
             #expect(serial.status == 22)
-            #expect(try ProbeStats(servers, tag: tag).count == 0, "no transfer after the failure")
+            #expect(try CLIProbeStats(servers, tag: tag).count == 0, "no transfer after the failure")
             let plain = try tern(["-sSf", "-o", "a", missing, "-o", "b", after[0], "-o", "c", after[1]],
                                  directory: dir)
             #expect(plain.status == 0, "without --fail-early the last transfer decides")
