@@ -27,7 +27,7 @@ extension Request {
     ///   running or waiting in a queue.
     @discardableResult
     public func execute() -> Bool {
-        if case .started = admit() { return true }
+        if case .started = admit(waiting: .none) { return true }
         return false
     }
 
@@ -60,9 +60,15 @@ extension Request {
                 phase: .setup)
         }
         let run: Execution
-        switch admit() {
+        let turn = DispatchSemaphore(value: 0)
+        switch admit(waiting: .semaphore(turn)) {
         case .started(let started), .joined(let started): run = started
-        case .queued(let entry): run = entry.waitForExecution()
+        case .queued(let entry):
+            turn.wait()
+            guard let started = storage.withLock({ _ in entry.execution }) else {
+                throw TernError(code: .invalidArgument, message: "queued request has no execution")
+            }
+            run = started
         }
         if run.isDeliveringOnCurrentThread {
             throw TernError(
@@ -90,9 +96,9 @@ extension Request {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<Response, any Error>) in
-                switch self.admit() {
+                switch self.admit(waiting: .continuation(continuation)) {
                 case .started(let run), .joined(let run): run.addContinuation(continuation)
-                case .queued(let entry): entry.addContinuation(continuation)
+                case .queued: break  // its entry hands the continuation to the execution
                 }
                 if Task.isCancelled { self.cancel() }
             }
@@ -147,12 +153,27 @@ extension Request {
         case queued(QueueEntry)
     }
 
-    /// The running execution, the queue entry of a waiting request, or a new execution started
-    /// from the current settings.
-    func admit() -> Admission {
+    /// Who waits for a request that may be queued.
+    enum Waiting {
+        case none
+        case continuation(CheckedContinuation<Response, any Error>)
+        /// Signalled when the queue hands the request its execution.
+        case semaphore(DispatchSemaphore)
+    }
+
+    /// The running execution, the queue entry of a waiting request (which then takes
+    /// `waiting`), or a new execution started from the current settings.
+    func admit(waiting: Waiting) -> Admission {
         let admission: Admission = storage.withLock { s in
             if let run = s.run { return .joined(run) }
-            if let entry = s.queueEntry { return .queued(entry) }
+            if let entry = s.queueEntry {
+                switch waiting {
+                case .none: break
+                case .continuation(let continuation): entry.continuations.append(continuation)
+                case .semaphore(let semaphore): entry.waiters.append(semaphore)
+                }
+                return .queued(entry)
+            }
             return .started(Self.makeExecution(&s, request: self, observer: nil))
         }
         if case .started(let run) = admission { run.start() }
@@ -163,16 +184,16 @@ extension Request {
     /// `beforeStart` runs first (the queue's "started" event goes before any the execution
     /// causes).
     func startQueued(_ entry: QueueEntry, beforeStart: () -> Void) -> Execution? {
-        let run: Execution? = storage.withLock { s in
+        let handover: QueueEntry.Handover? = storage.withLock { s in
             guard s.queueEntry === entry, s.run == nil else { return nil }
             s.queueEntry = nil
-            return Self.makeExecution(&s, request: self, observer: entry)
+            return entry.takeWaiting(for: Self.makeExecution(&s, request: self, observer: entry))
         }
-        guard let run else { return nil }
-        entry.resolve(run)
+        guard let handover else { return nil }
+        handover.complete()
         beforeStart()
-        run.start()
-        return run
+        handover.run.start()
+        return handover.run
     }
 
     /// Ends a request that leaves its queue before its turn (refused, cancelled): its
@@ -180,14 +201,14 @@ extension Request {
     /// already left.
     @discardableResult
     func failQueued(_ entry: QueueEntry, _ error: TernError) -> Bool {
-        let run: Execution? = storage.withLock { s in
+        let handover: QueueEntry.Handover? = storage.withLock { s in
             guard s.queueEntry === entry, s.run == nil else { return nil }
             s.queueEntry = nil
-            return Self.makeExecution(&s, request: self, observer: nil)
+            return entry.takeWaiting(for: Self.makeExecution(&s, request: self, observer: nil))
         }
-        guard let run else { return false }
-        entry.resolve(run)
-        run.fail(beforeStart: error)
+        guard let handover else { return false }
+        handover.complete()
+        handover.run.fail(beforeStart: error)
         return true
     }
 

@@ -194,16 +194,26 @@ extension TernTests {
             let cancelled = probe("cancelled", holdMS: 1)
             queue.add(awaited)
             queue.add(cancelled)
+            let blocking = probe("blocking", holdMS: 1)
+            queue.add(blocking)
             #expect(!awaited.execute(), "execute() started a request waiting in a queue")
             let task = Task { try await awaited.response() }
+            let waited = Locked<Int?>(nil)
+            let thread = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                waited.withLock { $0 = try? blocking.executeAndWait().statusCode }
+                thread.signal()
+            }
             cancelled.cancel()
             #expect(cancelled.error == .cancelled)
-            #expect(queue.pendingCount == 1)
+            #expect(queue.pendingCount == 2)
             queue.resume()
             let response = try await task.value
             #expect(response.statusCode == 200)
             await queue.allRequestsFinished()
-            #expect(try await stats().order == ["awaited"])
+            #expect(thread.wait(timeout: .now() + 5) == .success)
+            #expect(waited.withLock { $0 } == 200, "executeAndWait() on a queued request")
+            #expect(try await stats().order == ["awaited", "blocking"])
         }
 
         @Test func perHostLimit() async throws {

@@ -1,20 +1,23 @@
 // A request's place in a RequestQueue: its rank, its byte counts for the queue's progress, and
 // the hand-over of callers that wait for it (response(), executeAndWait()) to its execution.
 
+import Dispatch
+
 /// One request in a ``RequestQueue``, from `add` until its execution ends.
 final class QueueEntry: @unchecked Sendable {
     let queue: RequestQueue
     let request: Request
     let priority: Int
-    /// Rank among equal priorities: back insertions count up from 0, front ones down from -1
-    /// (set under the queue's lock when the entry joins the line).
-    var order: Int64 = 0
-    /// "host:port", for the per-host limit.
-    let host: String
     /// The entry whose download size this HEAD request learns (accurate progress), if any.
     let sizeOf: QueueEntry?
 
     // Guarded by the queue's lock.
+    /// Rank among equal priorities: back insertions count up from 0, front ones down from -1.
+    var order: Int64 = 0
+    /// "host:port", worked out when a per-host limit first needs it.
+    var host: String?
+    /// The host this entry counts against while running (per-host limit), if any.
+    var countedHost: String?
     var isRunning = false
     /// Waits for its HEAD probe (accurate progress) before it may start.
     var awaitsSize = false
@@ -23,19 +26,16 @@ final class QueueEntry: @unchecked Sendable {
     var bytesReceived: UInt64 = 0
     var bytesExpected: UInt64?
 
-    // Guarded by `lock`: the execution once the entry leaves the queue, and who waits for it.
-    private let lock = ConditionLock()
-    private var execution: Execution?
-    private var continuations: [CheckedContinuation<Response, any Error>] = []
+    // Guarded by the request's storage lock, the lock under which the request leaves the queue:
+    // who waits for the execution the entry leads to, and that execution once it exists.
+    var continuations: [CheckedContinuation<Response, any Error>] = []
+    var waiters: [DispatchSemaphore] = []
+    var execution: Execution?
 
-    init(
-        queue: RequestQueue, request: Request, priority: Int, host: String,
-        sizeOf: QueueEntry? = nil
-    ) {
+    init(queue: RequestQueue, request: Request, priority: Int, sizeOf: QueueEntry? = nil) {
         self.queue = queue
         self.request = request
         self.priority = priority
-        self.host = host
         self.sizeOf = sizeOf
     }
 
@@ -44,34 +44,25 @@ final class QueueEntry: @unchecked Sendable {
         priority != other.priority ? priority > other.priority : order < other.order
     }
 
-    /// Hands the execution to everyone waiting for it (called once, before it starts).
-    func resolve(_ run: Execution) {
-        let waiting: [CheckedContinuation<Response, any Error>] = lock.withLock {
-            execution = run
-            lock.broadcast()
-            defer { continuations = [] }
-            return continuations
+    /// Records the execution and takes who waits for it; the request's storage lock is held.
+    func takeWaiting(for run: Execution) -> Handover {
+        execution = run
+        defer {
+            continuations = []
+            waiters = []
         }
-        for continuation in waiting { run.addContinuation(continuation) }
+        return Handover(run: run, continuations: continuations, waiters: waiters)
     }
 
-    /// Resumes `continuation` with the result of the execution this entry leads to.
-    func addContinuation(_ continuation: CheckedContinuation<Response, any Error>) {
-        let run: Execution? = lock.withLock {
-            if let execution { return execution }
-            continuations.append(continuation)
-            return nil
-        }
-        run?.addContinuation(continuation)
-    }
+    /// Callers that waited for a queued request, handed to its execution outside the lock.
+    struct Handover {
+        let run: Execution
+        let continuations: [CheckedContinuation<Response, any Error>]
+        let waiters: [DispatchSemaphore]
 
-    /// Blocks until the entry leaves the queue; returns the execution it led to.
-    func waitForExecution() -> Execution {
-        lock.lock()
-        defer { lock.unlock() }
-        while true {
-            if let execution { return execution }
-            lock.wait()
+        func complete() {
+            for continuation in continuations { run.addContinuation(continuation) }
+            for waiter in waiters { waiter.signal() }
         }
     }
 

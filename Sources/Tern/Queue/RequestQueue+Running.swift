@@ -18,6 +18,29 @@ import Musl
 import Darwin
 #endif
 
+/// Byte counts summed over entries.
+struct ByteTotals {
+    var sent: UInt64 = 0
+    var toSend: UInt64 = 0
+    var received: UInt64 = 0
+    var expected: UInt64 = 0
+    /// Bytes moved of the bodies whose size is known (each capped at its size).
+    var moved: UInt64 = 0
+
+    mutating func add(_ entry: QueueEntry) {
+        sent += entry.bytesSent
+        received += entry.bytesReceived
+        if let total = entry.bytesToSend {
+            toSend += total
+            moved += min(entry.bytesSent, total)
+        }
+        if let total = entry.bytesExpected {
+            expected += total
+            moved += min(entry.bytesReceived, total)
+        }
+    }
+}
+
 /// Everything a queue guards with its lock.
 struct QueueState {
     var configuration: RequestQueue.Configuration
@@ -31,9 +54,11 @@ struct QueueState {
     /// A thread is starting entries; others leave the picking to it.
     var pumping = false
     var idleWaiters: [@Sendable () -> Void] = []
-    /// The entries of the current batch (HEAD probes excluded), finished or not.
-    var batch: [QueueEntry] = []
+    /// Requests of the current batch (HEAD probes excluded), and how many of them ended; the
+    /// bytes of those that ended are summed (the queue keeps no finished request).
+    var batchTotal = 0
     var batchFinished = 0
+    var finishedBytes = ByteTotals()
     var lastPercent = 0
     var lastProgressEvent = -Double.infinity
     /// The last batch's final counts, reported while the queue is idle.
@@ -65,13 +90,22 @@ struct QueueState {
         var index = 0
         while running.count < limit, index < pending.count {
             let entry = pending[index]
-            if entry.awaitsSize || perHost > 0 && runningPerHost[entry.host, default: 0] >= perHost {
+            if entry.awaitsSize {
                 index += 1
                 continue
             }
+            if perHost > 0 {
+                let host = entry.host ?? RequestQueue.hostKey(entry.request.url)
+                entry.host = host
+                if runningPerHost[host, default: 0] >= perHost {
+                    index += 1
+                    continue
+                }
+                runningPerHost[host, default: 0] += 1
+                entry.countedHost = host
+            }
             pending.remove(at: index)
             running[ObjectIdentifier(entry)] = entry
-            runningPerHost[entry.host, default: 0] += 1
             entry.isRunning = true
             picked.append(entry)
         }
@@ -82,8 +116,11 @@ struct QueueState {
     mutating func stopRunning(_ entry: QueueEntry) {
         guard running.removeValue(forKey: ObjectIdentifier(entry)) != nil else { return }
         entry.isRunning = false
-        let left = runningPerHost[entry.host, default: 1] - 1
-        runningPerHost[entry.host] = left > 0 ? left : nil
+        if let host = entry.countedHost {
+            entry.countedHost = nil
+            let left = runningPerHost[host, default: 1] - 1
+            runningPerHost[host] = left > 0 ? left : nil
+        }
     }
 
     /// An entry left the queue or ended: a request waiting for this HEAD probe may start.
@@ -105,33 +142,25 @@ struct QueueState {
         if success, let expected = entry.bytesExpected, entry.bytesReceived > expected {
             entry.bytesExpected = entry.bytesReceived
         }
+        finishedBytes.add(entry)
     }
 
     /// The batch's counts now; percent below 100 until it is done, never below the last one.
     mutating func progressNow() -> RequestQueue.Progress {
-        if batch.isEmpty, let finishedBatch { return finishedBatch }
+        if batchTotal == 0, let finishedBatch { return finishedBatch }
+        var bytes = finishedBytes
+        for entry in running.values where entry.sizeOf == nil { bytes.add(entry) }
+        for entry in pending where entry.sizeOf == nil { bytes.add(entry) }
         var p = RequestQueue.Progress(
-            requestsTotal: batch.count, requestsFinished: batchFinished, bytesSent: 0,
-            bytesToSend: 0, bytesReceived: 0, bytesExpected: 0, percent: 0)
-        var doneBytes: UInt64 = 0
-        for entry in batch {
-            p.bytesSent += entry.bytesSent
-            p.bytesReceived += entry.bytesReceived
-            if let total = entry.bytesToSend {
-                p.bytesToSend += total
-                doneBytes += min(entry.bytesSent, total)
-            }
-            if let total = entry.bytesExpected {
-                p.bytesExpected += total
-                doneBytes += min(entry.bytesReceived, total)
-            }
-        }
+            requestsTotal: batchTotal, requestsFinished: batchFinished, bytesSent: bytes.sent,
+            bytesToSend: bytes.toSend, bytesReceived: bytes.received,
+            bytesExpected: bytes.expected, percent: 0)
         var percent = 0
-        let totalBytes = p.bytesToSend + p.bytesExpected
+        let totalBytes = bytes.toSend + bytes.expected
         if configuration.progressMode == .accurate, totalBytes > 0 {
-            percent = Int(Double(doneBytes) * 100 / Double(totalBytes))
-        } else if p.requestsTotal > 0 {
-            percent = batchFinished * 100 / p.requestsTotal
+            percent = Int(Double(bytes.moved) * 100 / Double(totalBytes))
+        } else if batchTotal > 0 {
+            percent = batchFinished * 100 / batchTotal
         }
         percent = max(lastPercent, min(percent, 99))
         lastPercent = percent
@@ -142,12 +171,13 @@ struct QueueState {
     /// When the batch just ended: its final counts (percent 100), the batch reset, and the
     /// idle waiters to wake.
     mutating func endBatchIfIdle() -> (final: RequestQueue.Progress, waiters: [@Sendable () -> Void])? {
-        guard isIdle, !batch.isEmpty || !idleWaiters.isEmpty else { return nil }
+        guard isIdle, batchTotal > 0 || !idleWaiters.isEmpty else { return nil }
         var final = progressNow()
         final.percent = 100
-        finishedBatch = batch.isEmpty ? finishedBatch : final
-        batch = []
+        if batchTotal > 0 { finishedBatch = final }
+        batchTotal = 0
         batchFinished = 0
+        finishedBytes = ByteTotals()
         lastPercent = 0
         lastProgressEvent = -Double.infinity
         defer { idleWaiters = [] }
@@ -162,14 +192,13 @@ extension RequestQueue {
         _ request: Request, priority: Int, position: Position,
         continuation: CheckedContinuation<Response, any Error>?
     ) -> Bool {
-        let entry = QueueEntry(
-            queue: self, request: request, priority: priority, host: Self.hostKey(request.url))
-        if let continuation { entry.addContinuation(continuation) }
+        let entry = QueueEntry(queue: self, request: request, priority: priority)
         enum Admission { case queued, busy, full(Int) }
         let admission: Admission = state.withLock { s in
             let free = request.storage.withLock { r in
                 guard r.run == nil, r.queueEntry == nil else { return false }
                 r.queueEntry = entry
+                if let continuation { entry.continuations.append(continuation) }
                 return true
             }
             guard free else { return .busy }
@@ -207,7 +236,7 @@ extension RequestQueue {
 
     /// Gives an entry its rank and puts it in the waiting line and the batch.
     private func admit(_ entry: QueueEntry, position: Position, into s: inout QueueState) {
-        if s.isIdle, s.batch.isEmpty { s.finishedBatch = nil }
+        if s.isIdle, s.batchTotal == 0 { s.finishedBatch = nil }
         switch position {
         case .back:
             entry.order = s.nextBack
@@ -217,15 +246,14 @@ extension RequestQueue {
             s.nextFront -= 1
         }
         s.insert(entry)
-        if entry.sizeOf == nil { s.batch.append(entry) }
+        if entry.sizeOf == nil { s.batchTotal += 1 }
     }
 
     /// Accurate progress: a HEAD request that learns the size of a GET's response, at the front.
     private func makeSizeProbe(for entry: QueueEntry, into s: inout QueueState) {
         guard let head = entry.request.sizeProbe() else { return }
         let probe = QueueEntry(
-            queue: self, request: head, priority: Priority.immediate.rawValue, host: entry.host,
-            sizeOf: entry)
+            queue: self, request: head, priority: Priority.immediate.rawValue, sizeOf: entry)
         head.storage.withLock { $0.queueEntry = probe }
         admit(probe, position: .front, into: &s)
         entry.awaitsSize = true
