@@ -60,12 +60,11 @@ extension Request {
                 phase: .setup)
         }
         let run: Execution
-        let turn = DispatchSemaphore(value: 0)
-        switch admit(waiting: .semaphore(turn)) {
+        let turn = QueueEntry.Turn()
+        switch admit(waiting: .turn(turn)) {
         case .started(let started), .joined(let started): run = started
-        case .queued(let entry):
-            turn.wait()
-            guard let started = storage.withLock({ _ in entry.execution }) else {
+        case .queued:
+            guard let started = turn.wait() else {
                 throw TernError(code: .invalidArgument, message: "queued request has no execution")
             }
             run = started
@@ -157,8 +156,8 @@ extension Request {
     enum Waiting {
         case none
         case continuation(CheckedContinuation<Response, any Error>)
-        /// Signalled when the queue hands the request its execution.
-        case semaphore(DispatchSemaphore)
+        /// A thread blocked until the queue hands the request its execution.
+        case turn(QueueEntry.Turn)
     }
 
     /// The running execution, the queue entry of a waiting request (which then takes
@@ -170,7 +169,7 @@ extension Request {
                 switch waiting {
                 case .none: break
                 case .continuation(let continuation): entry.continuations.append(continuation)
-                case .semaphore(let semaphore): entry.waiters.append(semaphore)
+                case .turn(let turn): entry.waiters.append(turn)
                 }
                 return .queued(entry)
             }

@@ -55,6 +55,23 @@ extension TernTests {
             #expect(queue.runningCount == 0 && queue.pendingCount == 0)
         }
 
+        @Test func finishedRequestsAreReleased() async throws {
+            let queue = RequestQueue(maxSimultaneous: 4)
+            var weak: [WeakReference<Request>] = []
+            for i in 0..<50 {
+                let request = probe(i, holdMS: 1)
+                weak.append(WeakReference(request))
+                if i % 2 == 0 {
+                    queue.add(request)
+                } else {
+                    _ = try await queue.response(for: request)
+                }
+            }
+            await queue.allRequestsFinished()
+            #expect(eventually { weak.allSatisfy { $0.value == nil } },
+                    "\(weak.filter { $0.value != nil }.count) of 50 requests still alive")
+        }
+
         @Test func prioritiesThenFrontThenInsertionOrder() async throws {
             let queue = RequestQueue(maxSimultaneous: 1)
             queue.pause()

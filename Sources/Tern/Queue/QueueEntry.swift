@@ -27,10 +27,10 @@ final class QueueEntry: @unchecked Sendable {
     var bytesExpected: UInt64?
 
     // Guarded by the request's storage lock, the lock under which the request leaves the queue:
-    // who waits for the execution the entry leads to, and that execution once it exists.
+    // who waits for the execution the entry leads to. (The entry keeps no reference to that
+    // execution: the execution holds the entry as its observer.)
     var continuations: [CheckedContinuation<Response, any Error>] = []
-    var waiters: [DispatchSemaphore] = []
-    var execution: Execution?
+    var waiters: [Turn] = []
 
     init(queue: RequestQueue, request: Request, priority: Int, sizeOf: QueueEntry? = nil) {
         self.queue = queue
@@ -44,9 +44,25 @@ final class QueueEntry: @unchecked Sendable {
         priority != other.priority ? priority > other.priority : order < other.order
     }
 
-    /// Records the execution and takes who waits for it; the request's storage lock is held.
+    /// A thread blocked in executeAndWait() until the request leaves the queue.
+    final class Turn: @unchecked Sendable {
+        private let arrived = DispatchSemaphore(value: 0)
+        // Written before `arrived` is signalled, read after waiting for it.
+        private var run: Execution?
+
+        func wait() -> Execution? {
+            arrived.wait()
+            return run
+        }
+
+        func hand(_ run: Execution) {
+            self.run = run
+            arrived.signal()
+        }
+    }
+
+    /// Takes who waits for the execution; the request's storage lock is held.
     func takeWaiting(for run: Execution) -> Handover {
-        execution = run
         defer {
             continuations = []
             waiters = []
@@ -58,11 +74,11 @@ final class QueueEntry: @unchecked Sendable {
     struct Handover {
         let run: Execution
         let continuations: [CheckedContinuation<Response, any Error>]
-        let waiters: [DispatchSemaphore]
+        let waiters: [Turn]
 
         func complete() {
             for continuation in continuations { run.addContinuation(continuation) }
-            for waiter in waiters { waiter.signal() }
+            for waiter in waiters { waiter.hand(run) }
         }
     }
 
