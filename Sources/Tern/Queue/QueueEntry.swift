@@ -2,6 +2,7 @@
 // the hand-over of callers that wait for it (response(), executeAndWait()) to its execution.
 
 import Dispatch
+import Synchronization
 
 /// One request in a ``RequestQueue``, from `add` until its execution ends.
 final class QueueEntry: @unchecked Sendable {
@@ -21,10 +22,53 @@ final class QueueEntry: @unchecked Sendable {
     var isRunning = false
     /// Waits for its HEAD probe (accurate progress) before it may start.
     var awaitsSize = false
-    var bytesSent: UInt64 = 0
-    var bytesToSend: UInt64?
-    var bytesReceived: UInt64 = 0
-    var bytesExpected: UInt64?
+
+    // Byte counts: written by the engine's thread as the request moves (no lock: a progress
+    // callback costs a relaxed store), read and settled under the queue's lock. UInt64.max
+    // stands for a size not known.
+    private let sent = Atomic<UInt64>(0)
+    private let toSend = Atomic<UInt64>(.max)
+    private let received = Atomic<UInt64>(0)
+    private let expected = Atomic<UInt64>(.max)
+
+    var bytesSent: UInt64 {
+        get { sent.load(ordering: .relaxed) }
+        set { sent.store(newValue, ordering: .relaxed) }
+    }
+    var bytesToSend: UInt64? {
+        get { Self.known(toSend.load(ordering: .relaxed)) }
+        set { toSend.store(newValue ?? .max, ordering: .relaxed) }
+    }
+    var bytesReceived: UInt64 {
+        get { received.load(ordering: .relaxed) }
+        set { received.store(newValue, ordering: .relaxed) }
+    }
+    var bytesExpected: UInt64? {
+        get { Self.known(expected.load(ordering: .relaxed)) }
+        set { expected.store(newValue ?? .max, ordering: .relaxed) }
+    }
+
+    private static func known(_ value: UInt64) -> UInt64? { value == .max ? nil : value }
+
+    /// Records the bytes moved so far (the engine's thread; a retry may start again from 0),
+    /// and the size when it was not known.
+    func moved(upload: Bool, done: UInt64, total: UInt64) {
+        if upload {
+            if done > bytesSent { bytesSent = done }
+        } else {
+            if done > bytesReceived { bytesReceived = done }
+        }
+        if total > 0 { learnSize(total, upload: upload) }
+    }
+
+    /// Sets the size unless one is known already.
+    func learnSize(_ size: UInt64, upload: Bool) {
+        if upload {
+            _ = toSend.compareExchange(expected: .max, desired: size, ordering: .relaxed)
+        } else {
+            _ = expected.compareExchange(expected: .max, desired: size, ordering: .relaxed)
+        }
+    }
 
     // Guarded by the request's storage lock, the lock under which the request leaves the queue:
     // who waits for the execution the entry leads to. (The entry keeps no reference to that

@@ -112,6 +112,15 @@ struct QueueState {
         return picked
     }
 
+    /// The entries to start when no other thread is starting some; the caller then starts
+    /// them with ``RequestQueue/pump(from:)``, which ends the claim.
+    mutating func claimPump() -> [QueueEntry] {
+        guard !pumping else { return [] }
+        let picked = pick()
+        pumping = !picked.isEmpty
+        return picked
+    }
+
     /// Takes a running entry off the running set.
     mutating func stopRunning(_ entry: QueueEntry) {
         guard running.removeValue(forKey: ObjectIdentifier(entry)) != nil else { return }
@@ -193,7 +202,7 @@ extension RequestQueue {
         continuation: CheckedContinuation<Response, any Error>?
     ) -> Bool {
         let entry = QueueEntry(queue: self, request: request, priority: priority)
-        enum Admission { case queued, busy, full(Int) }
+        enum Admission { case queued([QueueEntry]), busy, full(Int) }
         let admission: Admission = state.withLock { s in
             let free = request.storage.withLock { r in
                 guard r.run == nil, r.queueEntry == nil else { return false }
@@ -210,11 +219,11 @@ extension RequestQueue {
                 entry.bytesToSend = Self.knownUploadLength(request)
                 makeSizeProbe(for: entry, into: &s)
             }
-            return .queued
+            return .queued(s.claimPump())
         }
         switch admission {
-        case .queued:
-            pump()
+        case .queued(let startable):
+            pump(from: startable)
             return true
         case .busy:
             continuation?.resume(
@@ -262,19 +271,19 @@ extension RequestQueue {
     /// Starts what may start, until nothing more may (a request that ends while starting frees
     /// its slot for the next round).
     func pump() {
-        var next: [QueueEntry] = state.withLock { s in
-            guard !s.pumping else { return [] }
-            s.pumping = true
-            return s.pick()
-        }
-        while true {
+        pump(from: state.withLock { $0.claimPump() })
+    }
+
+    /// Starts `first` (claimed with ``QueueState/claimPump()``), then whatever may start next.
+    func pump(from first: [QueueEntry]) {
+        var next = first
+        while !next.isEmpty {
             for entry in next { start(entry) }
             next = state.withLock { s in
                 let picked = s.pick()
                 if picked.isEmpty { s.pumping = false }
                 return picked
             }
-            if next.isEmpty { return }
         }
     }
 
@@ -354,28 +363,17 @@ extension RequestQueue {
     // MARK: - What executions report (engine thread)
 
     func entryReceivedHead(_ entry: QueueEntry, contentLength: Int64?) {
-        let announce: Bool = state.withLock { s in
-            let target = entry.sizeOf ?? entry
-            if target.bytesExpected == nil, let contentLength, contentLength >= 0 {
-                target.bytesExpected = UInt64(contentLength)
-            }
-            return entry.sizeOf == nil
+        if let contentLength, contentLength >= 0 {
+            (entry.sizeOf ?? entry).learnSize(UInt64(contentLength), upload: false)
         }
-        if announce, eventPump.hasConsumers { eventPump.send([.receivedHead(entry.request)]) }
+        if entry.sizeOf == nil, eventPump.hasConsumers { eventPump.send([.receivedHead(entry.request)]) }
     }
 
     func entryProgressed(_ entry: QueueEntry, upload: Bool, done: UInt64, total: UInt64) {
         guard entry.sizeOf == nil else { return }
-        let wantsEvents = eventPump.hasConsumers
+        entry.moved(upload: upload, done: done, total: total)
+        guard eventPump.hasConsumers else { return }
         let event: Progress? = state.withLock { s in
-            if upload {
-                entry.bytesSent = max(entry.bytesSent, done)
-                if entry.bytesToSend == nil, total > 0 { entry.bytesToSend = total }
-            } else {
-                entry.bytesReceived = max(entry.bytesReceived, done)
-                if entry.bytesExpected == nil, total > 0 { entry.bytesExpected = total }
-            }
-            guard wantsEvents else { return nil }
             let now = monotonicSeconds()
             guard now - s.lastProgressEvent >= s.configuration.progressInterval else { return nil }
             s.lastProgressEvent = now
@@ -387,7 +385,7 @@ extension RequestQueue {
     func entryFinished(_ entry: QueueEntry, result: Result<Response, TernError>) {
         var failure: TernError?
         if case .failure(let error) = result { failure = error }
-        let (events, ended, cancelRest): ([Event], BatchEnd, Bool) = state.withLock { s in
+        let (events, ended, cancelRest, startable): ([Event], BatchEnd, Bool, [QueueEntry]) = state.withLock { s in
             s.stopRunning(entry)
             s.ended(entry)
             s.countFinished(entry, success: failure == nil)
@@ -402,12 +400,12 @@ extension RequestQueue {
             let cancelRest =
                 entry.sizeOf == nil && s.configuration.cancelsAllOnFailure
                 && failure.map { $0.code != .cancelled } == true
-            return (events, batchEnd(&s), cancelRest)
+            return (events, batchEnd(&s), cancelRest, cancelRest ? [] : s.claimPump())
         }
         eventPump.send(events)
         conclude(ended)
         if cancelRest { cancelEverything() }
-        pump()
+        pump(from: startable)
     }
 
     // MARK: - Helpers
