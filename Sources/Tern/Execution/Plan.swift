@@ -61,6 +61,8 @@ struct Plan: Sendable {
     let proxyRules: ProxyEnvironment?
     let omittedFields: [String]
     let maxReceiveSpeed: UInt64
+    let maxSendSpeed: UInt64
+    let priority: Int
     let body: Body
     let download: Download?
     let streamsBody: Bool
@@ -159,6 +161,8 @@ struct Plan: Sendable {
         cookieJar = s.usesCookies ? s.cookieJar : nil
         proxySchemes = s.proxyAuthenticationSchemes
         maxReceiveSpeed = s.maxReceiveSpeed
+        maxSendSpeed = s.maxSendSpeed
+        priority = s.priority
         if s.authenticationSchemes.intersection(.any).isEmpty {
             fail(.invalidArgument, "authenticationSchemes names no scheme")
         }
