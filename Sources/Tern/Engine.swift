@@ -69,7 +69,8 @@ public final class Engine: Sendable {
         /// Bytes are counted as read from the sockets (over TLS, the encrypted bytes), and the
         /// engine stops reading while over budget, so senders are slowed by TCP flow control.
         /// Connections share the budget about equally. Change it while the engine runs with
-        /// ``Engine/setMaxSpeed(receive:send:)``.
+        /// ``Engine/setMaxSpeed(receive:send:)``; see also ``BandwidthBudget`` for a budget
+        /// of a group of requests.
         public var maxReceiveSpeed: UInt64
         /// The engine's send budget in bytes per second (request heads and bodies written to
         /// the sockets), shared by all of its requests together (default 0: none). See

@@ -226,8 +226,9 @@ extension Request {
     /// no cap), like curl's `--limit-rate`.
     ///
     /// The engine stops reading while it is ahead of the rate, so the sender is slowed by TCP
-    /// flow control and nothing piles up in memory. To cap several requests together, use the
-    /// engine's ``Engine/Configuration/maxReceiveSpeed``.
+    /// flow control and nothing piles up in memory. To cap several requests together, use a
+    /// ``BandwidthBudget`` (``bandwidthBudget``) or the engine's
+    /// ``Engine/Configuration/maxReceiveSpeed``.
     public var maxReceiveSpeed: UInt64 {
         get { setting(\.maxReceiveSpeed) }
         set { set(\.maxReceiveSpeed, newValue) }
@@ -237,11 +238,30 @@ extension Request {
     /// (default 0: no cap), head and body, counted on the socket (over TLS, the encrypted
     /// bytes).
     ///
-    /// This budget is the request's own, besides its engine's
-    /// ``Engine/Configuration/maxSendSpeed``; the stricter one sets the pace.
+    /// This budget is the request's own, besides its ``bandwidthBudget`` and its engine's
+    /// ``Engine/Configuration/maxSendSpeed``; the strictest one sets the pace.
     public var maxSendSpeed: UInt64 {
         get { setting(\.maxSendSpeed) }
         set { set(\.maxSendSpeed, newValue) }
+    }
+
+    /// A budget this request shares with the other requests set to it (default `nil`: none).
+    ///
+    /// The request obeys the group's budget besides its engine's
+    /// (``Engine/Configuration/maxReceiveSpeed``, ``Engine/Configuration/maxSendSpeed``) and
+    /// its own caps (``maxReceiveSpeed``, ``maxSendSpeed``). The budget is kept alive while
+    /// the request runs; changing this property affects the next execution only, but the
+    /// budget's rates may change at any time with
+    /// ``BandwidthBudget/setMaxSpeed(receive:send:)``.
+    ///
+    /// ```swift
+    /// let budget = BandwidthBudget(receive: 1 << 20)  // 1 MiB/s for the group
+    /// first.bandwidthBudget = budget
+    /// second.bandwidthBudget = budget
+    /// ```
+    public var bandwidthBudget: BandwidthBudget? {
+        get { setting(\.bandwidthBudget) }
+        set { set(\.bandwidthBudget, newValue) }
     }
 
     /// The request's rank among requests waiting in its engine to start (default 0; higher

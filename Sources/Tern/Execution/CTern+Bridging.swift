@@ -162,6 +162,33 @@ enum CEngine {
     }
 }
 
+/// Calls on a tern_bandwidth_t, all callable from any thread. The C budget is reference
+/// counted: ``BandwidthBudget`` holds one reference, and each C request set to it another.
+enum CBandwidth {
+    /// A new budget, or `nil` when the C side has no memory for it.
+    static func make(receive: UInt64, send: UInt64) -> OpaquePointer? {
+        var made: OpaquePointer?
+        guard tern_bandwidth_new(&made, receive, send) == 0 else { return nil }
+        return made
+    }
+
+    /// Drops the caller's reference; requests set to the budget keep theirs.
+    static func free(_ budget: OpaquePointer) {
+        tern_bandwidth_free(budget)
+    }
+
+    static func setMaxSpeed(_ budget: OpaquePointer, receive: UInt64, send: UInt64) {
+        _ = tern_bandwidth_set_max_speed(budget, receive, send)
+    }
+
+    static func used(_ budget: OpaquePointer) -> Bandwidth {
+        var receive: UInt64 = 0
+        var send: UInt64 = 0
+        _ = tern_bandwidth_get_used(budget, &receive, &send)
+        return Bandwidth(receive: receive, send: send)
+    }
+}
+
 /// The engine's log, forwarded to the configuration's logger on the loop thread. Engine steps
 /// (connections, addresses) are `.trace`; request lifecycle, retries and failures `.debug`.
 private let logCallback: tern_log_cb = { level, message, request, context in
@@ -472,6 +499,11 @@ extension Execution {
         }
         if p.maxSendSpeed > 0 {
             try check(tern_request_set_max_send_speed(h, p.maxSendSpeed), "maxSendSpeed")
+        }
+        // The C request takes its own reference to the budget; the plan keeps the Swift
+        // object (and so the caller's reference) alive while any attempt may still be made.
+        if let budget = p.bandwidthBudget {
+            try check(tern_request_set_bandwidth(h, budget.handle), "bandwidthBudget")
         }
         if p.priority != 0 {
             try check(tern_request_set_priority(h, Int32(clamping: p.priority)), "priority")
