@@ -54,6 +54,28 @@ public final class Engine: Sendable {
         /// Excess requests wait for a pooled connection, so a burst of requests does not
         /// overflow a small server's listen queue (Python's `http.server` holds 5).
         public var maxConnectionsPerOrigin: Int
+        /// Requests in progress at once in the whole engine (default 0: unlimited).
+        ///
+        /// A request is in progress from the moment it starts looking for a connection until
+        /// it completes, redirects, challenges and retries included. Beyond this number,
+        /// requests wait in the engine, highest ``Request/priority`` first (equal priorities
+        /// in the order they were started), and start as others complete. A waiting request
+        /// that is cancelled ends at once and never reaches a server. The per-origin limit,
+        /// ``maxConnectionsPerOrigin``, still applies to the requests admitted here.
+        public var maxActiveRequests: Int
+        /// The engine's receive budget in bytes per second, shared by all of its requests
+        /// together (default 0: none).
+        ///
+        /// Bytes are counted as read from the sockets (over TLS, the encrypted bytes), and the
+        /// engine stops reading while over budget, so senders are slowed by TCP flow control.
+        /// Connections share the budget about equally. Change it while the engine runs with
+        /// ``Engine/setMaxSpeed(receive:send:)``; see also ``BandwidthBudget`` for a budget
+        /// of a group of requests.
+        public var maxReceiveSpeed: UInt64
+        /// The engine's send budget in bytes per second (request heads and bodies written to
+        /// the sockets), shared by all of its requests together (default 0: none). See
+        /// ``maxReceiveSpeed``.
+        public var maxSendSpeed: UInt64
         /// How many idempotent requests may be queued on one connection (default 1: no
         /// pipelining). Requests opt in with ``Request/allowsPipelining``.
         public var pipelineDepth: Int
@@ -92,6 +114,9 @@ public final class Engine: Sendable {
             idleTimeout: TimeInterval = 60,
             maxHeaderSize: Int = 65536,
             maxConnectionsPerOrigin: Int = 6,
+            maxActiveRequests: Int = 0,
+            maxReceiveSpeed: UInt64 = 0,
+            maxSendSpeed: UInt64 = 0,
             pipelineDepth: Int = 1,
             userAgent: String? = nil,
             logger: Logger = Logger(label: "tern"),
@@ -106,6 +131,9 @@ public final class Engine: Sendable {
             self.idleTimeout = idleTimeout
             self.maxHeaderSize = maxHeaderSize
             self.maxConnectionsPerOrigin = maxConnectionsPerOrigin
+            self.maxActiveRequests = maxActiveRequests
+            self.maxReceiveSpeed = maxReceiveSpeed
+            self.maxSendSpeed = maxSendSpeed
             self.pipelineDepth = pipelineDepth
             self.userAgent = userAgent
             self.logger = logger
@@ -133,11 +161,20 @@ public final class Engine: Sendable {
         public var requestsLive: UInt64
         /// Host names handed to the resolver (not answered from the DNS cache).
         public var dnsLookups: UInt64
+        /// Requests waiting now: for a slot of ``Configuration/maxActiveRequests``, or for a
+        /// connection of their origin.
+        public var requestsWaiting: UInt64
+        /// Bytes read from sockets since start (over TLS, the encrypted bytes).
+        public var bytesReceived: UInt64
+        /// Bytes of requests written to sockets since start (over TLS, the encrypted bytes;
+        /// handshakes not counted).
+        public var bytesSent: UInt64
 
         public var description: String {
             "opened=\(connectionsOpened) open=\(connectionsOpen) idle=\(connectionsIdle) "
                 + "active=\(requestsActive) completed=\(requestsCompleted) reused=\(reused) "
-                + "retries=\(retries) live=\(requestsLive) lookups=\(dnsLookups)"
+                + "retries=\(retries) live=\(requestsLive) lookups=\(dnsLookups) "
+                + "waiting=\(requestsWaiting) received=\(bytesReceived) sent=\(bytesSent)"
         }
     }
 
@@ -191,6 +228,10 @@ public final class Engine: Sendable {
 
     var logger: Logger { configuration.logger }
 
+    /// The budget now: the configuration's until ``setMaxSpeed(receive:send:)`` changes it.
+    /// The lock also orders concurrent changes, so the C engine ends with the last one.
+    private let speed: Mutex<Bandwidth>
+
     /// Starts an engine with its own I/O thread.
     ///
     /// - Parameter configuration: Buffer size, limits, user agent and logger.
@@ -203,7 +244,45 @@ public final class Engine: Sendable {
             ? LogBridge(logger: configuration.logger) : nil
         core = EngineCore(handle: try CEngine.makeEngine(configuration, log: bridge), logBridge: bridge)
         executor = EngineExecutor(core: core)
+        speed = Mutex(
+            Bandwidth(receive: configuration.maxReceiveSpeed, send: configuration.maxSendSpeed))
     }
+
+    // MARK: - Bandwidth
+
+    /// The engine's bandwidth budget now, in bytes per second for each direction (0: none).
+    ///
+    /// It starts as the configuration's ``Configuration/maxReceiveSpeed`` and
+    /// ``Configuration/maxSendSpeed``, and changes with ``setMaxSpeed(receive:send:)``
+    /// (``configuration`` keeps the values the engine was created with).
+    public var maxSpeed: Bandwidth { speed.withLock { $0 } }
+
+    /// Changes the engine's bandwidth budget while it runs; 0 lifts a direction's budget.
+    ///
+    /// The budget is shared by every request of the engine together, requests already
+    /// transferring included, and the change takes effect within about a tenth of a second.
+    /// Callable from any thread.
+    ///
+    /// ```swift
+    /// engine.setMaxSpeed(receive: 8 << 20, send: 1 << 20)  // 8 MiB/s down, 1 MiB/s up
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - receive: Bytes per second read from the sockets, for all requests together.
+    ///   - send: Bytes per second of requests written to the sockets.
+    public func setMaxSpeed(receive: UInt64, send: UInt64) {
+        speed.withLock { current in
+            CEngine.setMaxSpeed(handle, receive: receive, send: send)
+            current = Bandwidth(receive: receive, send: send)
+        }
+    }
+
+    /// The bandwidth the engine's requests actually used, in average bytes per second over
+    /// about the last second (ASIHTTPRequest's `averageBandwidthUsedPerSecond`), whether a
+    /// budget is set or not.
+    ///
+    /// Counts the bytes on the sockets, as the budget does: over TLS, the encrypted bytes.
+    public var bandwidthUsed: Bandwidth { CEngine.bandwidthUsed(handle) }
 
     /// The engine's counters right now. Not API (see ``_Stats``).
     public var _stats: _Stats { CEngine.stats(handle) }

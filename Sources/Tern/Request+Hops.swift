@@ -1,5 +1,5 @@
 // The hop settings of a Request: redirects, authentication (credentials, stores, the challenge
-// handler), cookies and proxies, plus receive-rate limiting. The engine runs every hop of an
+// handler), cookies and proxies, plus rate limits, bandwidth budgets and priority. The engine runs every hop of an
 // exchange; Swift plugs the cookie jar and credential stores in through its per-hop hooks
 // (CTern+Bridging.swift).
 
@@ -220,15 +220,62 @@ extension Request {
         set { set(\.proxyEnvironment, newValue) }
     }
 
-    // MARK: - Rate
+    // MARK: - Rates, budgets and order
 
     /// Caps the response body's receive rate at about this many bytes per second (default 0:
     /// no cap), like curl's `--limit-rate`.
     ///
     /// The engine stops reading while it is ahead of the rate, so the sender is slowed by TCP
-    /// flow control and nothing piles up in memory.
+    /// flow control and nothing piles up in memory. To cap several requests together, use a
+    /// ``BandwidthBudget`` (``bandwidthBudget``) or the engine's
+    /// ``Engine/Configuration/maxReceiveSpeed``.
     public var maxReceiveSpeed: UInt64 {
         get { setting(\.maxReceiveSpeed) }
         set { set(\.maxReceiveSpeed, newValue) }
+    }
+
+    /// Caps the rate at which this request is sent at about this many bytes per second
+    /// (default 0: no cap), head and body, counted on the socket (over TLS, the encrypted
+    /// bytes).
+    ///
+    /// This budget is the request's own, besides its ``bandwidthBudget`` and its engine's
+    /// ``Engine/Configuration/maxSendSpeed``; the strictest one sets the pace.
+    public var maxSendSpeed: UInt64 {
+        get { setting(\.maxSendSpeed) }
+        set { set(\.maxSendSpeed, newValue) }
+    }
+
+    /// A budget this request shares with the other requests set to it (default `nil`: none).
+    ///
+    /// The request obeys the group's budget besides its engine's
+    /// (``Engine/Configuration/maxReceiveSpeed``, ``Engine/Configuration/maxSendSpeed``) and
+    /// its own caps (``maxReceiveSpeed``, ``maxSendSpeed``). The budget is kept alive while
+    /// the request runs; changing this property affects the next execution only, but the
+    /// budget's rates may change at any time with
+    /// ``BandwidthBudget/setMaxSpeed(receive:send:)``.
+    ///
+    /// ```swift
+    /// let budget = BandwidthBudget(receive: 1 << 20)  // 1 MiB/s for the group
+    /// first.bandwidthBudget = budget
+    /// second.bandwidthBudget = budget
+    /// ```
+    public var bandwidthBudget: BandwidthBudget? {
+        get { setting(\.bandwidthBudget) }
+        set { set(\.bandwidthBudget, newValue) }
+    }
+
+    /// The request's rank among requests waiting in its engine to start (default 0; higher
+    /// starts first, negative values are allowed).
+    ///
+    /// Requests wait in the engine for a slot of ``Engine/Configuration/maxActiveRequests``,
+    /// or for a connection when their origin has ``Engine/Configuration/maxConnectionsPerOrigin``
+    /// already. The highest priority waiting then starts first; equal priorities start in the
+    /// order they were started. A request already running is never interrupted for one of
+    /// higher priority. Values beyond the range of a C `int` are clamped to it. (A
+    /// ``RequestQueue`` orders the requests it holds back by the priority given to
+    /// ``RequestQueue/add(_:priority:at:)``, before they reach the engine.)
+    public var priority: Int {
+        get { setting(\.priority) }
+        set { set(\.priority, newValue) }
     }
 }

@@ -179,6 +179,9 @@ public final class Request: Sendable {
         var concatData = false
         var http10 = false
         var maxReceiveSpeed: UInt64 = 0
+        var maxSendSpeed: UInt64 = 0
+        var bandwidthBudget: BandwidthBudget?
+        var priority = 0
         var maxRedirects = 20
         var redirectPolicy = RedirectPolicy()
         var credential: Credential?

@@ -65,13 +65,14 @@ enum CEngine {
             }
         }
         guard c.bufferSize >= 1024, c.maxHeaderSize > 0, c.maxConnectionsPerOrigin >= 0,
-            c.pipelineDepth >= 1, c.idleTimeout >= 0, c.dnsCacheTimeout >= 0
+            c.maxActiveRequests >= 0, c.pipelineDepth >= 1, c.idleTimeout >= 0,
+            c.dnsCacheTimeout >= 0
         else {
             throw TernError(
                 code: .invalidArgument,
                 message: "engine configuration: bufferSize must be >= 1024, maxHeaderSize > 0, "
-                    + "pipelineDepth >= 1, and idleTimeout, dnsCacheTimeout and "
-                    + "maxConnectionsPerOrigin >= 0",
+                    + "pipelineDepth >= 1, and idleTimeout, dnsCacheTimeout, "
+                    + "maxConnectionsPerOrigin and maxActiveRequests >= 0",
                 phase: .setup)
         }
         try check(tern_config_set_buffer_size(config, c.bufferSize), "bufferSize \(c.bufferSize)")
@@ -91,6 +92,20 @@ enum CEngine {
             tern_config_set_max_connections_per_origin(
                 config, UInt32(clamping: c.maxConnectionsPerOrigin)),
             "maxConnectionsPerOrigin \(c.maxConnectionsPerOrigin)")
+        if c.maxActiveRequests != 0 {
+            try check(
+                tern_config_set_max_active_requests(config, UInt32(clamping: c.maxActiveRequests)),
+                "maxActiveRequests \(c.maxActiveRequests)")
+        }
+        if c.maxReceiveSpeed != 0 {
+            try check(
+                tern_config_set_max_recv_speed(config, c.maxReceiveSpeed),
+                "maxReceiveSpeed \(c.maxReceiveSpeed)")
+        }
+        if c.maxSendSpeed != 0 {
+            try check(
+                tern_config_set_max_send_speed(config, c.maxSendSpeed), "maxSendSpeed \(c.maxSendSpeed)")
+        }
         try check(
             tern_config_set_pipeline_depth(config, UInt32(clamping: c.pipelineDepth)),
             "pipelineDepth \(c.pipelineDepth)")
@@ -128,7 +143,49 @@ enum CEngine {
             reused: stat(TERN_STAT_REUSED),
             retries: stat(TERN_STAT_RETRIES),
             requestsLive: stat(TERN_STAT_REQUESTS_LIVE),
-            dnsLookups: stat(TERN_STAT_DNS_LOOKUPS))
+            dnsLookups: stat(TERN_STAT_DNS_LOOKUPS),
+            requestsWaiting: stat(TERN_STAT_REQUESTS_WAITING),
+            bytesReceived: stat(TERN_STAT_BYTES_RECEIVED),
+            bytesSent: stat(TERN_STAT_BYTES_SENT))
+    }
+
+    /// Changes the engine's budget; fails only for a NULL engine, which `engine` never is.
+    static func setMaxSpeed(_ engine: OpaquePointer, receive: UInt64, send: UInt64) {
+        _ = tern_engine_set_max_speed(engine, receive, send)
+    }
+
+    static func bandwidthUsed(_ engine: OpaquePointer) -> Bandwidth {
+        var receive: UInt64 = 0
+        var send: UInt64 = 0
+        _ = tern_engine_get_bandwidth_used(engine, &receive, &send)
+        return Bandwidth(receive: receive, send: send)
+    }
+}
+
+/// Calls on a tern_bandwidth_t, all callable from any thread. The C budget is reference
+/// counted: ``BandwidthBudget`` holds one reference, and each C request set to it another.
+enum CBandwidth {
+    /// A new budget, or `nil` when the C side has no memory for it.
+    static func make(receive: UInt64, send: UInt64) -> OpaquePointer? {
+        var made: OpaquePointer?
+        guard tern_bandwidth_new(&made, receive, send) == 0 else { return nil }
+        return made
+    }
+
+    /// Drops the caller's reference; requests set to the budget keep theirs.
+    static func free(_ budget: OpaquePointer) {
+        tern_bandwidth_free(budget)
+    }
+
+    static func setMaxSpeed(_ budget: OpaquePointer, receive: UInt64, send: UInt64) {
+        _ = tern_bandwidth_set_max_speed(budget, receive, send)
+    }
+
+    static func used(_ budget: OpaquePointer) -> Bandwidth {
+        var receive: UInt64 = 0
+        var send: UInt64 = 0
+        _ = tern_bandwidth_get_used(budget, &receive, &send)
+        return Bandwidth(receive: receive, send: send)
     }
 }
 
@@ -386,8 +443,8 @@ extension Execution {
         return owner
     }
 
-    /// Redirects, credentials (the request's, else a store's to send at once), the proxy and
-    /// the receive rate.
+    /// Redirects, credentials (the request's, else a store's to send at once), the proxy, the
+    /// rates and budget, and the priority.
     private func configureHops(_ h: OpaquePointer) throws(TernError) {
         let p = plan
         let auth = authentication
@@ -439,6 +496,17 @@ extension Execution {
         }
         if p.maxReceiveSpeed > 0 {
             try check(tern_request_set_max_recv_speed(h, p.maxReceiveSpeed), "maxReceiveSpeed")
+        }
+        if p.maxSendSpeed > 0 {
+            try check(tern_request_set_max_send_speed(h, p.maxSendSpeed), "maxSendSpeed")
+        }
+        // The C request takes its own reference to the budget; the plan keeps the Swift
+        // object (and so the caller's reference) alive while any attempt may still be made.
+        if let budget = p.bandwidthBudget {
+            try check(tern_request_set_bandwidth(h, budget.handle), "bandwidthBudget")
+        }
+        if p.priority != 0 {
+            try check(tern_request_set_priority(h, Int32(clamping: p.priority)), "priority")
         }
     }
 

@@ -61,6 +61,11 @@ struct Plan: Sendable {
     let proxyRules: ProxyEnvironment?
     let omittedFields: [String]
     let maxReceiveSpeed: UInt64
+    let maxSendSpeed: UInt64
+    /// Keeps the C budget alive whenever an attempt's C request is built from this plan;
+    /// each C request then holds a reference of its own until it is freed.
+    let bandwidthBudget: BandwidthBudget?
+    let priority: Int
     let body: Body
     let download: Download?
     let streamsBody: Bool
@@ -159,6 +164,9 @@ struct Plan: Sendable {
         cookieJar = s.usesCookies ? s.cookieJar : nil
         proxySchemes = s.proxyAuthenticationSchemes
         maxReceiveSpeed = s.maxReceiveSpeed
+        maxSendSpeed = s.maxSendSpeed
+        bandwidthBudget = s.bandwidthBudget
+        priority = s.priority
         if s.authenticationSchemes.intersection(.any).isEmpty {
             fail(.invalidArgument, "authenticationSchemes names no scheme")
         }
