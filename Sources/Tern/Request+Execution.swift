@@ -182,11 +182,12 @@ extension Request {
     /// Starts a request its queue picked, unless it stopped waiting meanwhile (then `nil`);
     /// `beforeStart` runs first (the queue's "started" event goes before any the execution
     /// causes).
-    func startQueued(_ entry: QueueEntry, beforeStart: () -> Void) -> Execution? {
+    func startQueued(_ entry: QueueEntry, budget: BandwidthBudget?, beforeStart: () -> Void) -> Execution? {
         let handover: QueueEntry.Handover? = storage.withLock { s in
             guard s.queueEntry === entry, s.run == nil else { return nil }
             s.queueEntry = nil
-            return entry.takeWaiting(for: Self.makeExecution(&s, request: self, observer: entry))
+            let run = Self.makeExecution(&s, request: self, observer: entry, budget: budget)
+            return entry.takeWaiting(for: run)
         }
         guard let handover else { return nil }
         handover.complete()
@@ -211,11 +212,14 @@ extension Request {
         return true
     }
 
-    /// Makes the execution of the current settings and records it as running.
+    /// Makes the execution of the current settings and records it as running; `budget`
+    /// (a queue's) applies when the request has no budget of its own.
     private static func makeExecution(
-        _ s: inout Storage, request: Request, observer: (any ExecutionObserver)?
+        _ s: inout Storage, request: Request, observer: (any ExecutionObserver)?,
+        budget: BandwidthBudget? = nil
     ) -> Execution {
-        let settings = s.settings
+        var settings = s.settings
+        if settings.bandwidthBudget == nil, let budget { settings.bandwidthBudget = budget }
         let plan = Plan(settings: settings, requestID: request.id)
         let handlers = Handlers(
             listener: settings.listener, completions: settings.completions,

@@ -363,6 +363,32 @@ extension TernTests {
             checkProgress(seen, requests: sizes.count, received: received, sent: UInt64(sizes.reduce(0, +)))
         }
 
+        @Test func aQueueBudgetIsSharedByItsRequestsOnly() async throws {
+            let mib = 1 << 20
+            let budget = BandwidthBudget(receive: UInt64(2 * mib))
+            let queue = RequestQueue(
+                configuration: .init(maxSimultaneous: 4, bandwidthBudget: budget))
+            let queued = (0..<2).map { i in
+                Request(url: servers.fault("/ok?size=\(2 * mib)&tag=\(tag)-budget-\(i)"))
+            }
+            let own = BandwidthBudget(receive: UInt64(8 * mib))
+            let ownBudget = Request(url: servers.fault("/ok?size=\(2 * mib)&tag=\(tag)-own"))
+            ownBudget.bandwidthBudget = own  // its own budget, not the queue's
+            let start = Date()
+            for request in queued { queue.add(request) }
+            queue.add(ownBudget)
+            let outside = try await Request(url: servers.fault("/ok?size=\(8 * mib)")).response()
+            #expect(outside.data.count == 8 * mib)
+            #expect(Date().timeIntervalSince(start) < 1.2, "a request outside the queue was held back")
+            await queue.allRequestsFinished()
+            let elapsed = Date().timeIntervalSince(start)
+            // 4 MiB under 2 MiB/s: 2 s (the own-budget request is not part of it).
+            #expect(elapsed > 1.7 && elapsed < 2.3, "2 x 2 MiB under a 2 MiB/s queue budget took \(elapsed) s")
+            #expect(queued.allSatisfy { $0.data?.count == 2 * mib })
+            #expect(ownBudget.data?.count == 2 * mib)
+            #expect(queued[0].bandwidthBudget == nil, "the queue's budget is not written into the request")
+        }
+
         @Test func aQueueOfOneHundredSharesTheEngineWithPlainRequests() async throws {
             let queue = RequestQueue(maxSimultaneous: 3)
             let queued = (0..<30).map { probe($0, holdMS: 5) }

@@ -289,7 +289,8 @@ extension RequestQueue {
 
     private func start(_ entry: QueueEntry) {
         let announce = entry.sizeOf == nil && eventPump.hasConsumers
-        let run = entry.request.startQueued(entry) {
+        let budget = state.withLock { $0.configuration.bandwidthBudget }
+        let run = entry.request.startQueued(entry, budget: budget) {
             if announce { self.eventPump.send([.started(entry.request)]) }
         }
         guard run == nil else { return }

@@ -97,13 +97,19 @@ public final class RequestQueue: Sendable {
         /// The shortest time between two ``Event/progress(_:)`` events, in seconds (default
         /// 0.1); the last one (at 100) always arrives.
         public var progressInterval: TimeInterval
+        /// A bandwidth budget shared by the queue's requests (ASIHTTPRequest's throttle for one
+        /// queue), applied to each request that has no ``Request/bandwidthBudget`` of its own,
+        /// besides its engine's budget (default `nil`: none).
+        public var bandwidthBudget: BandwidthBudget?
 
         /// Creates a configuration; every parameter has the default described on its property.
         public init(
             maxSimultaneous: Int = 4, maxPending: Int = .max, maxSimultaneousPerHost: Int = 0,
             cancelsAllOnFailure: Bool = false, progressMode: ProgressMode = .simple,
-            callbackQueue: DispatchQueue? = nil, progressInterval: TimeInterval = 0.1
+            callbackQueue: DispatchQueue? = nil, progressInterval: TimeInterval = 0.1,
+            bandwidthBudget: BandwidthBudget? = nil
         ) {
+            self.bandwidthBudget = bandwidthBudget
             self.maxSimultaneous = maxSimultaneous
             self.maxPending = maxPending
             self.maxSimultaneousPerHost = maxSimultaneousPerHost
