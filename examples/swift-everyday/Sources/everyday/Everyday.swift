@@ -75,6 +75,7 @@ struct Everyday {
             ("JSON GET, form POST and JSON POST", { try await json(fault: fault) }),
             ("download with progress", { try await download(nginx: nginx, into: directory) }),
             ("200 concurrent GETs", { try await concurrent(nginx: nginx) }),
+            ("a queue of downloads", { try await queue(nginx: nginx, into: directory) }),
             ("cancel", { try await cancel(fault: fault) }),
             ("bad input", { try await badInput() }),
         ]
@@ -152,6 +153,35 @@ struct Everyday {
         print(statuses)  // [200: 200]; at most 6 connections per origin, the others wait their turn
         // README: end
         try expect(statuses == [200: 200], "statuses \(statuses)")
+    }
+
+    static func queue(nginx: URL, into directory: URL) async throws {
+        let names = ["1k.bin", "64k.txt", "100m.bin", "empty.bin"]
+        // README: begin
+        let queue = RequestQueue(maxSimultaneous: 2)  // at most 2 running, the others wait
+        let events = queue.events  // or queue.eventHandler, on the queue's DispatchQueue
+        for name in names {
+            let request = Request(url: nginx.appending(path: name))
+            request.downloadFileURL = directory.appending(path: "queued-" + name)
+            queue.add(request, priority: name == "1k.bin" ? .high : .normal)
+        }
+        for await event in events {
+            switch event {
+            case .finished(let request): print("done:", request.url.lastPathComponent)
+            case .failed(let request, let error): print("failed:", request.url, error)
+            case .progress(let progress): print(progress.requestsFinished, "of", progress.requestsTotal)
+            case .allFinished: print("all done:", queue.progress.percent)  // 100
+            default: break
+            }
+            if case .allFinished = event { break }
+        }
+        // README: end
+        try expect(queue.progress.percent == 100, "percent \(queue.progress.percent)")
+        try expect(queue.progress.requestsFinished == names.count, "\(queue.progress)")
+        for name in names {
+            let path = directory.appending(path: "queued-" + name).path
+            try expect(FileManager.default.fileExists(atPath: path), "\(name) was not downloaded")
+        }
     }
 
     static func cancel(fault: URL) async throws {
