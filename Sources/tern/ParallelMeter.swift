@@ -99,12 +99,11 @@ final class Guarded<Value>: @unchecked Sendable {
     }
 }
 
-// The timer and finish() both draw on `queue`, which serialises `samples` and `drawn`.
+// All drawing runs on the clock's queue, which serialises `samples` and `drawn`.
 final class ParallelMeter: @unchecked Sendable {
     private let board: TransferBoard
     private let total: Int
-    private let queue = DispatchQueue(label: "tern.parallel-progress")
-    private let timer: any DispatchSourceTimer
+    private let clock = MeterClock(label: "tern.parallel-progress")
     private let started = Date()
     /// (seconds since start, bytes received, bytes sent), the last five seconds of them.
     private var samples: [(time: Double, received: UInt64, sent: UInt64)] = []
@@ -117,28 +116,20 @@ final class ParallelMeter: @unchecked Sendable {
             if output == "-" { return true }
             return output == nil && options.remoteName == 0 && !options.remoteNameAll
         }
-        return isatty(2) != 0 && !options.silent && !options.verbose
-            && !(toStdout && isatty(1) != 0)
+        return ProgressMeter.shouldShow(options: options, toStdout: toStdout)
     }
 
     init(board: TransferBoard, total: Int) {
         self.board = board
         self.total = total
-        timer = DispatchSource.makeTimerSource(queue: queue)
     }
 
     func start() {
-        timer.schedule(deadline: .now() + 0.2, repeating: 0.2)
-        timer.setEventHandler { [self] in draw() }
-        timer.resume()
+        clock.start { [self] in draw() }
     }
 
     func finish() {
-        queue.sync {
-            timer.cancel()
-            draw()
-            Output.stderr("\n")
-        }
+        clock.finish { draw() }
     }
 
     private func draw() {

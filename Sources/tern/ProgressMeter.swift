@@ -18,11 +18,37 @@ import Musl
 import Darwin
 #endif
 
-// The timer and finish() both run their drawing on `queue`, which serialises all state.
+/// Redraws a meter five times a second on a queue of its own, and once more at the end; the
+/// meter's state is touched only from its drawing, so the queue serialises it.
+final class MeterClock: @unchecked Sendable {
+    private let queue: DispatchQueue
+    private let timer: any DispatchSourceTimer
+
+    init(label: String) {
+        queue = DispatchQueue(label: label)
+        timer = DispatchSource.makeTimerSource(queue: queue)
+    }
+
+    func start(_ draw: @escaping @Sendable () -> Void) {
+        timer.schedule(deadline: .now() + 0.2, repeating: 0.2)
+        timer.setEventHandler(handler: draw)
+        timer.resume()
+    }
+
+    /// Stops the clock, draws the last state and ends the line.
+    func finish(_ draw: () -> Void) {
+        queue.sync {
+            timer.cancel()
+            draw()
+            Output.stderr("\n")
+        }
+    }
+}
+
+// All drawing runs on the clock's queue, which serialises `startBytes`.
 final class ProgressMeter: @unchecked Sendable {
     private let request: Request
-    private let queue = DispatchQueue(label: "tern.progress")
-    private let timer: any DispatchSourceTimer
+    private let clock = MeterClock(label: "tern.progress")
     private let started = Date()
     private var startBytes: UInt64?
 
@@ -32,21 +58,14 @@ final class ProgressMeter: @unchecked Sendable {
 
     init(request: Request) {
         self.request = request
-        timer = DispatchSource.makeTimerSource(queue: queue)
     }
 
     func start() {
-        timer.schedule(deadline: .now() + 0.2, repeating: 0.2)
-        timer.setEventHandler { [self] in draw() }
-        timer.resume()
+        clock.start { [self] in draw() }
     }
 
     func finish() {
-        queue.sync {
-            timer.cancel()
-            draw()
-            Output.stderr("\n")
-        }
+        clock.finish { draw() }
     }
 
     private func draw() {
