@@ -83,3 +83,19 @@ def client() -> Iterator["object"]:
 
     with tern.Client() as c:
         yield c
+
+
+def live_requests_settle(timeout: float = 2.0) -> int:
+    """The engine's count of live request objects, once it reaches 0 (or after ``timeout``).
+
+    The engine drops its own reference just after a complete callback returns, so right after
+    a request completes its object may still be counted for a moment.
+    """
+    import time
+
+    import tern
+
+    deadline = time.monotonic() + timeout
+    while tern._requests_live() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return tern._requests_live()

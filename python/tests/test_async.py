@@ -10,6 +10,7 @@ import time
 import pytest
 
 import tern
+from conftest import live_requests_settle
 
 
 def sha(data: bytes) -> str:
@@ -90,7 +91,7 @@ def test_cancelling_the_task_cancels_the_request(servers):
             assert r.status_code == 200
 
     run(main())
-    assert tern._requests_live() == 0
+    assert live_requests_settle() == 0
 
 
 def test_async_download_with_progress_on_the_loop_thread(servers, tmp_path):

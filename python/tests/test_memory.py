@@ -9,6 +9,7 @@ import time
 import pytest
 
 import tern
+from conftest import live_requests_settle
 
 
 def rss_kib() -> int:
@@ -20,7 +21,7 @@ def rss_kib() -> int:
 
 
 @pytest.mark.slow
-def test_100k_requests_leave_rss_flat(servers):
+def test_100k_requests_leave_rss_flat(servers, capsys):
     url = servers.nginx("/1k.bin")
     with tern.Client() as client:
         for _ in range(5_000):  # warm-up: pools, allocator arenas, interned strings
@@ -35,16 +36,17 @@ def test_100k_requests_leave_rss_flat(servers):
         gc.collect()
         after = rss_kib()
         stats = client.stats()
-    print(f"\n100,000 GETs in {seconds:.1f} s ({100_000 / seconds:.0f}/s): "
-          f"RSS {before} KiB before, {after} KiB after ({after - before:+d} KiB)")
+    with capsys.disabled():  # the figures, in the suite's output
+        print(f"\n100,000 GETs in {seconds:.1f} s ({100_000 / seconds:.0f}/s): "
+              f"RSS {before} KiB before, {after} KiB after ({after - before:+d} KiB)")
     # One connection, and a second once nginx's keepalive_requests (100,000) closes the first.
     assert stats["connections_opened"] <= 2 and stats["reused"] >= 104_000
-    assert tern._requests_live() == 0
+    assert live_requests_settle() == 0
     assert after - before < 4096, f"RSS grew by {after - before} KiB over 100,000 requests"
 
 
 @pytest.mark.slow
-def test_async_requests_leave_rss_flat(servers):
+def test_async_requests_leave_rss_flat(servers, capsys):
     url = servers.nginx("/1k.bin")
 
     async def batch(client, n):
@@ -61,6 +63,7 @@ def test_async_requests_leave_rss_flat(servers):
             return before, rss_kib()
 
     before, after = asyncio.run(main())
-    print(f"\n20,000 async GETs: RSS {before} KiB before, {after} KiB after ({after - before:+d} KiB)")
-    assert tern._requests_live() == 0
+    with capsys.disabled():
+        print(f"\n20,000 async GETs: RSS {before} KiB before, {after} KiB after ({after - before:+d} KiB)")
+    assert live_requests_settle() == 0
     assert after - before < 4096

@@ -10,6 +10,7 @@ import time
 import pytest
 
 import tern
+from conftest import live_requests_settle
 
 
 def sha(data: bytes) -> str:
@@ -226,4 +227,4 @@ def test_threads_share_one_client(servers, client):
     for th in threads:
         th.join()
     assert results == [servers.must("SHA_1K")] * 400
-    assert tern._requests_live() == 0
+    assert live_requests_settle() == 0
