@@ -228,3 +228,16 @@ def test_threads_share_one_client(servers, client):
         th.join()
     assert results == [servers.must("SHA_1K")] * 400
     assert live_requests_settle() == 0
+
+
+def test_ctrl_c_cancels_a_waiting_request(servers, client):
+    import _thread
+
+    timer = threading.Timer(0.3, _thread.interrupt_main)  # what Ctrl-C does to the main thread
+    timer.start()
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        client.get(servers.fault("/slowheaders?delay_ms=5000"))
+    assert time.monotonic() - t < 2
+    assert client.stats()["requests_active"] == 0
+    assert client.get(servers.nginx("/1k.bin")).status_code == 200
