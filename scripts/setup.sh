@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS="build-essential cmake pkg-config clang-format libuv1-dev libssl-dev zlib1g-dev libbrotli-dev libzstd-dev nginx-light python3 valgrind curl time apache2 lighttpd squid"
+PKGS="build-essential cmake pkg-config clang-format libuv1-dev libssl-dev zlib1g-dev libbrotli-dev libzstd-dev nginx-light python3 python3-venv python3-dev valgrind curl time apache2 lighttpd squid"
 # bench/: wrk (the ceiling), libcurl's multi interface, Node's http-parser (parser micro-benchmark)
 # and gnuplot (the chart in bench/RESULTS.png).
 PKGS="$PKGS wrk libcurl4-openssl-dev libhttp-parser-dev gnuplot-nox"
@@ -29,4 +29,6 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
   if [ "$added_policy" = 1 ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
 fi
+# The Python package's build and test environment (build/python-venv: cffi, setuptools, pytest).
+"$(dirname "$0")/python-venv.sh" >/dev/null
 echo "setup: ok"

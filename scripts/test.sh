@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: warnings-as-errors build + ctest, the same under ASan+UBSan (with
 # LeakSanitizer), the allocation-failure torture run, ctest under TSan, a bounded fuzz run, the
-# installed library used through pkg-config (valgrind, resume, flat memory), the Swift build and
+# installed library used through pkg-config (valgrind, resume, flat memory), the Python package
+# (pip install ./python, pytest against the same servers), the Swift build and
 # tests (plain, then under TSan), the Swift example package (examples/swift-everyday), the CLI's
 # memory, the README's examples, the demo, and a smoke pass of the benchmark drivers.
 # Usage: scripts/test.sh [--quick]   (--quick: the plain build and ctest only)
@@ -92,6 +93,10 @@ done
 
 step "install, build examples/fetch.c through pkg-config, valgrind, resume, flat memory"
 scripts/check-install.sh
+
+step "Python: libtern installed to a prefix, pip install ./python into build/python-venv, pytest"
+scripts/check-python.sh | tee build/check-python.log
+passed=$((passed + $(sed -n 's/^python: \([0-9]*\) passed$/\1/p' build/check-python.log)))
 
 step "Swift: build with warnings as errors, then swift test (Swift Testing, same servers)"
 swift build -Xswiftc -warnings-as-errors --build-tests 2>&1 | tail -n 1

@@ -1,0 +1,321 @@
+"""Builds ``tern._tern``: a cffi extension in API mode over the installed libtern.
+
+Run by setuptools through ``cffi_modules`` (see setup.py) when the package is installed. The
+library is found through pkg-config (``tern.pc``; put its directory in ``PKG_CONFIG_PATH`` for a
+prefix outside the default search path). The extension records the library's directory as its
+run path, so no ``LD_LIBRARY_PATH`` is needed afterwards.
+
+API mode means a C compiler checks every declaration below against ``tern.h`` itself, and lets
+the hot path (waiting for a synchronous request) stay in C: the complete and progress callbacks
+of synchronous requests are the small C functions at the end of this file, which signal a
+condition variable and never touch the interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+
+from cffi import FFI
+
+# The part of tern.h the binding uses. Checked by the compiler against the real header.
+CDEF = r"""
+typedef struct tern_engine tern_engine_t;
+typedef struct tern_request tern_request_t;
+typedef struct tern_config tern_config_t;
+
+unsigned tern_version(void);
+const char *tern_version_string(void);
+const char *tern_strerror(int err);
+const char *tern_err_name(int err);
+int tern_error_is_timeout(int err);
+int tern_error_is_tls_verify(int err);
+
+int tern_config_new(tern_config_t **out);
+void tern_config_free(tern_config_t *config);
+int tern_config_set_buffer_size(tern_config_t *config, size_t bytes);
+int tern_config_set_idle_timeout(tern_config_t *config, uint64_t ms);
+int tern_config_set_max_connections_per_origin(tern_config_t *config, unsigned n);
+int tern_config_set_max_active_requests(tern_config_t *config, unsigned n);
+int tern_config_set_user_agent(tern_config_t *config, const char *user_agent);
+int tern_config_add_resolve(tern_config_t *config, const char *entry);
+
+int tern_engine_new(tern_engine_t **out, const tern_config_t *config);
+void tern_engine_free(tern_engine_t *engine);
+int tern_engine_submit(tern_engine_t *engine, tern_request_t *req);
+
+typedef enum {
+  TERN_STAT_CONNECTIONS_OPENED = 0,
+  TERN_STAT_CONNECTIONS_OPEN = 1,
+  TERN_STAT_CONNECTIONS_IDLE = 2,
+  TERN_STAT_REQUESTS_ACTIVE = 3,
+  TERN_STAT_REQUESTS_COMPLETED = 4,
+  TERN_STAT_REUSED = 5,
+  TERN_STAT_RETRIES = 6,
+  TERN_STAT_REQUESTS_LIVE = 7,
+  ...
+} tern_stat;
+uint64_t tern_engine_get_stat(const tern_engine_t *engine, tern_stat stat);
+
+typedef enum { TERN_PROGRESS_UPLOAD = 1, TERN_PROGRESS_DOWNLOAD = 2 } tern_progress_state;
+typedef void (*tern_complete_cb)(tern_request_t *req, int status, void *user_data);
+typedef int (*tern_progress_cb)(tern_request_t *req, tern_progress_state state, int percent,
+                                uint64_t done, uint64_t total, void *user_data);
+
+int tern_request_new(tern_request_t **out);
+void tern_request_free(tern_request_t *req);
+void tern_request_cancel(tern_request_t *req);
+int tern_request_set_url(tern_request_t *req, const char *url);
+int tern_request_set_method(tern_request_t *req, const char *method);
+int tern_request_add_header(tern_request_t *req, const char *name, const char *value);
+int tern_request_omit_header(tern_request_t *req, const char *name);
+int tern_request_set_body(tern_request_t *req, const void *data, size_t len);
+int tern_request_set_body_file(tern_request_t *req, const char *path, uint64_t offset,
+                               uint64_t end);
+int tern_request_add_body_segment(tern_request_t *req, const void *data, size_t len);
+int tern_request_add_body_segment_file(tern_request_t *req, const char *path, uint64_t offset,
+                                       uint64_t end);
+int tern_request_set_download_file(tern_request_t *req, const char *path, uint64_t offset,
+                                   uint64_t end, int resume);
+int tern_request_set_complete_cb(tern_request_t *req, tern_complete_cb cb, void *user_data);
+int tern_request_set_progress_cb(tern_request_t *req, tern_progress_cb cb, void *user_data);
+int tern_request_set_follow_redirects(tern_request_t *req, unsigned max);
+int tern_request_set_redirect_flags(tern_request_t *req, unsigned flags);
+int tern_request_set_auth(tern_request_t *req, const char *user, const char *password,
+                          unsigned schemes);
+int tern_request_set_proxy(tern_request_t *req, const char *proxy_url);
+int tern_request_set_proxy_auth(tern_request_t *req, const char *user, const char *password,
+                                unsigned schemes);
+int tern_request_set_scheme_proxy(tern_request_t *req, const char *scheme,
+                                  const char *proxy_url);
+int tern_request_set_no_proxy(tern_request_t *req, const char *hosts);
+typedef enum { TERN_DECODE_AUTO = 0, TERN_DECODE_RAW = 1, TERN_DECODE_OFF = 2 } tern_decode_mode;
+int tern_request_set_decoding(tern_request_t *req, tern_decode_mode mode);
+typedef enum {
+  TERN_TIMEOUT_CONNECT = 0, TERN_TIMEOUT_HEADERS = 1, TERN_TIMEOUT_BODY = 2,
+  TERN_TIMEOUT_TOTAL = 3
+} tern_timeout;
+int tern_request_set_timeout(tern_request_t *req, tern_timeout which, uint64_t ms);
+int tern_request_set_http10(tern_request_t *req, int enabled);
+int tern_request_set_tls_verify(tern_request_t *req, int verify);
+int tern_request_set_tls_ca_file(tern_request_t *req, const char *path);
+int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir);
+int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
+                                     const char *key_file, const char *password);
+
+int tern_request_get_status(const tern_request_t *req);
+const char *tern_request_get_reason(const tern_request_t *req);
+int tern_request_get_http_minor(const tern_request_t *req);
+int tern_request_get_error(const tern_request_t *req);
+const char *tern_request_get_error_message(const tern_request_t *req);
+size_t tern_request_get_header_count(const tern_request_t *req);
+int tern_request_get_header_at(const tern_request_t *req, size_t i, const char **name,
+                               const char **value);
+const void *tern_request_get_body(const tern_request_t *req, size_t *len);
+uint64_t tern_request_get_bytes_received(const tern_request_t *req);
+const char *tern_request_get_decoded_encoding(const tern_request_t *req);
+uint64_t tern_request_get_offset(const tern_request_t *req);
+const char *tern_request_get_effective_url(const tern_request_t *req);
+unsigned tern_request_get_redirect_count(const tern_request_t *req);
+const char *tern_request_get_tls_version(const tern_request_t *req);
+int tern_request_is_reused(const tern_request_t *req);
+typedef enum {
+  TERN_TIME_START = 0, TERN_TIME_CONNECTED = 1, TERN_TIME_SENT = 2, TERN_TIME_HEADERS = 3,
+  TERN_TIME_END = 4
+} tern_time;
+double tern_request_get_time(const tern_request_t *req, tern_time which);
+
+/* The binding's own helpers (below in SOURCE). */
+typedef struct tern_py_waiter tern_py_waiter;
+tern_py_waiter *tern_py_waiter_new(void);
+void tern_py_waiter_free(tern_py_waiter *w);
+int tern_py_waiter_arm(tern_py_waiter *w, tern_request_t *req, int progress);
+int tern_py_waiter_wait(tern_py_waiter *w, int timeout_ms);
+int tern_py_waiter_take_progress(tern_py_waiter *w, int index, int *percent, uint64_t *done,
+                                 uint64_t *total);
+
+/* asyncio: completions and progress reach Python on the engine's thread. */
+extern "Python" void _tern_async_complete(tern_request_t *req, int status, void *user_data);
+extern "Python" int _tern_async_progress(tern_request_t *req, tern_progress_state state,
+                                         int percent, uint64_t done, uint64_t total,
+                                         void *user_data);
+"""
+
+# A waiter lets a synchronous call sleep on a condition variable, with the GIL released (cffi
+# releases it around every C call), until the engine's thread completes the request. The latest
+# progress report of each phase is kept for the waiting thread, which calls the Python progress
+# callback itself: no Python code ever runs on the engine's thread for a synchronous request.
+SOURCE = r"""
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <tern.h>
+
+typedef struct tern_py_waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  int status;
+  int events;          /* progress reports not yet seen by the waiting thread */
+  int changed[2];      /* per phase: 0 upload, 1 download */
+  int percent[2];
+  uint64_t bytes[2];
+  uint64_t total[2];
+} tern_py_waiter;
+
+static tern_py_waiter *tern_py_waiter_new(void) {
+  tern_py_waiter *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, &attr);
+  pthread_condattr_destroy(&attr);
+  return w;
+}
+
+static void tern_py_waiter_free(tern_py_waiter *w) {
+  if (!w) return;
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+  free(w);
+}
+
+static void tern_py_on_complete(tern_request_t *req, int status, void *user_data) {
+  (void)req;
+  tern_py_waiter *w = user_data;
+  pthread_mutex_lock(&w->mu);
+  w->done = 1;
+  w->status = status;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static int tern_py_on_progress(tern_request_t *req, tern_progress_state state, int percent,
+                               uint64_t done, uint64_t total, void *user_data) {
+  (void)req;
+  tern_py_waiter *w = user_data;
+  int i = state == TERN_PROGRESS_UPLOAD ? 0 : 1;
+  pthread_mutex_lock(&w->mu);
+  w->changed[i] = 1;
+  w->percent[i] = percent;
+  w->bytes[i] = done;
+  w->total[i] = total;
+  w->events = 1;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  return 0;
+}
+
+/* Resets the waiter and makes it the request's complete (and progress) callback. */
+static int tern_py_waiter_arm(tern_py_waiter *w, tern_request_t *req, int progress) {
+  pthread_mutex_lock(&w->mu);
+  w->done = 0;
+  w->status = 0;
+  w->events = 0;
+  w->changed[0] = w->changed[1] = 0;
+  pthread_mutex_unlock(&w->mu);
+  int rc = tern_request_set_complete_cb(req, tern_py_on_complete, w);
+  if (rc == 0 && progress) rc = tern_request_set_progress_cb(req, tern_py_on_progress, w);
+  return rc;
+}
+
+/* Sleeps until the request completed (returns 1), a progress report came (2), or timeout_ms
+ * passed (0; a negative timeout waits without limit). */
+static int tern_py_waiter_wait(tern_py_waiter *w, int timeout_ms) {
+  struct timespec deadline;
+  if (timeout_ms >= 0) {
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+      deadline.tv_sec += 1;
+      deadline.tv_nsec -= 1000000000L;
+    }
+  }
+  int result = 0;
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    if (w->events) {
+      w->events = 0;
+      result = 2;
+      break;
+    }
+    if (w->done) {
+      result = 1;
+      break;
+    }
+    if (timeout_ms < 0) {
+      pthread_cond_wait(&w->cv, &w->mu);
+    } else if (pthread_cond_timedwait(&w->cv, &w->mu, &deadline) == ETIMEDOUT) {
+      result = w->events ? 2 : (w->done ? 1 : 0);
+      w->events = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  return result;
+}
+
+/* The latest report of one phase (0 upload, 1 download) if it changed since the last take. */
+static int tern_py_waiter_take_progress(tern_py_waiter *w, int index, int *percent,
+                                        uint64_t *done, uint64_t *total) {
+  if (index < 0 || index > 1) return 0;
+  pthread_mutex_lock(&w->mu);
+  int changed = w->changed[index];
+  w->changed[index] = 0;
+  *percent = w->percent[index];
+  *done = w->bytes[index];
+  *total = w->total[index];
+  pthread_mutex_unlock(&w->mu);
+  return changed;
+}
+"""
+
+
+def _pkg_config(*args: str) -> list[str]:
+    try:
+        out = subprocess.run(
+            ["pkg-config", *args, "tern"], check=True, capture_output=True, text=True
+        ).stdout
+    except FileNotFoundError:
+        sys.exit("tern: pkg-config is not installed; it is needed to find libtern (tern.pc)")
+    except subprocess.CalledProcessError as exc:
+        sys.exit(
+            "tern: pkg-config cannot find libtern (tern.pc): build and install the library first "
+            "(cmake --install build/release --prefix PREFIX) and put PREFIX/lib/pkgconfig in "
+            f"PKG_CONFIG_PATH.\npkg-config said: {exc.stderr.strip()}"
+        )
+    return shlex.split(out)
+
+
+def _builder() -> FFI:
+    cflags = _pkg_config("--cflags")
+    libs = _pkg_config("--libs")
+    include_dirs = [f[2:] for f in cflags if f.startswith("-I")]
+    library_dirs = [f[2:] for f in libs if f.startswith("-L")]
+    libraries = [f[2:] for f in libs if f.startswith("-l")]
+    extra_link = [f for f in libs if not f.startswith(("-L", "-l"))]
+    ffi = FFI()
+    ffi.cdef(CDEF)
+    ffi.set_source(
+        "tern._tern",
+        SOURCE,
+        include_dirs=include_dirs,
+        library_dirs=library_dirs,
+        libraries=libraries + ["pthread"],
+        runtime_library_dirs=[os.path.abspath(d) for d in library_dirs],
+        extra_link_args=extra_link,
+        extra_compile_args=[f for f in cflags if not f.startswith("-I")],
+    )
+    return ffi
+
+
+ffibuilder = _builder()
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

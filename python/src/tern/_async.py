@@ -1,0 +1,283 @@
+"""The asyncio client."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+
+from . import _core
+from ._core import (
+    UNSET,
+    CertTypes,
+    EngineHandle,
+    Options,
+    ProxiesTypes,
+    ProxyTypes,
+    VerifyTypes,
+    check,
+    engine_stats,
+    error_for,
+    new_request,
+    prepare,
+    response_from,
+)
+from ._models import (
+    AuthTypes,
+    FilesTypes,
+    HeaderTypes,
+    ParamTypes,
+    Progress,
+    Response,
+    Timeout,
+    TimeoutTypes,
+)
+from ._tern import ffi, lib
+
+ProgressCallback = Callable[[Progress], Any]
+
+# Requests in flight: id (the C user_data) -> (loop, future, progress callback). A request
+# canceled by its task leaves this table before tern_request_free, so a completion already
+# on its way finds nothing and does nothing.
+_pending: Dict[int, Tuple[asyncio.AbstractEventLoop, "asyncio.Future[int]", Optional[ProgressCallback]]] = {}
+_ids = itertools.count(1)
+_PHASES = {lib.TERN_PROGRESS_UPLOAD: "upload", lib.TERN_PROGRESS_DOWNLOAD: "download"}
+
+
+def _resolve(fut: "asyncio.Future[int]", status: int) -> None:
+    if not fut.done():
+        fut.set_result(status)
+
+
+# The two functions below run on the engine's loop thread, holding the GIL (cffi takes it).
+# They only hand over to the event loop's thread, and never let an exception reach C.
+
+
+@ffi.def_extern()
+def _tern_async_complete(req: Any, status: int, user_data: Any) -> None:
+    _core._engine_thread.active = True
+    try:
+        entry = _pending.pop(int(ffi.cast("intptr_t", user_data)), None)
+        if entry is not None:
+            entry[0].call_soon_threadsafe(_resolve, entry[1], status)
+    except BaseException:  # the loop is closed: nobody is waiting any more
+        pass
+    finally:
+        _core._engine_thread.active = False
+
+
+@ffi.def_extern()
+def _tern_async_progress(req: Any, state: int, percent: int, done: int, total: int,
+                         user_data: Any) -> int:
+    _core._engine_thread.active = True
+    try:
+        entry = _pending.get(int(ffi.cast("intptr_t", user_data)))
+        if entry is not None and entry[2] is not None:
+            report = Progress(_PHASES.get(state, "download"), percent, int(done), int(total))
+            entry[0].call_soon_threadsafe(_call_progress, entry[2], report)
+    except BaseException:
+        pass
+    finally:
+        _core._engine_thread.active = False
+    return 0
+
+
+def _call_progress(cb: ProgressCallback, report: Progress) -> None:
+    try:
+        cb(report)
+    except Exception as exc:  # reported like any callback error of the loop
+        asyncio.get_running_loop().call_exception_handler(
+            {"message": "tern: exception in a progress callback", "exception": exc}
+        )
+
+
+async def run_async(handle: EngineHandle, req: Any, url: str,
+                    progress: Optional[ProgressCallback], path: Optional[str] = None) -> Response:
+    loop = asyncio.get_running_loop()
+    fut: "asyncio.Future[int]" = loop.create_future()
+    rid = next(_ids)
+    ud = ffi.cast("void *", rid)
+    check(lib.tern_request_set_complete_cb(req, lib._tern_async_complete, ud), "callbacks")
+    if progress is not None:
+        check(lib.tern_request_set_progress_cb(req, lib._tern_async_progress, ud), "callbacks")
+    _pending[rid] = (loop, fut, progress)
+    try:
+        handle.submit(req, url)
+    except BaseException:
+        _pending.pop(rid, None)
+        raise
+    try:
+        status = await fut
+    except BaseException:  # the task was canceled: so is the request
+        _pending.pop(rid, None)
+        lib.tern_request_cancel(req)
+        raise
+    if status:
+        raise error_for(req, status, url)
+    return response_from(req, path)
+
+
+class AsyncClient:
+    """The asyncio form of :class:`Client`: same arguments, awaitable methods.
+
+    ``async with tern.AsyncClient() as client: r = await client.get(url)``. Completions reach
+    the event loop through ``loop.call_soon_threadsafe`` from the engine's thread; nothing
+    blocks the loop. Canceling the awaiting task cancels the request in the engine.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: Optional[str] = None,
+        headers: Optional[HeaderTypes] = None,
+        params: ParamTypes = None,
+        auth: AuthTypes = None,
+        timeout: TimeoutTypes = Timeout(),
+        follow_redirects: bool = True,
+        max_redirects: int = 20,
+        verify: VerifyTypes = True,
+        cert: CertTypes = None,
+        proxy: ProxyTypes = None,
+        proxies: ProxiesTypes = None,
+        no_proxy: Optional[str] = None,
+        proxy_auth: Optional[Tuple[str, str]] = None,
+        decompress: bool = True,
+        user_agent: Optional[str] = None,
+        max_connections_per_origin: int = 0,
+        max_active_requests: int = 0,
+        idle_timeout: Optional[float] = None,
+        buffer_size: Optional[int] = None,
+        resolve: Sequence[str] = (),
+    ) -> None:
+        import weakref
+
+        self._options = Options(
+            base_url=base_url, headers=headers, params=params, auth=auth, timeout=timeout,
+            follow_redirects=follow_redirects, max_redirects=max_redirects, verify=verify,
+            cert=cert, proxy=proxy, proxies=proxies, no_proxy=no_proxy, proxy_auth=proxy_auth,
+            decompress=decompress,
+        )
+        self._handle = EngineHandle(
+            user_agent=user_agent, max_connections_per_origin=max_connections_per_origin,
+            max_active_requests=max_active_requests, idle_timeout=idle_timeout,
+            buffer_size=buffer_size, resolve=resolve,
+        )
+        self._finalizer = weakref.finalize(self, self._handle.close)
+
+    @property
+    def headers(self) -> Any:
+        """The headers sent with every request (a mutable :class:`Headers`)."""
+        return self._options.headers
+
+    @property
+    def is_closed(self) -> bool:
+        return self._handle.ptr is None
+
+    async def aclose(self) -> None:
+        """Closes the connections and stops the engine's thread (joined off the event loop);
+        requests still running fail with :class:`ClosedError`."""
+        if self._finalizer.alive:
+            await asyncio.get_running_loop().run_in_executor(None, self._finalizer)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def stats(self) -> Dict[str, int]:
+        """The engine's counters (see :meth:`Client.stats`)."""
+        return engine_stats(self._handle)
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: ParamTypes = None,
+        headers: Optional[HeaderTypes] = None,
+        content: Any = None,
+        data: Any = None,
+        json: Any = None,
+        files: FilesTypes = None,
+        auth: Any = UNSET,
+        timeout: Any = UNSET,
+        follow_redirects: Any = UNSET,
+        verify: Any = UNSET,
+        cert: Any = UNSET,
+        proxy: Any = UNSET,
+        progress: Optional[ProgressCallback] = None,
+    ) -> Response:
+        """Sends one request (arguments as :meth:`Client.request`). ``progress`` is called on
+        the event loop's thread; cancel the task to cancel the request."""
+        req = new_request()
+        try:
+            full = prepare(
+                req, self._options, method, url, params=params, headers=headers,
+                content=content, data=data, json=json, files=files, auth=auth, timeout=timeout,
+                follow_redirects=follow_redirects, verify=verify, cert=cert, proxy=proxy,
+            )
+            return await run_async(self._handle, req, full, progress)
+        finally:
+            lib.tern_request_free(req)
+
+    async def download(
+        self,
+        url: str,
+        path: Union[str, "os.PathLike[str]"],
+        *,
+        resume: bool = False,
+        offset: int = 0,
+        end: int = 0,
+        progress: Optional[ProgressCallback] = None,
+        method: str = "GET",
+        params: ParamTypes = None,
+        headers: Optional[HeaderTypes] = None,
+        auth: Any = UNSET,
+        timeout: Any = UNSET,
+        follow_redirects: Any = UNSET,
+        verify: Any = UNSET,
+        cert: Any = UNSET,
+        proxy: Any = UNSET,
+    ) -> Response:
+        """Downloads into ``path`` (see :meth:`Client.download`)."""
+        req = new_request()
+        try:
+            p = os.fspath(path)
+            full = prepare(
+                req, self._options, method, url, params=params, headers=headers, auth=auth,
+                timeout=timeout, follow_redirects=follow_redirects, verify=verify, cert=cert,
+                proxy=proxy, download=(p, offset, end, 1 if resume else 0),
+            )
+            return await run_async(self._handle, req, full, progress, path=p)
+        finally:
+            lib.tern_request_free(req)
+
+    async def get(self, url: str, **kwargs: Any) -> Response:
+        """A GET request."""
+        return await self.request("GET", url, **kwargs)
+
+    async def head(self, url: str, **kwargs: Any) -> Response:
+        """A HEAD request."""
+        return await self.request("HEAD", url, **kwargs)
+
+    async def options(self, url: str, **kwargs: Any) -> Response:
+        """An OPTIONS request."""
+        return await self.request("OPTIONS", url, **kwargs)
+
+    async def delete(self, url: str, **kwargs: Any) -> Response:
+        """A DELETE request."""
+        return await self.request("DELETE", url, **kwargs)
+
+    async def post(self, url: str, **kwargs: Any) -> Response:
+        """A POST request."""
+        return await self.request("POST", url, **kwargs)
+
+    async def put(self, url: str, **kwargs: Any) -> Response:
+        """A PUT request."""
+        return await self.request("PUT", url, **kwargs)
+
+    async def patch(self, url: str, **kwargs: Any) -> Response:
+        """A PATCH request."""
+        return await self.request("PATCH", url, **kwargs)

@@ -1,0 +1,301 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from ._core import (
+    UNSET,
+    CertTypes,
+    EngineHandle,
+    Options,
+    ProxiesTypes,
+    ProxyTypes,
+    VerifyTypes,
+    check,
+    engine_stats,
+    error_for,
+    new_request,
+    prepare,
+    response_from,
+)
+from ._models import (
+    AuthTypes,
+    FilesTypes,
+    HeaderTypes,
+    ParamTypes,
+    Progress,
+    Response,
+    Timeout,
+    TimeoutTypes,
+)
+from ._tern import ffi, lib
+
+ProgressCallback = Callable[[Progress], Optional[bool]]
+
+# One waiter (mutex + condition variable, in C) per waiting thread and nesting depth, reused.
+_waiters = threading.local()
+
+
+def _take_waiter() -> Any:
+    free: List[Any] = getattr(_waiters, "free", None) or []
+    _waiters.free = free
+    if free:
+        return free.pop()
+    w = lib.tern_py_waiter_new()
+    if w == ffi.NULL:
+        raise MemoryError("tern: cannot allocate a waiter")
+    return ffi.gc(w, lib.tern_py_waiter_free)
+
+
+def _give_waiter(w: Any) -> None:
+    _waiters.free.append(w)
+
+
+_PHASES = ("upload", "download")
+
+
+def _report(w: Any, progress: ProgressCallback, req: Any, vals: Tuple[Any, Any, Any]) -> None:
+    percentp, donep, totalp = vals
+    for i in (0, 1):
+        if lib.tern_py_waiter_take_progress(w, i, percentp, donep, totalp):
+            if progress(Progress(_PHASES[i], percentp[0], int(donep[0]), int(totalp[0]))):
+                lib.tern_request_cancel(req)
+
+
+def run_sync(handle: EngineHandle, req: Any, url: str, progress: Optional[ProgressCallback],
+             path: Optional[str] = None) -> Response:
+    """Submits a prepared request and waits for it with the GIL released.
+
+    The wait is cut into slices so that Ctrl-C (and other signal handlers) still run; an
+    exception from the progress callback or a signal cancels the request, waits for its
+    completion, and propagates. The progress callback runs in this thread, never on the engine's.
+    """
+    w = _take_waiter()
+    try:
+        check(lib.tern_py_waiter_arm(w, req, 1 if progress is not None else 0), "callbacks")
+        handle.submit(req, url)
+        vals = (ffi.new("int *"), ffi.new("uint64_t *"), ffi.new("uint64_t *")) if progress else None
+        try:
+            while True:
+                r = lib.tern_py_waiter_wait(w, 200)
+                if r == 1:
+                    break
+                if r == 2 and progress is not None:
+                    _report(w, progress, req, vals)  # type: ignore[arg-type]
+            if progress is not None:
+                _report(w, progress, req, vals)  # type: ignore[arg-type]
+        except BaseException:
+            lib.tern_request_cancel(req)
+            while lib.tern_py_waiter_wait(w, -1) != 1:
+                pass
+            raise
+        status = lib.tern_request_get_error(req)
+        if status:
+            raise error_for(req, status, url)
+        return response_from(req, path)
+    finally:
+        _give_waiter(w)
+
+
+class Client:
+    """An HTTP client with its own engine: a loop thread, a keep-alive connection pool, TLS
+    session reuse. Use it as a context manager, or call :meth:`close`.
+
+    Every argument sets a default for the client's requests (a request's own argument wins):
+
+    - ``base_url``: prefixed to relative URLs; ``headers``, ``params``: added to every request;
+    - ``auth``: ``(user, password)`` or :class:`BasicAuth` (sent at once), :class:`DigestAuth`
+      or :class:`AnyAuth` (answered to a 401 challenge);
+    - ``timeout``: a :class:`Timeout`, seconds per phase, ``(connect, read)`` or ``None``;
+    - ``follow_redirects`` (default True) up to ``max_redirects`` (20);
+    - ``verify``: True (system CAs), False (no verification), or a CA file or directory;
+      ``cert``: a client certificate file, ``(cert, key)`` or ``(cert, key, password)``;
+    - ``proxy``: ``"http://[user:pass@]host:port"`` for every scheme, ``proxies``: per scheme
+      (``{"http": ..., "https": ...}``), ``no_proxy``: hosts reached directly (curl's syntax),
+      ``proxy_auth``: ``(user, password)`` for the proxy (Basic or Digest);
+    - ``decompress``: ask for gzip/deflate (and br, zstd when built in) and decode (default);
+    - engine settings: ``user_agent``, ``max_connections_per_origin``, ``max_active_requests``
+      (both 0: unlimited), ``idle_timeout`` (seconds a pooled connection is kept),
+      ``buffer_size`` (the I/O buffer of each connection), ``resolve`` (curl's ``--resolve``
+      entries ``"HOST:PORT:ADDR"``).
+
+    A client may be used from several threads at once.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: Optional[str] = None,
+        headers: Optional[HeaderTypes] = None,
+        params: ParamTypes = None,
+        auth: AuthTypes = None,
+        timeout: TimeoutTypes = Timeout(),
+        follow_redirects: bool = True,
+        max_redirects: int = 20,
+        verify: VerifyTypes = True,
+        cert: CertTypes = None,
+        proxy: ProxyTypes = None,
+        proxies: ProxiesTypes = None,
+        no_proxy: Optional[str] = None,
+        proxy_auth: Optional[Tuple[str, str]] = None,
+        decompress: bool = True,
+        user_agent: Optional[str] = None,
+        max_connections_per_origin: int = 0,
+        max_active_requests: int = 0,
+        idle_timeout: Optional[float] = None,
+        buffer_size: Optional[int] = None,
+        resolve: Sequence[str] = (),
+    ) -> None:
+        self._options = Options(
+            base_url=base_url, headers=headers, params=params, auth=auth, timeout=timeout,
+            follow_redirects=follow_redirects, max_redirects=max_redirects, verify=verify,
+            cert=cert, proxy=proxy, proxies=proxies, no_proxy=no_proxy, proxy_auth=proxy_auth,
+            decompress=decompress,
+        )
+        self._handle = EngineHandle(
+            user_agent=user_agent, max_connections_per_origin=max_connections_per_origin,
+            max_active_requests=max_active_requests, idle_timeout=idle_timeout,
+            buffer_size=buffer_size, resolve=resolve,
+        )
+        # Frees the engine when the client is collected unclosed, or at interpreter exit.
+        self._finalizer = weakref.finalize(self, self._handle.close)
+
+    @property
+    def headers(self) -> Any:
+        """The headers sent with every request (a mutable :class:`Headers`)."""
+        return self._options.headers
+
+    @property
+    def is_closed(self) -> bool:
+        return self._handle.ptr is None
+
+    def close(self) -> None:
+        """Closes the connections and stops the engine's thread; requests still running in
+        other threads fail with :class:`ClosedError`."""
+        self._finalizer()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def stats(self) -> Dict[str, int]:
+        """The engine's counters: connections opened/open/idle, requests active/completed,
+        requests sent on a reused connection."""
+        return engine_stats(self._handle)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: ParamTypes = None,
+        headers: Optional[HeaderTypes] = None,
+        content: Any = None,
+        data: Any = None,
+        json: Any = None,
+        files: FilesTypes = None,
+        auth: Any = UNSET,
+        timeout: Any = UNSET,
+        follow_redirects: Any = UNSET,
+        verify: Any = UNSET,
+        cert: Any = UNSET,
+        proxy: Any = UNSET,
+        progress: Optional[ProgressCallback] = None,
+    ) -> Response:
+        """Sends one request and returns its final response.
+
+        The body is one of: ``content`` (bytes, str, :class:`File` or an open binary file,
+        streamed from disk), ``data`` (a dict: form-encoded; bytes/str: as is), ``json`` (any
+        JSON value), or ``files`` (a multipart form, with ``data`` as its plain fields; each
+        file a path, :class:`File`, open file, bytes, or a ``(filename, source[, type])``
+        tuple; files are streamed from disk, never read whole).
+
+        ``progress`` is called in this thread with a :class:`Progress` while the body is sent
+        and received; returning True cancels the request (:class:`Cancelled`).
+
+        Raises a :class:`TernError` subclass when no response arrives.
+        """
+        req = new_request()
+        try:
+            full = prepare(
+                req, self._options, method, url, params=params, headers=headers,
+                content=content, data=data, json=json, files=files, auth=auth, timeout=timeout,
+                follow_redirects=follow_redirects, verify=verify, cert=cert, proxy=proxy,
+            )
+            return run_sync(self._handle, req, full, progress)
+        finally:
+            lib.tern_request_free(req)
+
+    def download(
+        self,
+        url: str,
+        path: Union[str, "os.PathLike[str]"],
+        *,
+        resume: bool = False,
+        offset: int = 0,
+        end: int = 0,
+        progress: Optional[ProgressCallback] = None,
+        method: str = "GET",
+        params: ParamTypes = None,
+        headers: Optional[HeaderTypes] = None,
+        auth: Any = UNSET,
+        timeout: Any = UNSET,
+        follow_redirects: Any = UNSET,
+        verify: Any = UNSET,
+        cert: Any = UNSET,
+        proxy: Any = UNSET,
+    ) -> Response:
+        """Downloads a 2xx body into ``path``, streamed through the engine's buffer.
+
+        The body goes to ``PATH.part``, which replaces ``path`` only when complete, so a failed
+        download never truncates a good file. ``resume=True`` continues an existing file from
+        its size (a Range request; a server ignoring it restarts the file). ``offset``/``end``
+        ask for bytes ``[offset, end)`` (``end`` 0: to the end). Another status leaves the file
+        alone and keeps its body (up to 1 MiB) in ``response.content``. The returned response
+        has ``path`` set and an empty ``content`` on success.
+        """
+        req = new_request()
+        try:
+            p = os.fspath(path)
+            full = prepare(
+                req, self._options, method, url, params=params, headers=headers, auth=auth,
+                timeout=timeout, follow_redirects=follow_redirects, verify=verify, cert=cert,
+                proxy=proxy, download=(p, offset, end, 1 if resume else 0),
+            )
+            return run_sync(self._handle, req, full, progress, path=p)
+        finally:
+            lib.tern_request_free(req)
+
+    def get(self, url: str, **kwargs: Any) -> Response:
+        """A GET request (see :meth:`request` for the arguments)."""
+        return self.request("GET", url, **kwargs)
+
+    def head(self, url: str, **kwargs: Any) -> Response:
+        """A HEAD request (no body is read)."""
+        return self.request("HEAD", url, **kwargs)
+
+    def options(self, url: str, **kwargs: Any) -> Response:
+        """An OPTIONS request."""
+        return self.request("OPTIONS", url, **kwargs)
+
+    def delete(self, url: str, **kwargs: Any) -> Response:
+        """A DELETE request."""
+        return self.request("DELETE", url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> Response:
+        """A POST request (``content``, ``data``, ``json`` or ``files`` give the body)."""
+        return self.request("POST", url, **kwargs)
+
+    def put(self, url: str, **kwargs: Any) -> Response:
+        """A PUT request."""
+        return self.request("PUT", url, **kwargs)
+
+    def patch(self, url: str, **kwargs: Any) -> Response:
+        """A PATCH request."""
+        return self.request("PATCH", url, **kwargs)

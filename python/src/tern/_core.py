@@ -1,0 +1,505 @@
+"""What the sync and async clients share: the engine handle, turning Python arguments into a
+``tern_request_t`` (one C setter each), and turning a completed request into a Response or an
+exception."""
+
+from __future__ import annotations
+
+import json as _json
+import mimetypes
+import os
+import secrets
+import threading
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from urllib.parse import urlencode, urlsplit
+
+from . import _errors
+from ._models import (
+    AnyAuth,
+    AuthTypes,
+    BasicAuth,
+    DigestAuth,
+    File,
+    FilesTypes,
+    HeaderTypes,
+    Headers,
+    ParamTypes,
+    Response,
+    Timeout,
+    TimeoutTypes,
+)
+from ._tern import ffi, lib
+
+# Marks an argument the caller did not give, so that the client's default applies.
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+VerifyTypes = Union[bool, str, "os.PathLike[str]"]
+CertTypes = Union[str, Tuple[str, Optional[str]], Tuple[str, Optional[str], Optional[str]], None]
+ProxyTypes = Optional[str]
+ProxiesTypes = Optional[Mapping[str, Optional[str]]]
+
+_AUTH_BASIC, _AUTH_DIGEST, _AUTH_ANY = 1, 2, 3
+
+# Set while Python code runs on an engine's loop thread (the asyncio callbacks), so that an
+# engine whose last reference dies there is freed from another thread (an engine cannot join
+# its own loop thread).
+_engine_thread = threading.local()
+
+
+def _text(p: Any) -> str:
+    return ffi.string(p).decode("utf-8", "replace") if p != ffi.NULL else ""
+
+
+def raise_code(rc: int, what: str, url: Optional[str] = None) -> None:
+    """Raises the exception for a setter's or submit's negative return code."""
+    if rc == 0:
+        return
+    name = ffi.string(lib.tern_err_name(rc)).decode()
+    message = f"{what}: {ffi.string(lib.tern_strerror(rc)).decode()}"
+    cls = _errors.error_class(name, bool(lib.tern_error_is_tls_verify(rc)))
+    raise cls(message, rc, name, url)
+
+
+def check(rc: int, what: str) -> None:
+    if rc != 0:
+        raise_code(rc, what)
+
+
+class EngineHandle:
+    """Owns one ``tern_engine_t``: made from the client's options, freed once by close()."""
+
+    def __init__(
+        self,
+        *,
+        user_agent: Optional[str],
+        max_connections_per_origin: int,
+        max_active_requests: int,
+        idle_timeout: Optional[float],
+        buffer_size: Optional[int],
+        resolve: Sequence[str],
+    ) -> None:
+        self.lock = threading.Lock()
+        cfgp = ffi.new("tern_config_t **")
+        check(lib.tern_config_new(cfgp), "tern_config_new")
+        cfg = cfgp[0]
+        try:
+            if user_agent is not None:
+                check(lib.tern_config_set_user_agent(cfg, user_agent.encode()), "user_agent")
+            if max_connections_per_origin:
+                check(
+                    lib.tern_config_set_max_connections_per_origin(cfg, max_connections_per_origin),
+                    "max_connections_per_origin",
+                )
+            if max_active_requests:
+                check(lib.tern_config_set_max_active_requests(cfg, max_active_requests),
+                      "max_active_requests")
+            if idle_timeout is not None:
+                check(lib.tern_config_set_idle_timeout(cfg, int(idle_timeout * 1000)), "idle_timeout")
+            if buffer_size is not None:
+                check(lib.tern_config_set_buffer_size(cfg, buffer_size), "buffer_size")
+            for entry in resolve:
+                check(lib.tern_config_add_resolve(cfg, entry.encode()), f"resolve {entry!r}")
+            engp = ffi.new("tern_engine_t **")
+            check(lib.tern_engine_new(engp, cfg), "tern_engine_new")
+        finally:
+            lib.tern_config_free(cfg)
+        self.ptr: Any = engp[0]
+        self.pid = os.getpid()
+
+    def submit(self, req: Any, url: str) -> None:
+        with self.lock:
+            if self.ptr is None:
+                raise _errors.ClosedError("the client is closed", 0, "ESHUTDOWN", url)
+            rc = lib.tern_engine_submit(self.ptr, req)
+        if rc:
+            raise_code(rc, "submit", url)
+
+    def stat(self, which: int) -> int:
+        with self.lock:
+            return int(lib.tern_engine_get_stat(self.ptr, which)) if self.ptr is not None else 0
+
+    def close(self) -> None:
+        """Frees the engine: requests in flight complete with ClosedError. Idempotent."""
+        with self.lock:
+            ptr, self.ptr = self.ptr, None
+        if ptr is None:
+            return
+        if self.pid != os.getpid():
+            return  # a forked child has no loop thread to join: leave the parent's engine be
+        if getattr(_engine_thread, "active", False):
+            threading.Thread(target=lib.tern_engine_free, args=(ptr,), daemon=True).start()
+        else:
+            lib.tern_engine_free(ptr)  # cffi releases the GIL while the loop thread is joined
+
+
+class Options:
+    """A client's defaults for every request option."""
+
+    __slots__ = (
+        "base_url",
+        "headers",
+        "params",
+        "auth",
+        "timeout",
+        "follow_redirects",
+        "max_redirects",
+        "verify",
+        "cert",
+        "proxy",
+        "proxies",
+        "no_proxy",
+        "proxy_auth",
+        "decompress",
+    )
+
+    def __init__(
+        self,
+        *,
+        base_url: Optional[str] = None,
+        headers: Optional[HeaderTypes] = None,
+        params: ParamTypes = None,
+        auth: AuthTypes = None,
+        timeout: TimeoutTypes = Timeout(),
+        follow_redirects: bool = True,
+        max_redirects: int = 20,
+        verify: VerifyTypes = True,
+        cert: CertTypes = None,
+        proxy: ProxyTypes = None,
+        proxies: ProxiesTypes = None,
+        no_proxy: Optional[str] = None,
+        proxy_auth: Optional[Tuple[str, str]] = None,
+        decompress: bool = True,
+    ) -> None:
+        self.base_url = base_url
+        self.headers = Headers(headers)
+        self.params = params
+        self.auth = auth
+        self.timeout = Timeout.coerce(timeout)
+        self.follow_redirects = follow_redirects
+        self.max_redirects = max_redirects
+        self.verify = verify
+        self.cert = cert
+        self.proxy = proxy
+        self.proxies = proxies
+        self.no_proxy = no_proxy
+        self.proxy_auth = proxy_auth
+        self.decompress = decompress
+
+
+def build_url(options: Options, url: str, params: ParamTypes) -> str:
+    if options.base_url and not urlsplit(url).scheme:
+        url = options.base_url.rstrip("/") + "/" + url.lstrip("/")
+    for p in (options.params, params):
+        if not p:
+            continue
+        query = p if isinstance(p, str) else urlencode(p, doseq=True)  # type: ignore[arg-type]
+        if query:
+            base, _, frag = url.partition("#")
+            sep = "&" if "?" in base else "?"
+            url = base + sep + query + ("#" + frag if frag else "")
+    return url
+
+
+def _ms(seconds: Optional[float]) -> int:
+    if not seconds:
+        return 0
+    return max(1, int(round(seconds * 1000)))
+
+
+def _b(s: Union[str, "os.PathLike[str]"]) -> bytes:
+    return os.fsencode(s)
+
+
+def _quote(name: str) -> str:
+    return name.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _file_source(value: Any) -> Tuple[Optional[str], Any, Optional[str]]:
+    """(filename, source, content type) for one entry of ``files``."""
+    filename: Optional[str] = None
+    ctype: Optional[str] = None
+    if isinstance(value, tuple):
+        if len(value) == 2:
+            filename, value = value
+        elif len(value) == 3:
+            filename, value, ctype = value
+        else:
+            raise TypeError("a files entry tuple is (filename, source) or (filename, source, type)")
+    if isinstance(value, File):
+        filename = filename or value.filename or os.path.basename(os.fspath(value.path))
+        ctype = ctype or value.content_type
+    elif isinstance(value, (str, os.PathLike)):
+        filename = filename or os.path.basename(os.fspath(value))
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        filename = filename or "upload"
+    elif hasattr(value, "fileno") and isinstance(getattr(value, "name", None), str):
+        filename = filename or os.path.basename(value.name)
+    else:
+        raise TypeError(
+            f"cannot stream {type(value).__name__} from disk: give a path, tern.File, an open "
+            "file with a name on disk, or bytes"
+        )
+    if ctype is None:
+        ctype = mimetypes.guess_type(filename or "")[0] or "application/octet-stream"
+    return filename, value, ctype
+
+
+def _add_file_segment(req: Any, source: Any) -> None:
+    if isinstance(source, File):
+        check(lib.tern_request_add_body_segment_file(req, _b(source.path), source.offset, source.end),
+              f"file {os.fspath(source.path)!r}")
+    elif isinstance(source, (str, os.PathLike)):
+        check(lib.tern_request_add_body_segment_file(req, _b(source), 0, 0), f"file {source!r}")
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        check(lib.tern_request_add_body_segment(req, data, len(data)), "multipart part")
+    else:  # an open file: from its current position on
+        check(lib.tern_request_add_body_segment_file(req, _b(source.name), source.tell(), 0),
+              f"file {source.name!r}")
+
+
+def _items(mapping: Any) -> List[Tuple[str, Any]]:
+    if mapping is None:
+        return []
+    return list(mapping.items()) if isinstance(mapping, Mapping) else list(mapping)
+
+
+def _set_body(
+    req: Any,
+    headers: Headers,
+    content: Any,
+    data: Any,
+    json: Any,
+    files: FilesTypes,
+) -> None:
+    """Sets the body and, unless the caller gave one, its Content-Type in ``headers``."""
+    if files:
+        boundary = "tern-" + secrets.token_hex(16)
+        for name, value in _items(data):
+            values = value if isinstance(value, (list, tuple)) else [value]
+            for v in values:
+                v = v if isinstance(v, bytes) else str(v).encode()
+                part = (
+                    f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(name)}"\r\n\r\n'
+                ).encode() + v + b"\r\n"
+                check(lib.tern_request_add_body_segment(req, part, len(part)), "multipart field")
+        for name, value in _items(files):
+            filename, source, ctype = _file_source(value)
+            head = (
+                f"--{boundary}\r\nContent-Disposition: form-data; name=\"{_quote(name)}\"; "
+                f"filename=\"{_quote(filename or '')}\"\r\nContent-Type: {ctype}\r\n\r\n"
+            ).encode()
+            check(lib.tern_request_add_body_segment(req, head, len(head)), "multipart part")
+            _add_file_segment(req, source)
+            check(lib.tern_request_add_body_segment(req, b"\r\n", 2), "multipart part")
+        tail = f"--{boundary}--\r\n".encode()
+        check(lib.tern_request_add_body_segment(req, tail, len(tail)), "multipart end")
+        headers.setdefault("Content-Type", f"multipart/form-data; boundary={boundary}")
+        return
+    if json is not None:
+        body = _json.dumps(json, separators=(",", ":"), ensure_ascii=False).encode()
+        headers.setdefault("Content-Type", "application/json")
+    elif data is not None and not isinstance(data, (bytes, bytearray, str)):
+        body = urlencode(_items(data), doseq=True).encode()
+        headers.setdefault("Content-Type", "application/x-www-form-urlencoded")
+    else:
+        body = content if content is not None else data
+    if body is None:
+        return
+    if isinstance(body, File):
+        check(lib.tern_request_set_body_file(req, _b(body.path), body.offset, body.end),
+              f"file {os.fspath(body.path)!r}")
+        if body.content_type:
+            headers.setdefault("Content-Type", body.content_type)
+    elif isinstance(body, str):
+        raw = body.encode()
+        check(lib.tern_request_set_body(req, raw, len(raw)), "body")
+    elif isinstance(body, (bytes, bytearray, memoryview)):
+        raw = bytes(body)
+        check(lib.tern_request_set_body(req, raw, len(raw)), "body")
+    elif hasattr(body, "fileno") and isinstance(getattr(body, "name", None), str):
+        check(lib.tern_request_set_body_file(req, _b(body.name), body.tell(), 0),
+              f"file {body.name!r}")
+    else:
+        raise TypeError(f"content must be bytes, str, tern.File or an open file: {type(body).__name__}")
+
+
+def _auth(auth: AuthTypes) -> Optional[Tuple[str, str, int]]:
+    if auth is None:
+        return None
+    if isinstance(auth, BasicAuth):
+        return auth.username, auth.password, _AUTH_BASIC
+    if isinstance(auth, DigestAuth):
+        return auth.username, auth.password, _AUTH_DIGEST
+    if isinstance(auth, AnyAuth):
+        return auth.username, auth.password, _AUTH_ANY
+    if isinstance(auth, tuple) and len(auth) == 2:
+        return str(auth[0]), str(auth[1]), _AUTH_BASIC
+    raise TypeError(f"auth must be a (user, password) pair or tern.BasicAuth/DigestAuth/AnyAuth: {auth!r}")
+
+
+def new_request() -> Any:
+    reqp = ffi.new("tern_request_t **")
+    check(lib.tern_request_new(reqp), "tern_request_new")
+    return reqp[0]
+
+
+def prepare(
+    req: Any,
+    options: Options,
+    method: str,
+    url: str,
+    *,
+    params: ParamTypes = None,
+    headers: Optional[HeaderTypes] = None,
+    content: Any = None,
+    data: Any = None,
+    json: Any = None,
+    files: FilesTypes = None,
+    auth: Any = UNSET,
+    timeout: Any = UNSET,
+    follow_redirects: Any = UNSET,
+    verify: Any = UNSET,
+    cert: Any = UNSET,
+    proxy: Any = UNSET,
+    download: Optional[Tuple[str, int, int, int]] = None,
+) -> str:
+    """Configures ``req`` with one C setter per option; returns the URL."""
+    full = build_url(options, url, params)
+    rc = lib.tern_request_set_url(req, full.encode())
+    if rc:
+        raise_code(rc, f"URL {full!r}", full)
+    check(lib.tern_request_set_method(req, method.upper().encode()), f"method {method!r}")
+
+    merged = Headers(options.headers)
+    if headers:
+        # The call's fields replace the client's of the same name; all of the call's values go.
+        given = Headers(headers).multi_items()
+        names = {k.lower() for k, _ in given}
+        merged = Headers([(k, v) for k, v in merged.multi_items() if k.lower() not in names] + given)
+    _set_body(req, merged, content, data, json, files)
+    for k, v in merged.multi_items():
+        rc = lib.tern_request_add_header(req, k.encode("latin-1"), v.encode("latin-1"))
+        if rc:
+            raise_code(rc, f"header {k!r}", full)
+
+    creds = _auth(options.auth if auth is UNSET else auth)
+    if creds is not None:
+        check(lib.tern_request_set_auth(req, creds[0].encode(), creds[1].encode(), creds[2]), "auth")
+
+    t = options.timeout if timeout is UNSET else Timeout.coerce(timeout)
+    check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_CONNECT, _ms(t.connect)), "timeout")
+    check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_HEADERS, _ms(t.headers)), "timeout")
+    check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_BODY, _ms(t.body)), "timeout")
+    check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_TOTAL, _ms(t.total)), "timeout")
+
+    follow = options.follow_redirects if follow_redirects is UNSET else follow_redirects
+    if follow:
+        check(lib.tern_request_set_follow_redirects(req, options.max_redirects), "follow_redirects")
+
+    v = options.verify if verify is UNSET else verify
+    if v is False:
+        check(lib.tern_request_set_tls_verify(req, 0), "verify")
+    elif v is not True and v is not None:
+        if os.path.isdir(v):
+            check(lib.tern_request_set_tls_ca_path(req, _b(v)), f"verify {v!r}")
+        else:
+            check(lib.tern_request_set_tls_ca_file(req, _b(v)), f"verify {v!r}")
+
+    c = options.cert if cert is UNSET else cert
+    if c:
+        if isinstance(c, (str, os.PathLike)):
+            c = (c, None, None)
+        cert_file, key_file, password = (tuple(c) + (None, None))[:3]
+        check(
+            lib.tern_request_set_tls_client_cert(
+                req,
+                _b(cert_file),
+                _b(key_file) if key_file else ffi.NULL,
+                password.encode() if password else ffi.NULL,
+            ),
+            "cert",
+        )
+
+    p = options.proxy if proxy is UNSET else proxy
+    if p:
+        check(lib.tern_request_set_proxy(req, p.encode()), f"proxy {p!r}")
+    for scheme, purl in (options.proxies or {}).items():
+        check(lib.tern_request_set_scheme_proxy(req, scheme.encode(), (purl or "").encode()),
+              f"proxies[{scheme!r}]")
+    if options.no_proxy:
+        check(lib.tern_request_set_no_proxy(req, options.no_proxy.encode()), "no_proxy")
+    if options.proxy_auth:
+        user, password = options.proxy_auth
+        check(lib.tern_request_set_proxy_auth(req, user.encode(), password.encode(), _AUTH_ANY),
+              "proxy_auth")
+    if not options.decompress:
+        check(lib.tern_request_set_decoding(req, lib.TERN_DECODE_OFF), "decompress")
+    if download is not None:
+        path, offset, end, resume = download
+        check(lib.tern_request_set_download_file(req, _b(path), offset, end, resume),
+              f"download to {path!r}")
+    return full
+
+
+def error_for(req: Any, status: int, url: str) -> _errors.TernError:
+    """The exception for a request that completed with a TERN_E* code."""
+    name = ffi.string(lib.tern_err_name(status)).decode()
+    message = _text(lib.tern_request_get_error_message(req)) or ffi.string(
+        lib.tern_strerror(status)
+    ).decode()
+    cls = _errors.error_class(name, bool(lib.tern_error_is_tls_verify(status)))
+    return cls(message, status, name, url)
+
+
+def response_from(req: Any, path: Optional[str] = None) -> Response:
+    """A Response from a request that completed without error."""
+    n = lib.tern_request_get_header_count(req)
+    namep = ffi.new("const char **")
+    valuep = ffi.new("const char **")
+    items: List[Tuple[str, str]] = []
+    for i in range(n):
+        if lib.tern_request_get_header_at(req, i, namep, valuep) == 0:
+            items.append((ffi.string(namep[0]).decode("latin-1"),
+                          ffi.string(valuep[0]).decode("latin-1")))
+    lenp = ffi.new("size_t *")
+    body = lib.tern_request_get_body(req, lenp)
+    content = ffi.unpack(ffi.cast("const char *", body), lenp[0]) if body != ffi.NULL else b""
+    minor = lib.tern_request_get_http_minor(req)
+    tls = lib.tern_request_get_tls_version(req)
+    enc = lib.tern_request_get_decoded_encoding(req)
+    return Response(
+        lib.tern_request_get_status(req),
+        Headers(items),
+        content,
+        _text(lib.tern_request_get_effective_url(req)),
+        reason_phrase=_text(lib.tern_request_get_reason(req)),
+        http_version=f"HTTP/1.{minor}" if minor >= 0 else "",
+        elapsed=max(0.0, lib.tern_request_get_time(req, lib.TERN_TIME_END)),
+        num_redirects=lib.tern_request_get_redirect_count(req),
+        reused_connection=bool(lib.tern_request_is_reused(req)),
+        tls_version=_text(tls) if tls != ffi.NULL else None,
+        decoded_encoding=_text(enc) if enc != ffi.NULL else None,
+        offset=lib.tern_request_get_offset(req),
+        path=path,
+    )
+
+
+def engine_stats(handle: EngineHandle) -> Dict[str, int]:
+    return {
+        "connections_opened": handle.stat(lib.TERN_STAT_CONNECTIONS_OPENED),
+        "connections_open": handle.stat(lib.TERN_STAT_CONNECTIONS_OPEN),
+        "connections_idle": handle.stat(lib.TERN_STAT_CONNECTIONS_IDLE),
+        "requests_active": handle.stat(lib.TERN_STAT_REQUESTS_ACTIVE),
+        "requests_completed": handle.stat(lib.TERN_STAT_REQUESTS_COMPLETED),
+        "reused": handle.stat(lib.TERN_STAT_REUSED),
+    }
+
+
+def requests_live() -> int:
+    """Request objects allocated in the C engine and not yet freed (every engine)."""
+    return int(lib.tern_engine_get_stat(ffi.NULL, lib.TERN_STAT_REQUESTS_LIVE))

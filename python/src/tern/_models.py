@@ -1,0 +1,317 @@
+"""Value types: headers, responses, timeouts, credentials, files to upload, progress reports."""
+
+from __future__ import annotations
+
+import json as _json
+import os
+import re
+from dataclasses import dataclass
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    MutableMapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
+
+from ._errors import HTTPStatusError
+
+HeaderTypes = Union["Headers", Mapping[str, str], Sequence[Tuple[str, str]]]
+
+
+class Headers(MutableMapping[str, str]):
+    """HTTP header fields: a case-insensitive mapping that keeps every field in order.
+
+    ``headers["content-type"]`` and ``headers["Content-Type"]`` are the same field. A name sent
+    more than once reads as its values joined with ``", "`` (as httpx does); :meth:`get_list`
+    gives them one by one (``Set-Cookie``, say).
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, headers: Optional[HeaderTypes] = None) -> None:
+        self._items: List[Tuple[str, str]] = []
+        if headers is None:
+            return
+        if isinstance(headers, Headers):
+            self._items = list(headers._items)
+        elif isinstance(headers, Mapping):
+            self._items = [(str(k), str(v)) for k, v in headers.items()]
+        else:
+            self._items = [(str(k), str(v)) for k, v in headers]
+
+    def get_list(self, name: str) -> List[str]:
+        """Every value of a field, in the order received."""
+        lower = name.lower()
+        return [v for k, v in self._items if k.lower() == lower]
+
+    def multi_items(self) -> List[Tuple[str, str]]:
+        """Every (name, value) pair in order, names as sent."""
+        return list(self._items)
+
+    def __getitem__(self, name: str) -> str:
+        values = self.get_list(name)
+        if not values:
+            raise KeyError(name)
+        return ", ".join(values)
+
+    def __setitem__(self, name: str, value: str) -> None:
+        lower = name.lower()
+        self._items = [(k, v) for k, v in self._items if k.lower() != lower]
+        self._items.append((name, str(value)))
+
+    def __delitem__(self, name: str) -> None:
+        lower = name.lower()
+        kept = [(k, v) for k, v in self._items if k.lower() != lower]
+        if len(kept) == len(self._items):
+            raise KeyError(name)
+        self._items = kept
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        lower = name.lower()
+        return any(k.lower() == lower for k, _ in self._items)
+
+    def __iter__(self) -> Iterator[str]:
+        seen = set()
+        for k, _ in self._items:
+            if k.lower() not in seen:
+                seen.add(k.lower())
+                yield k
+
+    def __len__(self) -> int:
+        return len({k.lower() for k, _ in self._items})
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (Mapping, list, tuple)):
+            return NotImplemented
+        other_h = Headers(other)  # type: ignore[arg-type]
+        norm = lambda h: sorted((k.lower(), v) for k, v in h._items)  # noqa: E731
+        return norm(self) == norm(other_h)
+
+    def __repr__(self) -> str:
+        return f"Headers({self._items!r})"
+
+
+@dataclass(frozen=True)
+class Timeout:
+    """Per-phase time limits in seconds; ``None`` (or 0) means no limit for that phase.
+
+    ``connect``: DNS, TCP and the TLS handshake. ``headers``: from the request sent to the
+    response head. ``body``: the longest silence while sending or receiving a body. ``total``:
+    the whole request, redirects and retries included. The defaults are the engine's.
+
+    Wherever a ``timeout`` is taken, a number ``t`` means ``Timeout(t, t, t)`` (each phase
+    limited to ``t``, as in httpx), a pair ``(c, r)`` means ``Timeout(connect=c, headers=r,
+    body=r)`` (as requests' ``(connect, read)``), and ``None`` means no limit at all.
+    """
+
+    connect: Optional[float] = 30.0
+    headers: Optional[float] = 60.0
+    body: Optional[float] = 60.0
+    total: Optional[float] = None
+
+    @classmethod
+    def coerce(cls, value: "TimeoutTypes") -> "Timeout":
+        if isinstance(value, Timeout):
+            return value
+        if value is None:
+            return cls(None, None, None, None)
+        if isinstance(value, (int, float)):
+            return cls(value, value, value, None)
+        if isinstance(value, tuple) and len(value) == 2:
+            return cls(value[0], value[1], value[1], None)
+        raise TypeError(f"timeout must be a number, a (connect, read) pair, a Timeout or None: {value!r}")
+
+
+TimeoutTypes = Union[Timeout, float, int, Tuple[Optional[float], Optional[float]], None]
+
+
+@dataclass(frozen=True)
+class BasicAuth:
+    """Basic credentials, sent with the first request (no challenge needed)."""
+
+    username: str
+    password: str
+
+
+@dataclass(frozen=True)
+class DigestAuth:
+    """Digest credentials (MD5, SHA-256, SHA-512-256; qop=auth), answered to a 401 challenge."""
+
+    username: str
+    password: str
+
+
+@dataclass(frozen=True)
+class AnyAuth:
+    """Credentials for whichever scheme (Basic or Digest) the server's challenge asks for."""
+
+    username: str
+    password: str
+
+
+AuthTypes = Union[BasicAuth, DigestAuth, AnyAuth, Tuple[str, str], None]
+
+
+@dataclass(frozen=True)
+class File:
+    """A file streamed from disk as a request body, or as a part of a multipart form.
+
+    Bytes ``[offset, end)`` are sent (``end`` 0: to the end of the file); the engine reads them
+    through its connection buffer while sending, so the file is never loaded whole.
+    ``filename`` and ``content_type`` are used in a multipart form (defaults: the file's base
+    name and a type guessed from it).
+    """
+
+    path: Union[str, "os.PathLike[str]"]
+    filename: Optional[str] = None
+    content_type: Optional[str] = None
+    offset: int = 0
+    end: int = 0
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One progress report: ``phase`` is ``"upload"`` or ``"download"``, ``percent`` 0..100
+    (0 while the total is unknown; -1 when the request failed), ``done`` and ``total`` bytes
+    (``total`` 0 when unknown)."""
+
+    phase: str
+    percent: int
+    done: int
+    total: int
+
+
+_CHARSET = re.compile(r";\s*charset\s*=\s*\"?([^\";\s]+)", re.I)
+
+
+class Response:
+    """A completed exchange: the final hop's status, headers and body.
+
+    HTTP error statuses are responses, not exceptions (call :meth:`raise_for_status`).
+    """
+
+    __slots__ = (
+        "status_code",
+        "reason_phrase",
+        "http_version",
+        "headers",
+        "content",
+        "url",
+        "elapsed",
+        "num_redirects",
+        "reused_connection",
+        "tls_version",
+        "decoded_encoding",
+        "offset",
+        "path",
+        "_encoding",
+    )
+
+    def __init__(
+        self,
+        status_code: int,
+        headers: Headers,
+        content: bytes,
+        url: str,
+        *,
+        reason_phrase: str = "",
+        http_version: str = "HTTP/1.1",
+        elapsed: float = 0.0,
+        num_redirects: int = 0,
+        reused_connection: bool = False,
+        tls_version: Optional[str] = None,
+        decoded_encoding: Optional[str] = None,
+        offset: int = 0,
+        path: Optional[str] = None,
+    ) -> None:
+        self.status_code = status_code
+        self.reason_phrase = reason_phrase
+        self.http_version = http_version
+        self.headers = headers
+        self.content = content
+        self.url = url
+        self.elapsed = elapsed
+        self.num_redirects = num_redirects
+        self.reused_connection = reused_connection
+        self.tls_version = tls_version
+        self.decoded_encoding = decoded_encoding
+        self.offset = offset
+        self.path = path
+        self._encoding: Optional[str] = None
+
+    @property
+    def encoding(self) -> str:
+        """The charset of :attr:`text`: Content-Type's ``charset``, else UTF-8. Settable."""
+        if self._encoding is None:
+            match = _CHARSET.search(self.headers.get("content-type", ""))
+            self._encoding = match.group(1) if match else "utf-8"
+        return self._encoding
+
+    @encoding.setter
+    def encoding(self, value: str) -> None:
+        self._encoding = value
+
+    @property
+    def text(self) -> str:
+        """The body decoded with :attr:`encoding` (undecodable bytes replaced)."""
+        try:
+            return self.content.decode(self.encoding, errors="replace")
+        except LookupError:
+            return self.content.decode("utf-8", errors="replace")
+
+    def json(self, **kwargs: Any) -> Any:
+        """The body parsed as JSON (``json.loads`` keyword arguments pass through)."""
+        return _json.loads(self.content, **kwargs)
+
+    @property
+    def ok(self) -> bool:
+        """True for a status below 400 (requests' meaning)."""
+        return self.status_code < 400
+
+    @property
+    def is_success(self) -> bool:
+        """True for a 2xx status."""
+        return 200 <= self.status_code < 300
+
+    @property
+    def is_redirect(self) -> bool:
+        """True for a redirect status with a Location (one that was not followed)."""
+        return self.status_code in (301, 302, 303, 307, 308) and "location" in self.headers
+
+    def raise_for_status(self) -> "Response":
+        """Raises :class:`HTTPStatusError` for a 4xx or 5xx status; returns the response else."""
+        if self.status_code >= 400:
+            kind = "Client" if self.status_code < 500 else "Server"
+            raise HTTPStatusError(
+                f"{kind} error '{self.status_code} {self.reason_phrase}' for url '{self.url}'", self
+            )
+        return self
+
+    def iter_bytes(self, chunk_size: int = 65536) -> Iterable[bytes]:
+        """The body in pieces of ``chunk_size`` bytes."""
+        for i in range(0, len(self.content), chunk_size):
+            yield self.content[i : i + chunk_size]
+
+    def __repr__(self) -> str:
+        return f"<Response [{self.status_code} {self.reason_phrase}]>"
+
+
+ParamTypes = Union[Mapping[str, Any], Sequence[Tuple[str, Any]], str, None]
+FileTypes = Union[
+    File,
+    "os.PathLike[str]",
+    Any,  # an open binary file with a name on disk
+    Tuple[Optional[str], Any],
+    Tuple[Optional[str], Any, Optional[str]],
+]
+FilesTypes = Union[Mapping[str, FileTypes], Sequence[Tuple[str, FileTypes]], None]
+HeadersOut = Dict[str, str]

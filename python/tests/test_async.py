@@ -1,0 +1,139 @@
+"""The asyncio API: completions through the event loop, concurrency, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+
+import pytest
+
+import tern
+from conftest import live_requests_settle
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_async_get_and_post(servers):
+    async def main():
+        async with tern.AsyncClient() as client:
+            r = await client.get(servers.nginx("/1k.bin"))
+            echo = (await client.post(servers.fault("/echo"), json={"a": 1})).json()
+            return r, echo
+
+    r, echo = run(main())
+    assert r.status_code == 200 and sha(r.content) == servers.must("SHA_1K")
+    assert echo["method"] == "POST" and echo["body_length"] == len(b'{"a":1}')
+
+
+def test_many_concurrent_requests_share_few_connections(servers):
+    async def main():
+        async with tern.AsyncClient(max_connections_per_origin=8) as client:
+            rs = await asyncio.gather(*(client.get(servers.nginx("/1k.bin")) for _ in range(200)))
+            return rs, client.stats()
+
+    rs, stats = run(main())
+    assert all(sha(r.content) == servers.must("SHA_1K") for r in rs)
+    assert stats["connections_opened"] <= 8 and stats["requests_completed"] == 200
+
+
+def test_requests_run_concurrently(servers):
+    async def main():
+        async with tern.AsyncClient() as client:
+            t = time.monotonic()
+            await asyncio.gather(*(client.get(servers.fault("/slowheaders?delay_ms=500"))
+                                   for _ in range(10)))
+            return time.monotonic() - t
+
+    assert run(main()) < 2.5  # ten half-second requests at once, not 5 s in a row
+
+
+def test_errors_are_raised_in_the_task(servers):
+    async def main():
+        async with tern.AsyncClient() as client:
+            with pytest.raises(tern.ConnectError) as info:
+                await client.get("http://127.0.0.1:1/")
+            assert info.value.name == "ECONNREFUSED"
+            with pytest.raises(tern.HeadersTimeout):
+                await client.get(servers.fault("/slowheaders?delay_ms=3000"),
+                                 timeout=tern.Timeout(headers=0.2))
+
+    run(main())
+
+
+def test_cancelling_the_task_cancels_the_request(servers):
+    async def main():
+        async with tern.AsyncClient() as client:
+            task = asyncio.ensure_future(client.get(servers.fault("/slowheaders?delay_ms=5000")))
+            await asyncio.sleep(0.2)
+            assert client.stats()["requests_active"] == 1
+            t = time.monotonic()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert time.monotonic() - t < 0.5
+            for _ in range(50):  # the engine lets go of it at once
+                if client.stats()["requests_active"] == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert client.stats()["requests_active"] == 0
+            # wait_for's timeout cancels in the same way; the client goes on working.
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(client.get(servers.fault("/slowheaders?delay_ms=5000")), 0.2)
+            r = await client.get(servers.nginx("/1k.bin"))
+            assert r.status_code == 200
+
+    run(main())
+    assert live_requests_settle() == 0
+
+
+def test_async_download_with_progress_on_the_loop_thread(servers, tmp_path):
+    target = tmp_path / "a.txt"
+    seen = []
+
+    async def main():
+        loop_thread = threading.get_ident()
+        async with tern.AsyncClient() as client:
+            r = await client.download(servers.nginx("/64k.txt"), target,
+                                      progress=lambda p: seen.append((p, threading.get_ident())))
+            await asyncio.sleep(0)  # progress reports queued before the completion
+        return r, loop_thread
+
+    r, loop_thread = run(main())
+    assert r.status_code == 200 and sha(target.read_bytes()) == servers.must("SHA_64K")
+    assert seen and seen[-1][0].percent == 100
+    assert {t for _, t in seen} == {loop_thread}
+
+
+def test_aclose_fails_requests_in_flight(servers):
+    async def main():
+        client = tern.AsyncClient()
+        task = asyncio.ensure_future(client.get(servers.fault("/slowheaders?delay_ms=5000")))
+        await asyncio.sleep(0.2)
+        await client.aclose()
+        with pytest.raises(tern.ClosedError):
+            await task
+        with pytest.raises(tern.ClosedError):
+            await client.get(servers.nginx("/1k.bin"))
+
+    run(main())
+
+
+def test_a_closed_loop_does_not_break_the_engine(servers):
+    # A request left running when its loop ends: the completion finds no loop and is dropped.
+    client = tern.AsyncClient()
+
+    async def main():
+        asyncio.ensure_future(client.get(servers.fault("/slowheaders?delay_ms=300")))
+        await asyncio.sleep(0.05)
+
+    run(main())
+    time.sleep(0.5)
+    run(client.aclose())

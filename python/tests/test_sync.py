@@ -1,0 +1,243 @@
+"""The synchronous API: requests, responses, headers, bodies, errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+
+import pytest
+
+import tern
+from conftest import live_requests_settle
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_module_get_returns_the_file(servers):
+    r = tern.get(servers.nginx("/1k.bin"))
+    assert r.status_code == 200
+    assert r.reason_phrase == "OK"
+    assert r.http_version == "HTTP/1.1"
+    assert sha(r.content) == servers.must("SHA_1K")
+    assert r.headers["content-length"] == "1024"
+    assert r.headers["Content-Length"] == "1024"
+    assert "CONTENT-TYPE" in r.headers
+    assert r.url == servers.nginx("/1k.bin")
+    assert r.ok and r.is_success and r.elapsed > 0
+
+
+def test_params_headers_and_json_body_reach_the_server(servers, client):
+    r = client.post(
+        servers.fault("/echo"),
+        params={"q": "a b", "n": [1, 2]},
+        headers={"X-Custom": "v1", "Accept": "application/json"},
+        json={"name": "tern", "n": 3},
+    )
+    echo = r.json()
+    assert echo["method"] == "POST"
+    assert echo["target"] == "/echo?q=a+b&n=1&n=2"
+    sent = {k.lower(): v for k, v in echo["headers"]}
+    assert sent["x-custom"] == "v1"
+    assert sent["accept"] == "application/json"
+    assert sent["content-type"] == "application/json"
+    body = json.dumps({"name": "tern", "n": 3}, separators=(",", ":")).encode()
+    assert echo["body_length"] == len(body)
+    assert echo["body_sha256"] == sha(body)
+
+
+def test_form_data_and_raw_content(servers, client):
+    r = client.post(servers.fault("/echo"), data={"a": "1", "b": "x y"})
+    echo = r.json()
+    assert echo["body_sha256"] == sha(b"a=1&b=x+y")
+    assert ["Content-Type", "application/x-www-form-urlencoded"] in echo["headers"]
+    r = client.put(servers.fault("/echo"), content=b"\x00raw\xff", headers={"Content-Type": "x/y"})
+    assert r.json()["method"] == "PUT"
+    assert r.json()["body_sha256"] == sha(b"\x00raw\xff")
+
+
+def test_headers_are_case_insensitive_and_keep_repeated_fields(servers, client):
+    r = client.get(servers.fault("/status/200"), params=[("header", "Set-Cookie:a=1"),
+                                                        ("header", "Set-Cookie:b=2")])
+    assert r.headers.get_list("set-cookie") == ["a=1", "b=2"]
+    assert r.headers["SET-COOKIE"] == "a=1, b=2"
+    h = tern.Headers({"A": "1"})
+    h["a"] = "2"
+    assert dict(h) == {"a": "2"} and h == {"A": "2"}
+
+
+def test_client_defaults_and_base_url(servers):
+    with tern.Client(base_url=servers.fault("/"), headers={"X-Default": "d"},
+                     params={"p": "1"}) as c:
+        echo = c.get("echo", headers={"X-Call": "c"}).json()
+    assert echo["target"] == "/echo?p=1"
+    sent = dict((k.lower(), v) for k, v in echo["headers"])
+    assert sent["x-default"] == "d" and sent["x-call"] == "c"
+
+
+def test_client_reuses_its_connection(servers, client):
+    first = client.get(servers.nginx("/1k.bin"))
+    second = client.get(servers.nginx("/1k.bin"))
+    assert first.headers["X-Connection"] == second.headers["X-Connection"]
+    assert second.reused_connection
+    assert client.stats()["connections_opened"] == 1
+
+
+def test_status_codes_are_responses_and_raise_for_status(servers, client):
+    r = client.get(servers.fault("/status/404"))
+    assert r.status_code == 404 and not r.ok
+    with pytest.raises(tern.HTTPStatusError) as info:
+        r.raise_for_status()
+    assert info.value.response is r
+    assert isinstance(info.value, tern.TernError)
+    assert client.get(servers.fault("/status/204")).raise_for_status().content == b""
+
+
+def test_head_reads_no_body(servers, client):
+    r = client.head(servers.nginx("/64k.txt"))
+    assert r.status_code == 200 and r.content == b""
+    assert r.headers["content-length"] == "65536"
+
+
+def test_text_uses_the_charset(servers, client):
+    r = client.get(servers.fault("/status/200"),
+                   params=[("header", "Content-Type:text/plain; charset=latin-1"), ("size", "0")])
+    assert r.encoding == "latin-1"
+    r.content = "é".encode("latin-1")
+    assert r.text == "é"
+
+
+def test_gzip_is_decoded(servers, client):
+    r = client.get(servers.nginx("/gzip/64k.txt"))
+    assert r.decoded_encoding == "gzip"
+    assert sha(r.content) == servers.must("SHA_64K")
+    plain = client.get(servers.nginx("/gzip/64k.txt"), headers={"Accept-Encoding": "identity"})
+    assert plain.decoded_encoding is None
+    with tern.Client(decompress=False) as c:
+        r = c.get(servers.nginx("/gzip/64k.txt"))
+    assert r.decoded_encoding is None and "content-encoding" not in r.headers
+    assert sha(r.content) == servers.must("SHA_64K")
+
+
+def test_connection_refused_carries_the_engine_message_and_name():
+    with pytest.raises(tern.ConnectError) as info:
+        tern.get("http://127.0.0.1:1/")
+    err = info.value
+    assert err.name == "ECONNREFUSED" and err.code < 0
+    assert "127.0.0.1:1" in err.message and "refused" in err.message
+    assert isinstance(err, ConnectionError) and isinstance(err, tern.TernError)
+    assert "[ECONNREFUSED]" in str(err)
+
+
+def test_bad_url_and_bad_header_are_usage_errors():
+    with pytest.raises(tern.InvalidURL) as info:
+        tern.get("ftp://example.org/")
+    assert info.value.name == "EBADURL"
+    with pytest.raises(tern.UsageError) as info:
+        tern.get("http://127.0.0.1:1/", headers={"Bad Name": "x"})
+    assert info.value.name == "EBADHEADER"
+
+
+def test_per_phase_timeouts(servers, client):
+    with pytest.raises(tern.HeadersTimeout) as info:
+        client.get(servers.fault("/slowheaders?delay_ms=3000"), timeout=tern.Timeout(headers=0.3))
+    assert info.value.name == "EHEADERTIMEOUT" and isinstance(info.value, TimeoutError)
+    t = time.monotonic()
+    with pytest.raises(tern.BodyTimeout):
+        client.get(servers.fault("/stall?stall_ms=3000"), timeout=0.3)
+    assert time.monotonic() - t < 2
+    with pytest.raises(tern.TotalTimeout):
+        client.get(servers.fault("/ok?size=100000&drip_ms=100&drip_bytes=1000"),
+                   timeout=tern.Timeout(total=0.3))
+    with pytest.raises(tern.ConnectTimeout):  # a TLS handshake that never completes
+        client.get(servers.https("TLS_STALL_PORT", "/"), timeout=(0.3, 5))
+
+
+def test_broken_responses_raise_network_and_protocol_errors(servers, client):
+    with pytest.raises(tern.NetworkError) as info:
+        client.get(servers.fault("/truncate"))
+    assert info.value.name == "EPARTIAL"
+    with pytest.raises(tern.ProtocolError) as info:
+        client.get(servers.fault("/badstatus?variant=garbage"))
+    assert info.value.name == "EPROTO"
+
+
+def test_a_closed_client_refuses_requests(servers):
+    c = tern.Client()
+    c.close()
+    assert c.is_closed
+    with pytest.raises(tern.ClosedError):
+        c.get(servers.nginx("/1k.bin"))
+    c.close()  # idempotent
+
+
+def test_close_fails_requests_in_flight_in_other_threads(servers):
+    c = tern.Client()
+    errors = []
+
+    def run():
+        try:
+            c.get(servers.fault("/slowheaders?delay_ms=5000"))
+        except tern.TernError as exc:
+            errors.append(exc)
+
+    th = threading.Thread(target=run)
+    th.start()
+    time.sleep(0.3)
+    c.close()
+    th.join(5)
+    assert not th.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], tern.ClosedError)
+
+
+def test_the_gil_is_released_while_a_request_waits(servers, client):
+    count = 0
+    stop = False
+
+    def spin():
+        nonlocal count
+        while not stop:
+            count += 1
+
+    th = threading.Thread(target=spin)
+    th.start()
+    try:
+        client.get(servers.fault("/slowheaders?delay_ms=500"))
+    finally:
+        stop = True
+        th.join()
+    # The spinning thread ran nearly the whole half second (hundreds of thousands of loops),
+    # not just the interpreter's switch interval now and then.
+    assert count > 100_000
+
+
+def test_threads_share_one_client(servers, client):
+    results = []
+
+    def run():
+        for _ in range(50):
+            results.append(sha(client.get(servers.nginx("/1k.bin")).content))
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert results == [servers.must("SHA_1K")] * 400
+    assert live_requests_settle() == 0
+
+
+def test_ctrl_c_cancels_a_waiting_request(servers, client):
+    import _thread
+
+    timer = threading.Timer(0.3, _thread.interrupt_main)  # what Ctrl-C does to the main thread
+    timer.start()
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        client.get(servers.fault("/slowheaders?delay_ms=5000"))
+    assert time.monotonic() - t < 2
+    assert client.stats()["requests_active"] == 0
+    assert client.get(servers.nginx("/1k.bin")).status_code == 200
