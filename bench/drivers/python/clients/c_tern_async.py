@@ -1,0 +1,32 @@
+"""tern-python, asyncio: one tern.AsyncClient (at most C connections per origin), C tasks on
+the default asyncio loop sharing the N requests; completions reach the loop through
+call_soon_threadsafe from the engine's thread. Downloads: AsyncClient.download."""
+
+import asyncio
+import os
+
+import tern
+
+from bench_common import asyncio_tasks, check_body
+
+
+def get(url, n, c, cafile, clock):
+    async def main():
+        async with tern.AsyncClient(max_connections_per_origin=c, verify=cafile or True) as client:
+            async def one():
+                r = await client.get(url)
+                return check_body(r.status_code, len(r.content), r.headers.get("content-length"))
+            return await asyncio_tasks(n, c, one, clock)
+    return asyncio.run(main())
+
+
+def download(url, path, cafile, clock):
+    async def main():
+        async with tern.AsyncClient(verify=cafile or True) as client:
+            clock.start()
+            r = await client.download(url, path)
+            clock.stop()
+            length = r.headers.get("content-length")
+            got = os.path.getsize(path) if os.path.isfile(path) else int(length or 0)
+            return check_body(r.status_code, got, length)
+    return asyncio.run(main())
