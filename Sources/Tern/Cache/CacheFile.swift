@@ -137,11 +137,11 @@ enum CacheFile {
         b.append(string: head.key)
         b.append(le: UInt32(head.status))
         b.append(string: head.reason)
-        b.append(le: head.requestTime.timeIntervalSince1970.bitPattern)
-        b.append(le: head.responseTime.timeIntervalSince1970.bitPattern)
+        b.append(le: head.requestTime.timeIntervalSinceReferenceDate.bitPattern)
+        b.append(le: head.responseTime.timeIntervalSinceReferenceDate.bitPattern)
         if let expiry = head.expiresOverride {
             b.append(1)
-            b.append(le: expiry.timeIntervalSince1970.bitPattern)
+            b.append(le: expiry.timeIntervalSinceReferenceDate.bitPattern)
         } else {
             b.append(0)
         }
@@ -166,7 +166,7 @@ enum CacheFile {
         var expiry: Date?
         if hasExpiry == 1 {
             guard let e = r.u64() else { return nil }
-            expiry = Date(timeIntervalSince1970: Double(bitPattern: e))
+            expiry = Date(timeIntervalSinceReferenceDate: Double(bitPattern: e))
         }
         guard let fieldCount = r.u32() else { return nil }
         var fields = HTTPFields()
@@ -183,8 +183,8 @@ enum CacheFile {
         guard r.atEnd else { return nil }
         return CachedHead(
             key: key, status: Int(status), reason: reason, headers: fields, varyValues: vary,
-            requestTime: Date(timeIntervalSince1970: Double(bitPattern: requestTime)),
-            responseTime: Date(timeIntervalSince1970: Double(bitPattern: responseTime)),
+            requestTime: Date(timeIntervalSinceReferenceDate: Double(bitPattern: requestTime)),
+            responseTime: Date(timeIntervalSinceReferenceDate: Double(bitPattern: responseTime)),
             expiresOverride: expiry)
     }
 }
