@@ -148,6 +148,24 @@ extension TernTests {
             #expect(!reopened.entries(key: "http://lru.test/e").isEmpty, "the most recent survives a smaller limit")
         }
 
+        @Test func memoryLayer() throws {
+            let store = try CacheStore(folder: temporaryPath("cache"), sizeLimit: 1 << 20, memoryLimit: 64_000, syncsToDisk: false)
+            defer { removeTree(store.folder) }
+            try store.store(head: head("http://m.test/a"), body: bytes(1000))
+            let first = try #require(store.lookup(key: "http://m.test/a", request: [:]))
+            #expect(try first.readBody() == bytes(1000))
+            let second = try #require(store.lookup(key: "http://m.test/a", request: [:]))
+            #expect(first === second, "the held entry is reused while the file is the same")
+            // Replaced by another writer (another process, say): the new file wins.
+            try store.store(head: head("http://m.test/a"), body: bytes(500, seed: 3))
+            #expect(try store.lookup(key: "http://m.test/a", request: [:])?.readBody() == bytes(500, seed: 3))
+            store.remove(key: "http://m.test/a")
+            #expect(store.lookup(key: "http://m.test/a", request: [:]) == nil, "removed files are not served from memory")
+            // Bodies over a quarter of the limit are not held.
+            try store.store(head: head("http://m.test/big"), body: bytes(20_000))
+            #expect(store.lookup(key: "http://m.test/big", request: [:])?.keepsBody == false)
+        }
+
         @Test func damagedFilesAreNeverServed() throws {
             let store = try makeStore()
             defer { removeTree(store.folder) }

@@ -36,8 +36,12 @@ package final class CacheEntry: Sendable {
     let bodyChecksum: UInt64
     let inode: UInt64
     private let fd: Int32
+    /// Set for entries held by the store's memory layer: the body, once read, stays here.
+    let keepsBody: Bool
+    private let memoryBody = Locked<Data?>(nil)
 
-    init(head: CachedHead, path: String, prefix: CacheFile.Prefix, inode: UInt64, fd: Int32) {
+    init(head: CachedHead, path: String, prefix: CacheFile.Prefix, inode: UInt64, fd: Int32, keepsBody: Bool = false) {
+        self.keepsBody = keepsBody
         self.head = head
         self.path = path
         self.bodyOffset = prefix.bodyOffset
@@ -54,6 +58,7 @@ package final class CacheEntry: Sendable {
     /// - Throws: ``TernError/Code/fileReadFailed`` if the file cannot be read or the body does
     ///   not match its checksum (the entry is then not to be used).
     package func readBody() throws(TernError) -> Data {
+        if let kept = memoryBody.withLock({ $0 }) { return kept }
         var data = Data(count: Int(bodyLength))
         var sum = CacheChecksum()
         let ok = data.withUnsafeMutableBytes { buffer -> Bool in
@@ -70,6 +75,7 @@ package final class CacheEntry: Sendable {
         guard ok, sum.value == bodyChecksum else {
             throw TernError(code: .fileReadFailed, message: "cache entry \(path): body is damaged")
         }
+        if keepsBody { memoryBody.withLock { $0 = data } }
         return data
     }
 
@@ -258,11 +264,24 @@ package final class CacheStore: Sendable {
 
     private let state = Locked(State())
     private let evicting = ConditionLock()
+    /// The bytes of bodies the memory layer may hold (0: no memory layer).
+    package let memoryLimit: Int
+    private let memory = Locked(MemoryLayer())
+
+    /// Recently used entries kept open (head parsed, body kept once read), by path. An entry
+    /// is reused only while the path still names the same inode; the open descriptor pins the
+    /// inode, so its number cannot be recycled for another file meanwhile.
+    private struct MemoryLayer {
+        var items: [String: (entry: CacheEntry, lastUse: UInt64)] = [:]
+        var bytes = 0
+        var clock: UInt64 = 0
+    }
 
     /// Opens (creating if needed) a store in `folder`, removes what killed writers left and
     /// evicts down to `sizeLimit`.
-    package init(folder: String, sizeLimit: Int64, syncsToDisk: Bool = true) throws(TernError) {
+    package init(folder: String, sizeLimit: Int64, memoryLimit: Int = 0, syncsToDisk: Bool = true) throws(TernError) {
         self.folder = folder
+        self.memoryLimit = memoryLimit
         self.sizeLimit = sizeLimit
         self.syncsToDisk = syncsToDisk
         for dir in [folder, folder + "/entries", folder + "/tmp"] {
@@ -356,6 +375,49 @@ package final class CacheStore: Sendable {
     }
 
     private func openEntry(path: String, key: String) -> CacheEntry? {
+        if memoryLimit > 0 {
+            var info = stat()
+            guard stat(path, &info) == 0 else {
+                forget(path)
+                return nil
+            }
+            let held: CacheEntry? = memory.withLock { m in
+                guard let item = m.items[path], item.entry.inode == UInt64(info.st_ino) else { return nil }
+                m.clock += 1
+                m.items[path]?.lastUse = m.clock
+                return item.entry
+            }
+            if let held { return held.head.key == key ? held : nil }
+        }
+        guard let entry = openFile(path: path, key: key) else { return nil }
+        if memoryLimit > 0 { remember(entry) }
+        return entry
+    }
+
+    private func forget(_ path: String) {
+        memory.withLock { m in
+            if let item = m.items.removeValue(forKey: path) { m.bytes -= Int(item.entry.bodyLength) }
+        }
+    }
+
+    /// Holds an entry in the memory layer, dropping the least recently used beyond the limit
+    /// (bodies count by their length; at most 1024 entries, each an open descriptor).
+    private func remember(_ entry: CacheEntry) {
+        guard entry.keepsBody else { return }
+        memory.withLock { m in
+            if let old = m.items[entry.path] { m.bytes -= Int(old.entry.bodyLength) }
+            m.clock += 1
+            m.items[entry.path] = (entry, m.clock)
+            m.bytes += Int(entry.bodyLength)
+            while m.bytes > memoryLimit || m.items.count > 1024,
+                  let oldest = m.items.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+                m.items.removeValue(forKey: oldest.key)
+                m.bytes -= Int(oldest.value.entry.bodyLength)
+            }
+        }
+    }
+
+    private func openFile(path: String, key: String) -> CacheEntry? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         var keep = false
@@ -387,7 +449,9 @@ package final class CacheStore: Sendable {
               let head = CacheFile.decode(headBytes) else { return damaged() }
         guard head.key == key else { return nil }  // a hash collision: not ours
         keep = true
-        return CacheEntry(head: head, path: path, prefix: prefix, inode: UInt64(info.st_ino), fd: fd)
+        return CacheEntry(
+            head: head, path: path, prefix: prefix, inode: UInt64(info.st_ino), fd: fd,
+            keepsBody: memoryLimit > 0 && prefix.bodyLength <= Int64(memoryLimit / 4))
     }
 
     // MARK: Writing

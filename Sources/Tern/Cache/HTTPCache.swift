@@ -36,6 +36,8 @@ public final class HTTPCache: Sendable {
     /// The most bytes the stored entries may take on disk (permanent and session entries
     /// each); the least recently used go first when a store passes it.
     public let sizeLimit: Int64
+    /// The bytes of bodies the memory layer keeps (0: no memory layer).
+    public let memoryLimit: Int
 
     let permanent: CacheStore
     private let session: Locked<(store: CacheStore, owner: Int32)?> = Locked(nil)
@@ -56,14 +58,20 @@ public final class HTTPCache: Sendable {
     /// - Parameters:
     ///   - folder: The cache folder; entries go in `entries/`, writes in progress in `tmp/`.
     ///   - sizeLimit: The most bytes the entries may take (default 64 MiB).
+    ///   - memoryLimit: The bytes of response bodies kept in memory as well, for the most
+    ///     recently used entries (0, the default: none). Entries read from memory are still
+    ///     checked against the folder, so another process's newer entry is never shadowed.
     ///   - syncsToDisk: Whether each entry is flushed to disk before it becomes visible, so
     ///     that it is also whole or absent after a power loss (the default). Without it an
     ///     entry is still whole or absent after a crash of the process.
     /// - Throws: ``TernError/Code/fileWriteFailed`` when the folder cannot be created.
-    public init(folder: String, sizeLimit: Int64 = 64 << 20, syncsToDisk: Bool = true) throws(TernError) {
+    public init(
+        folder: String, sizeLimit: Int64 = 64 << 20, memoryLimit: Int = 0, syncsToDisk: Bool = true
+    ) throws(TernError) {
         self.folder = folder
         self.sizeLimit = sizeLimit
-        permanent = try CacheStore(folder: folder, sizeLimit: sizeLimit, syncsToDisk: syncsToDisk)
+        self.memoryLimit = memoryLimit
+        permanent = try CacheStore(folder: folder, sizeLimit: sizeLimit, memoryLimit: memoryLimit, syncsToDisk: syncsToDisk)
         removeAbandonedSessions()
     }
 
@@ -216,7 +224,7 @@ public final class HTTPCache: Sendable {
             guard mkdir(dir, 0o700) == 0 else { return nil }
             let owner = open(dir + "/owner", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard owner >= 0, flock(owner, LOCK_EX | LOCK_NB) == 0,
-                  let store = try? CacheStore(folder: dir, sizeLimit: sizeLimit, syncsToDisk: false) else {
+                  let store = try? CacheStore(folder: dir, sizeLimit: sizeLimit, memoryLimit: memoryLimit, syncsToDisk: false) else {
                 if owner >= 0 { close(owner) }
                 removeTree(dir)
                 return nil
