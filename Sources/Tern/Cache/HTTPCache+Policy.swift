@@ -13,13 +13,15 @@ extension HTTPCache {
     /// if an `updateCache` flag is present.
     ///
     /// ```swift
-    /// request.cachePolicy = [.askServerIfModified, .fallbackToCacheIfLoadFails]  // ASIHTTPRequest
-    /// request.cachePolicy = [.readCache, .updateCache]                         // Mesibo
+    /// let asi: HTTPCache.Policy = [.askServerIfModified, .fallbackToCacheIfLoadFails]
+    /// let mesibo: HTTPCache.Policy = [.readCache, .updateCache]
+    /// cache.defaultPolicy = asi
     /// ```
     ///
     /// An empty set, ``useDefault``, means the cache's ``HTTPCache/defaultPolicy``; when that is
     /// empty too the cache behaves as RFC 9111 says (``askServerIfModifiedWhenStale``).
     public struct Policy: OptionSet, Sendable, Hashable {
+        /// The flags as bits (ASIHTTPRequest's values are not kept: combine the named flags).
         public let rawValue: UInt32
 
         /// Creates a policy from raw flags.
@@ -117,6 +119,7 @@ extension HTTPCache {
 
         /// Whether the response is written.
         package enum Write: Sendable, Equatable {
+            /// Never.
             case never
             /// When RFC 9111 allows (``CacheRules/isStorable(method:request:status:response:shared:)``).
             case standard
@@ -124,7 +127,9 @@ extension HTTPCache {
             case forced
         }
 
+        /// Which stored responses may answer.
         package var read: Read = .standard
+        /// Whether the response is written.
         package var write: Write = .standard
         /// False for the "don't load" policy: the network is never used.
         package var mayLoad = true
