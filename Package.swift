@@ -73,6 +73,17 @@ let package = Package(
             path: "Sources/tern",
             swiftSettings: swiftSettings
         ),
+        // Stores cache entries in a loop for the tests that SIGKILL it or run two at once on
+        // one folder (Tests/TernTests/CacheStoreTests.swift). Not a product.
+        .executableTarget(
+            name: "tern-cache-torture",
+            dependencies: [
+                "Tern",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/tern-cache-torture",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TernTests",
             dependencies: [
