@@ -101,8 +101,12 @@ extension Request {
     /// The response's `Content-Encoding` (mesibo's response `encoding`), if any.
     public var responseEncoding: String? { outcome(\.head)?.fields[.contentEncoding] }
 
-    /// True when the response came from a cache (always `false` until caching arrives).
-    public var isFromCache: Bool { false }
+    /// True when the response came from the request's ``cache`` (Mesibo's `respCached`):
+    /// fresh, or confirmed by a 304.
+    public var isFromCache: Bool {
+        if case .success(let response)? = outcome(\.result) { return response.isFromCache }
+        return false
+    }
 
     /// True when the latest attempt went out on a connection kept from an earlier request.
     public var isReused: Bool { outcome(\.head)?.isReused ?? false }

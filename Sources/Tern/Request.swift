@@ -181,6 +181,10 @@ public final class Request: Sendable {
         var maxReceiveSpeed: UInt64 = 0
         var maxSendSpeed: UInt64 = 0
         var bandwidthBudget: BandwidthBudget?
+        var cache: HTTPCache?
+        var cachePolicy: HTTPCache.Policy = .useDefault
+        var cacheStoragePolicy: HTTPCache.StoragePolicy?
+        var secondsToCache: TimeInterval?
         var priority = 0
         var maxRedirects = 20
         var redirectPolicy = RedirectPolicy()

@@ -163,6 +163,7 @@ class Stats:
         self.tags = {}  # tag -> set of connection ids that carried a request with ?tag=
         self.flaky = {}  # /flaky key -> requests seen
         self.probes = {}  # /probe tag -> ProbeStats
+        self.cache_hits = {}  # /cacheable key -> requests seen (full answers, 304s)
 
 
 class ProbeStats:
@@ -901,6 +902,51 @@ class Connection:
         await self.close_fin()
         return False
 
+    async def h_cacheable(self, req):
+        """A response with caching headers of the test's choosing, counting requests per `key`
+        (/cacheable-count?key= tells them as JSON {"requests", "full", "not_modified"}):
+        `cc` (Cache-Control), `etag`, `lm` (Last-Modified), `expires`, `vary`, `status` (200),
+        `size` pattern bytes (default 100), `v` (a version number that ends the body and the
+        ETag when `etag=auto`), `fail_after` (N: the key's requests after the N-th get a 503). A request whose If-None-Match matches the ETag, or whose
+        If-Modified-Since equals `lm`, gets a 304 with the same caching headers."""
+        key = req.q("key", "")
+        counts = self.server.stats.cache_hits.setdefault(key, [0, 0, 0])
+        counts[0] += 1
+        version = req.q("v", "1")
+        etag = req.q("etag")
+        if etag == "auto":
+            etag = '"%s-v%s"' % (key, version)
+        headers = []
+        if req.q("cc") is not None:
+            headers.append(("Cache-Control", req.q("cc")))
+        if etag:
+            headers.append(("ETag", etag))
+        if req.q("lm"):
+            headers.append(("Last-Modified", req.q("lm")))
+        if req.q("expires"):
+            headers.append(("Expires", req.q("expires")))
+        if req.q("vary"):
+            headers.append(("Vary", req.q("vary")))
+        inm = req.header("If-None-Match")
+        ims = req.header("If-Modified-Since")
+        if (etag and inm and etag in [t.strip() for t in inm.split(",")]) or \
+                (req.q("lm") and ims == req.q("lm") and not inm):
+            counts[2] += 1
+            return await self.respond(req, 304, headers)
+        fail_after = req.q_int("fail_after", 0)
+        if fail_after and counts[0] > fail_after:
+            return await self.respond(req, 503, [("Content-Type", "text/plain")], b"down\n")
+        counts[1] += 1
+        body = pattern_bytes(req.q_int("size", 100)) + ("v%s" % version).encode()
+        headers.append(("Content-Type", "application/octet-stream"))
+        return await self.respond(req, req.q_int("status", 200), headers, body)
+
+    async def h_cacheable_count(self, req):
+        counts = self.server.stats.cache_hits.get(req.q("key", ""), [0, 0, 0])
+        body = json.dumps({"requests": counts[0], "full": counts[1], "not_modified": counts[2]})
+        return await self.respond(req, 200, [("Content-Type", "application/json")],
+                                  body.encode() + b"\n")
+
     async def h_probe(self, req):
         """Counts requests with the same `tag` that are in progress at once (from the head read
         to the response written), records their `id` in arrival order, holds each `hold_ms`
@@ -1173,6 +1219,8 @@ ROUTES = {
     "/close-delimited": Connection.h_close_delimited,
     "/connections": Connection.h_connections,
     "/probe": Connection.h_probe,
+    "/cacheable": Connection.h_cacheable,
+    "/cacheable-count": Connection.h_cacheable_count,
     "/probe-stats": Connection.h_probe_stats,
     "/reset-stats": Connection.h_reset_stats,
     "/keepalive-timeout": Connection.h_keepalive_timeout,

@@ -321,6 +321,9 @@ extension Execution {
                     + (["content-length", "transfer-encoding"].contains(field.name.lowercased())
                         ? " (set by the engine)" : ""))
         }
+        for field in cacheStage?.conditionalFields ?? [:] {
+            try check(tern_request_add_header(h, field.name.rawName, field.value), "header field \(field.name)")
+        }
         for name in p.omittedFields {
             try check(tern_request_omit_header(h, name), "omitted header field \(name)")
         }

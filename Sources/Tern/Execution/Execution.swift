@@ -137,11 +137,14 @@ final class Execution: @unchecked Sendable {
     var local: AttemptLocal
     /// The queue entry that started this execution, told of its head, progress and end.
     let observer: (any ExecutionObserver)?
+    /// The cache's part in this execution, when the request uses a cache.
+    let cacheStage: CacheStage?
 
     init(request: Request, plan: Plan, handlers: Handlers, observer: (any ExecutionObserver)? = nil) {
         self.request = request
         self.plan = plan
         self.observer = observer
+        cacheStage = plan.cache.map(CacheStage.init)
         if plan.sessionStore != nil || plan.persistentStore != nil || plan.authHandler != nil {
             authentication = AuthenticationCoordinator(
                 sessionStore: plan.sessionStore, persistentStore: plan.persistentStore,
@@ -167,6 +170,7 @@ final class Execution: @unchecked Sendable {
             fail(beforeStart: problem)
             return
         }
+        if let stage = cacheStage, answerFromCache(stage) { return }
         let step = lock.withLock { machine.start(now: monotonicSeconds()) }
         perform(step, report: nil)
     }
@@ -174,8 +178,13 @@ final class Execution: @unchecked Sendable {
     /// Ends an execution that never submitted anything (a setup error, or a queued request
     /// refused or cancelled before its turn): the listener's -1 and the completions still run.
     func fail(beforeStart error: TernError) {
+        finishWithoutAttempt(.failure(error))
+    }
+
+    /// Ends an execution that submits nothing (answered from the cache, or failed early).
+    func finishWithoutAttempt(_ result: Result<Response, TernError>) {
         _ = lock.withLock { machine.cancel() }  // idle → finished, nothing submitted
-        finish(.failure(error), attempts: 0)
+        finish(result, attempts: 0)
     }
 
     /// Carries out what the machine decided.
@@ -206,11 +215,10 @@ final class Execution: @unchecked Sendable {
                     finish(.failure(cancelledError()), attempts: attempts)
                     return
                 }
-                if let error = report.error {
-                    finish(.failure(error), attempts: attempts)
-                } else {
-                    finish(.success(makeResponse(report, attempts: attempts)), attempts: attempts)
-                }
+                var result: Result<Response, TernError> =
+                    if let error = report.error { .failure(error) } else { .success(makeResponse(report, attempts: attempts)) }
+                if let stage = cacheStage { result = afterExchange(result, stage: stage) }
+                finish(result, attempts: attempts)
             case .cancelled:
                 finish(.failure(cancelledError()), attempts: attempts)
             case .totalTimedOut:
@@ -235,6 +243,7 @@ final class Execution: @unchecked Sendable {
     /// Builds the C request of attempt `number` and submits it.
     private func startAttempt(_ number: Int, timeLeft: Double?) {
         local = AttemptLocal(number: number, token: nextAttemptToken(), hopURL: plan.url)
+        cacheStage?.attemptStarted()
         let built: CRequest
         do throws(TernError) {
             built = try makeCRequest(attempt: number, timeLeft: timeLeft)

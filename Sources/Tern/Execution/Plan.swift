@@ -65,6 +65,8 @@ struct Plan: Sendable {
     /// Keeps the C budget alive whenever an attempt's C request is built from this plan;
     /// each C request then holds a reference of its own until it is freed.
     let bandwidthBudget: BandwidthBudget?
+    /// The cache stage's settings, `nil` when the request uses no cache.
+    let cache: CacheSettings?
     let priority: Int
     let body: Body
     let download: Download?
@@ -297,6 +299,40 @@ struct Plan: Sendable {
         } else {
             download = nil
         }
+        cache = CacheSettings(settings: s, method: method, fields: fields, download: download)
         setupError = problem
+    }
+}
+
+/// What the cache stage needs from a request's settings.
+struct CacheSettings: Sendable {
+    let cache: HTTPCache
+    let policy: HTTPCache.Policy
+    let storagePolicy: HTTPCache.StoragePolicy?
+    let secondsToCache: TimeInterval?
+    let method: HTTPRequest.Method
+    /// The request's own fields: directives (`Cache-Control`, `Pragma`) and `Vary` values.
+    let requestFields: HTTPFields
+    /// GET or HEAD whose whole response goes to memory or a file: read and written. Other
+    /// methods only invalidate (RFC 9111 4.4).
+    let readsAndWrites: Bool
+
+    /// `nil` without a cache. A ranged or resumed download, or a body streamed to a data
+    /// handler, passes the cache by.
+    init?(settings s: Request.Settings, method: String, fields: HTTPFields, download: Plan.Download?) {
+        guard let cache = s.cache, let parsed = HTTPRequest.Method(method) else { return nil }
+        let wholeResponse =
+            s.dataHandler == nil
+            && (download.map { $0.offset == 0 && $0.end == 0 && !$0.resume } ?? true)
+        let safe = parsed == .get || parsed == .head
+        guard !safe || wholeResponse else { return nil }
+        self.cache = cache
+        policy = s.cachePolicy
+        storagePolicy = s.cacheStoragePolicy
+        secondsToCache = s.secondsToCache
+        self.method = parsed
+        requestFields = fields
+        readsAndWrites = safe && s.body == nil && s.bodyFile == nil && s.requestBody == nil
+            && s.postValues.isEmpty
     }
 }

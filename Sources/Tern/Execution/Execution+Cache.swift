@@ -1,0 +1,271 @@
+// The cache as a stage of an execution: answer from the stored response before any attempt,
+// send the conditional fields of a revalidation, and after the exchange store the response,
+// serve the stored one on a 304, invalidate after unsafe methods, or fall back to it on failure.
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What the cache lookup of one execution found, and what its attempts sent.
+final class CacheStage: @unchecked Sendable {
+    let settings: CacheSettings
+
+    // Guarded by `lock`.
+    private let lock = ConditionLock()
+    private var entryStorage: CacheEntry?
+    private var conditionsStorage: HTTPFields?
+    private var requestTimeStorage = Date()
+
+    init(_ settings: CacheSettings) {
+        self.settings = settings
+    }
+
+    /// The stored response the lookup found (answered, revalidated or kept for a fallback).
+    var entry: CacheEntry? { lock.withLock { entryStorage } }
+
+    /// The fields that make the request conditional (a stale entry with validators).
+    var conditionalFields: HTTPFields? { lock.withLock { conditionsStorage } }
+
+    /// When the latest attempt went out (RFC 9111's request_time).
+    var requestTime: Date { lock.withLock { requestTimeStorage } }
+
+    func attemptStarted() {
+        lock.withLock { requestTimeStorage = Date() }
+    }
+
+    enum Start {
+        /// Answer from this stored response.
+        case answer(CacheEntry)
+        /// Answer from this stored response and revalidate it in the background.
+        case answerAndRevalidate(CacheEntry)
+        /// Nothing may be used and the network may not be asked: 504.
+        case unavailable
+        /// Go to the network (conditionally when ``conditionalFields`` is set).
+        case network
+    }
+
+    func begin(url: URL) -> Start {
+        guard settings.readsAndWrites else { return .network }
+        let (entry, decision) = settings.cache.plan(
+            method: settings.method, url: url, request: settings.requestFields, policy: settings.policy)
+        lock.withLock { entryStorage = entry }
+        switch decision {
+        case .useStored:
+            return entry.map { .answer($0) } ?? .network
+        case .useStoredAndRevalidate:
+            return entry.map { .answerAndRevalidate($0) } ?? .network
+        case .validate(let conditions):
+            lock.withLock { conditionsStorage = conditions }
+            return .network
+        case .fetch:
+            return .network
+        case .unavailable:
+            return .unavailable
+        }
+    }
+}
+
+extension Execution {
+    /// Answers the request from the cache when the lookup allows; true when it did (the
+    /// execution is finished).
+    func answerFromCache(_ stage: CacheStage) -> Bool {
+        switch stage.begin(url: plan.url) {
+        case .network:
+            return false
+        case .unavailable:
+            finishWithoutAttempt(.success(gatewayTimeout()))
+            return true
+        case .answer(let entry):
+            guard let response = responseFromCache(entry) else { return false }
+            finishWithoutAttempt(.success(response))
+            return true
+        case .answerAndRevalidate(let entry):
+            guard let response = responseFromCache(entry) else { return false }
+            finishWithoutAttempt(.success(response))
+            request.revalidationCopy()?.execute()
+            return true
+        }
+    }
+
+    /// The cache's part in the end of an exchange; returns the result to finish with.
+    func afterExchange(_ result: Result<Response, TernError>, stage: CacheStage) -> Result<Response, TernError> {
+        let settings = stage.settings
+        let cache = settings.cache
+        guard settings.readsAndWrites else {
+            if case .success(let response) = result {
+                cache.invalidate(
+                    method: settings.method, url: plan.url, status: response.statusCode,
+                    response: response.headerFields)
+            }
+            return result
+        }
+        switch result {
+        case .success(let response):
+            if response.statusCode == 304, stage.conditionalFields != nil, let entry = stage.entry {
+                let refreshed = cache.refresh(
+                    entry, with: response.headerFields, requestTime: stage.requestTime, responseTime: Date())
+                if let refreshed, let served = responseFromCache(refreshed) { return .success(served) }
+                return result
+            }
+            if [500, 502, 503, 504].contains(response.statusCode), let entry = stage.entry,
+                CacheRules.canServeStale(
+                    entry.head, onErrorStatus: response.statusCode, request: settings.requestFields, now: Date()),
+                let served = responseFromCache(entry)
+            {
+                return .success(served)
+            }
+            store(response, stage: stage)
+            return result
+        case .failure(let error):
+            guard error.code != .cancelled, let entry = stage.entry else { return result }
+            let allowed =
+                cache.behaviour(for: settings.policy).fallbackOnFailure
+                || CacheRules.canServeStale(entry.head, onErrorStatus: nil, request: settings.requestFields, now: Date())
+            if allowed, let served = responseFromCache(entry) { return .success(served) }
+            return result
+        }
+    }
+
+    /// Writes a response to the cache when the policy and RFC 9111 allow: the body from
+    /// memory, or from the download file it went to.
+    private func store(_ response: Response, stage: CacheStage) {
+        let settings = stage.settings
+        guard settings.method == .get,
+            let writer = settings.cache.writer(
+                method: settings.method, url: plan.url, request: settings.requestFields,
+                status: response.statusCode, reason: response.status.reasonPhrase,
+                response: response.headerFields, requestTime: stage.requestTime, responseTime: Date(),
+                policy: settings.policy, storagePolicy: settings.storagePolicy,
+                secondsToCache: settings.secondsToCache, expectedLength: response.contentLength)
+        else { return }
+        if let path = response.downloadFile, plan.download != nil {
+            guard Self.copyFile(path, into: writer) else {
+                writer.discard()
+                return
+            }
+        } else {
+            writer.append(response.data)
+        }
+        _ = try? writer.commit()
+    }
+
+    /// Streams a file into a cache writer in buffer-sized pieces; false on a read error.
+    private static func copyFile(_ path: String, into writer: CacheWriter) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = read(fd, buffer.baseAddress, buffer.count)
+            if n == 0 { return true }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            writer.append(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+        }
+    }
+
+    /// The response a stored entry gives, with its body in memory or written to the download
+    /// file (through a `.part` file, as the engine does), and the request's fields set as after
+    /// a network response; `nil` when the stored body cannot be read (then the network answers).
+    func responseFromCache(_ entry: CacheEntry) -> Response? {
+        let head = entry.head
+        var fields = head.headers
+        fields[.age] = CacheRules.ageField(head, now: Date())
+        let isHead = plan.method == "HEAD"
+        var data = Data()
+        var downloadFile: String?
+        if !isHead, let download = plan.download, (200...299).contains(head.status) || download.anyStatus {
+            guard Self.writeBody(of: entry, to: download.path) else { return nil }
+            downloadFile = download.path
+        } else if !isHead {
+            guard let body = try? entry.readBody() else { return nil }
+            data = body
+        }
+        let length = UInt64(isHead ? 0 : entry.bodyLength)
+        let responseHead = ResponseHead(
+            status: head.status, reason: head.reason, httpMinorVersion: 1, fields: fields,
+            contentLength: fields[.contentLength].flatMap { Int64($0) }, isReused: false)
+        request.storage.withLock { s in
+            s.outcome.head = responseHead
+            s.outcome.data = data
+            s.outcome.bytesReceived = length
+            s.outcome.bytesDelivered = length
+            s.outcome.contentLength = responseHead.contentLength
+            s.outcome.offset = 0
+            s.outcome.progress.bytesReceived = length
+            s.outcome.progress.bytesExpected = length
+        }
+        return Response(
+            url: plan.url, originalURL: plan.url, redirectCount: 0,
+            status: HTTPResponse.Status(code: head.status, reasonPhrase: head.reason),
+            httpMinorVersion: 1, headerFields: fields, contentLength: responseHead.contentLength,
+            offset: 0, bytesReceived: length, data: data, downloadFile: downloadFile,
+            isReused: false, isFromCache: true, attempts: 0, timings: Response.Timings(),
+            sentRequestHead: nil, tlsInfo: nil, decodedEncoding: nil, bytesDelivered: length,
+            isRequestBodySkipped: false)
+    }
+
+    /// A stored body written to `path` whole or not at all (a `.part` file renamed into place).
+    private static func writeBody(of entry: CacheEntry, to path: String) -> Bool {
+        let part = path + ".part"
+        let fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return false }
+        var ok = (try? entry.copyBody(to: fd, verify: true)) != nil
+        ok = close(fd) == 0 && ok
+        if ok, rename(part, path) == 0 { return true }
+        unlink(part)
+        return false
+    }
+
+    /// `only-if-cached` (or the "don't load" policy) with nothing usable stored.
+    private func gatewayTimeout() -> Response {
+        request.storage.withLock { s in
+            s.outcome.head = ResponseHead(
+                status: 504, reason: "Gateway Timeout", httpMinorVersion: 1, fields: [:], contentLength: 0,
+                isReused: false)
+            s.outcome.data = Data()
+        }
+        return Response(
+            url: plan.url, originalURL: plan.url, redirectCount: 0,
+            status: HTTPResponse.Status(code: 504, reasonPhrase: "Gateway Timeout"),
+            httpMinorVersion: 1, headerFields: [:], contentLength: 0, offset: 0, bytesReceived: 0,
+            data: Data(), downloadFile: nil, isReused: false, isFromCache: false, attempts: 0,
+            timings: Response.Timings(), sentRequestHead: nil, tlsInfo: nil, decodedEncoding: nil,
+            bytesDelivered: 0, isRequestBodySkipped: false)
+    }
+}
+
+extension Request {
+    /// A copy that revalidates the stored response in the background
+    /// (`stale-while-revalidate`): same URL, fields, cache and engine, no handlers.
+    func revalidationCopy() -> Request? {
+        var settings = storage.withLock { $0.settings }
+        guard settings.cache != nil else { return nil }
+        settings.downloadFile = nil
+        settings.listener = nil
+        settings.completions = []
+        settings.headHandler = nil
+        settings.dataHandler = nil
+        settings.progressHandler = nil
+        settings.progressStreams = []
+        settings.authenticationHandler = nil
+        settings.cachePolicy = [.askServerIfModified]
+        let copy = Request(url: settings.url, method: settings.method)
+        copy.storage.withLock { $0.settings = settings }
+        return copy
+    }
+}

@@ -1,0 +1,171 @@
+// The cache as a stage of a request, against the fault-injection server's /cacheable endpoint
+// (caching headers of the test's choosing, requests counted per key): fresh hits, revalidation
+// with 304, no-store, downloads to a file, invalidation, policies, Vary, stale-if-error.
+
+import Dispatch
+import Foundation
+import Testing
+@testable import Tern
+
+/// What /cacheable-count reports for a key.
+struct CacheableCount: Decodable, Equatable {
+    var requests: Int
+    var full: Int
+    var not_modified: Int
+}
+
+extension TernTests {
+    @Suite struct CacheStage {
+        let servers: Servers
+        let cache: HTTPCache
+        let folder = temporaryPath("cache")
+        let key = "c-\(UUID().uuidString.prefix(8))"
+
+        init() throws {
+            servers = try Servers.get()
+            cache = try HTTPCache(folder: folder, sizeLimit: 64 << 20)
+        }
+
+        func url(_ query: String, key: String? = nil) -> URL {
+            servers.fault("/cacheable?key=\(key ?? self.key)&\(query)")
+        }
+
+        func get(_ url: URL, policy: HTTPCache.Policy = .useDefault, fields: [(String, String)] = [])
+            async throws -> Request
+        {
+            let request = Request(url: url)
+            request.cache = cache
+            request.cachePolicy = policy
+            for (name, value) in fields { request.setHeader(name, value) }
+            _ = try await request.response()
+            return request
+        }
+
+        func count(_ key: String? = nil) async throws -> CacheableCount {
+            let response = try await Request(url: servers.fault("/cacheable-count?key=\(key ?? self.key)")).response()
+            return try JSONDecoder().decode(CacheableCount.self, from: response.data)
+        }
+
+        @Test func aFreshResponseIsAnsweredFromTheCache() async throws {
+            let target = url("cc=max-age=60&size=5000")
+            let first = try await get(target)
+            #expect(first.statusCode == 200 && !first.isFromCache)
+            let second = try await get(target)
+            #expect(second.isFromCache)
+            #expect(second.statusCode == 200)
+            #expect(second.data == first.data && second.data?.count == 5002)
+            #expect(second.result.flatMap { try? $0.get().headerFields[.age] } != nil, "no Age field")
+            #expect(try await count() == CacheableCount(requests: 1, full: 1, not_modified: 0))
+        }
+
+        @Test func aStaleResponseIsRevalidatedAndA304ServesTheStoredBody() async throws {
+            let target = url("cc=max-age=0&etag=auto&size=300")
+            let first = try await get(target)
+            let second = try await get(target)
+            #expect(second.isFromCache, "a 304 confirms the stored response")
+            #expect(second.statusCode == 200 && second.data == first.data)
+            #expect(try await count() == CacheableCount(requests: 2, full: 1, not_modified: 1))
+        }
+
+        @Test func noStoreIsNeverStored() async throws {
+            let target = url("cc=no-store")
+            _ = try await get(target)
+            let second = try await get(target)
+            #expect(!second.isFromCache)
+            #expect(try await count().full == 2)
+            #expect(!cache.hasResponse(for: target))
+        }
+
+        @Test func aDownloadIsStoredAndServedAsAFile() async throws {
+            let target = url("cc=max-age=60&size=3000000")
+            let path = temporaryPath("download")
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            for round in 0..<2 {
+                try? FileManager.default.removeItem(atPath: path)
+                let request = Request(url: target)
+                request.cache = cache
+                request.downloadFile = path
+                let response = try await request.response()
+                #expect(response.isFromCache == (round == 1))
+                let data = try Data(contentsOf: URL(fileURLWithPath: path))
+                #expect(data.count == 3_000_002)
+                #expect(data.suffix(2) == Data("v1".utf8))
+                #expect(!FileManager.default.fileExists(atPath: path + ".part"))
+            }
+            #expect(try await count().requests == 1)
+        }
+
+        @Test func anUnsafeMethodInvalidatesTheStoredResponse() async throws {
+            let target = url("cc=max-age=60")
+            _ = try await get(target)
+            #expect(cache.hasResponse(for: target))
+            let post = Request(url: target, method: .post)
+            post.cache = cache
+            post.body = Data("x".utf8)
+            _ = try await post.response()
+            #expect(!cache.hasResponse(for: target))
+            let again = try await get(target)
+            #expect(!again.isFromCache)
+        }
+
+        @Test func policies() async throws {
+            let target = url("cc=max-age=60")
+            _ = try await get(target)
+            let bypass = try await get(target, policy: .doNotReadFromCache)
+            #expect(!bypass.isFromCache)
+            let ask = try await get(target, policy: .askServerIfModified)
+            #expect(!ask.isFromCache, "no validator: the server answers in full")
+            #expect(try await count().full == 3)
+            // Nothing stored under another key: only-if-cached answers 504 without the network.
+            let other = url("cc=max-age=60", key: key + "-none")
+            let offline = try await get(other, policy: .dontLoad)
+            #expect(offline.statusCode == 504 && !offline.isFromCache)
+            #expect(try await count(key + "-none").requests == 0)
+            let directive = try await get(other, fields: [("Cache-Control", "only-if-cached")])
+            #expect(directive.statusCode == 504)
+            // A write-less request leaves nothing behind.
+            let unwritten = url("cc=max-age=60", key: key + "-nowrite")
+            _ = try await get(unwritten, policy: .doNotWriteToCache)
+            #expect(!cache.hasResponse(for: unwritten))
+        }
+
+        @Test func varyKeepsOneResponsePerValue() async throws {
+            let target = url("cc=max-age=60&vary=X-Lang")
+            _ = try await get(target, fields: [("X-Lang", "en")])
+            _ = try await get(target, fields: [("X-Lang", "fr")])
+            let en = try await get(target, fields: [("X-Lang", "en")])
+            let fr = try await get(target, fields: [("X-Lang", "fr")])
+            #expect(en.isFromCache && fr.isFromCache)
+            #expect(try await count().full == 2)
+        }
+
+        @Test func staleIfErrorServesTheStoredResponseOnA503() async throws {
+            let target = url("cc=max-age=0,stale-if-error=60&fail_after=1")
+            let first = try await get(target)
+            #expect(first.statusCode == 200)
+            let second = try await get(target)
+            #expect(second.statusCode == 200 && second.isFromCache, "status \(second.statusCode)")
+            #expect(second.data == first.data)
+            let counts = try await count()
+            #expect(counts.requests == 2 && counts.full == 1)
+        }
+
+        @Test func aCachedAnswerRunsTheListenerAndCompletions() async throws {
+            let target = url("cc=max-age=60")
+            _ = try await get(target)
+            let events = Recorder<Int>()
+            let request = Request(url: target)
+            request.cache = cache
+            request.listener = { _, _, percent in
+                events.append(percent)
+                return true
+            }
+            let completed = Recorder<Bool>()
+            request.onCompletion { request in completed.append(request.isFromCache) }
+            let response = try await request.response()
+            #expect(response.isFromCache)
+            #expect(eventually { completed.all == [true] })
+            #expect(events.all.last == 100 && events.all.filter { $0 == 100 }.count == 1, "\(events.all)")
+        }
+    }
+}
