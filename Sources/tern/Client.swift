@@ -67,6 +67,8 @@ final class CommandRunner: Sendable {
     let cookieLine: String?
     /// The -Z progress line (on a terminal, without -s or -v), fed by every transfer.
     let board: TransferBoard?
+    /// --cache DIR: the HTTP cache every transfer of the run reads and writes.
+    let cache: HTTPCache?
 
     init(
         options: TernCommand, dataItems: [DataItem], formItems: [(value: String, literal: Bool)],
@@ -111,6 +113,17 @@ final class CommandRunner: Sendable {
         } catch {
             Output.stderr("tern: cannot start the engine: \(error.message)\n")
             exit(2)
+        }
+        if let folder = options.cacheFolder {
+            do {
+                cache = try HTTPCache(folder: folder, sizeLimit: 1 << 30)
+            } catch {
+                // curl's "failed creating file" (23) is the nearest: nothing was transferred.
+                Output.stderr("tern: --cache \(folder): \(error.message)\n")
+                exit(23)
+            }
+        } else {
+            cache = nil
         }
     }
 
@@ -258,6 +271,7 @@ final class CommandRunner: Sendable {
         if let rate = options.limitRate.flatMap(CurlArguments.rate) {
             request.maxReceiveSpeed = rate
         }
+        request.cache = cache
 
         // Redirects: only with -L, at most --max-redirs (curl's default 50). Like curl, an
         // https page may send us to http.

@@ -253,6 +253,10 @@ struct TernCommand: ParsableCommand {
     @Flag(name: .customLong("proxy-anyauth"), help: "Answer the proxy's challenge with its strongest scheme.")
     var proxyAnyAuth = false
 
+    @Option(name: .customLong("cache"), parsing: .unconditional,
+            help: ArgumentHelp("Answer from and store into the HTTP cache in this folder (RFC 9111, private).", valueName: "dir"))
+    var cacheFolder: String?
+
     @Option(name: .customLong("limit-rate"), parsing: .unconditional,
             help: ArgumentHelp("Receive at most RATE bytes per second; suffixes k, m, g (1024-based).", valueName: "speed"))
     var limitRate: String?
@@ -357,7 +361,7 @@ enum CurlArguments {
         "--connect-timeout", "--max-time", "--retry", "--data-raw", "--data-urlencode",
         "--form", "--form-string", "--upload-file", "--cacert", "--capath", "--cert", "--key",
         "--pass", "--max-redirs", "--user", "--cookie", "--cookie-jar", "--proxy",
-        "--proxy-user", "--noproxy", "--limit-rate", "--parallel-max",
+        "--proxy-user", "--noproxy", "--limit-rate", "--parallel-max", "--cache",
     ]
 
     /// Which of `flags` comes last in normalized arguments (curl: the last of --basic,

@@ -150,6 +150,27 @@ extension TernTests {
             #expect(counts.requests == 2 && counts.full == 1)
         }
 
+        @Test func theCLIsCacheFolderAnswersTheSecondRun() async throws {
+            let folder = temporaryPath("cli-cache")
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let target = url("cc=max-age=60&size=200000").absoluteString
+            var outputs: [Data] = []
+            var lines: [String] = []
+            for round in 0..<2 {
+                let file = temporaryPath("cli-out-\(round)")
+                defer { try? FileManager.default.removeItem(atPath: file) }
+                let run = try tern(["-s", "--cache", folder, "-o", file, "-w", "%{http_code} %{size_download}", target])
+                #expect(run.status == 0)
+                lines.append(String(decoding: run.stdout, as: UTF8.self))
+                outputs.append(try Data(contentsOf: URL(fileURLWithPath: file)))
+            }
+            #expect(outputs[0].count == 200_002 && outputs[0] == outputs[1])
+            #expect(lines == ["200 200002", "200 200002"])
+            #expect(try await count().requests == 1, "the second run went to the network")
+            let bad = try tern(["-s", "--cache", "/proc/forbidden/cache", target])
+            #expect(bad.status == 23)
+        }
+
         @Test func aCachedAnswerRunsTheListenerAndCompletions() async throws {
             let target = url("cc=max-age=60")
             _ = try await get(target)
