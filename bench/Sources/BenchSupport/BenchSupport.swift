@@ -27,6 +27,9 @@ public enum Workload: Sendable {
     case download(url: String, path: String)
     /// The `upload URL FILE` extension: FILE as one multipart/form-data part, sent with PUT.
     case upload(url: String, path: String)
+    /// The `cachehit URL N` extension: N GETs, one at a time, answered from the client's HTTP
+    /// cache (one request first stores the response; it is not counted).
+    case cacheHit(url: String, count: Int)
 }
 
 /// Exit codes of the driver contract.
@@ -47,7 +50,7 @@ public struct Driver: Sendable {
 
     /// Parses `CommandLine.arguments`, exiting with the contract's codes on bad usage;
     /// `upload` is accepted only from drivers that say they support it.
-    public static func parse(name: String, supportsUpload: Bool = false) -> Driver {
+    public static func parse(name: String, supportsUpload: Bool = false, supportsCacheHit: Bool = false) -> Driver {
         let args = Array(CommandLine.arguments.dropFirst())
         let ca = getenv("BENCH_CAFILE").map { String(cString: $0) }
         let caFile = (ca?.isEmpty ?? true) ? nil : ca
@@ -72,8 +75,11 @@ public struct Driver: Sendable {
             return Driver(name: name, workload: .download(url: args[1], path: args[2]), caFile: caFile)
         case ("upload", 3) where supportsUpload:
             return Driver(name: name, workload: .upload(url: args[1], path: args[2]), caFile: caFile)
+        case ("cachehit", 3) where supportsCacheHit:
+            return Driver(name: name, workload: .cacheHit(url: args[1], count: count(args[2], "N")), caFile: caFile)
         case (let verb?, _)
-        where verb != "get" && verb != "fanout" && verb != "download" && (verb != "upload" || !supportsUpload):
+        where verb != "get" && verb != "fanout" && verb != "download" && (verb != "upload" || !supportsUpload)
+            && (verb != "cachehit" || !supportsCacheHit):
             exitWith(.unsupported, "\(name): unsupported workload: \(verb)")
         default:
             exitWith(

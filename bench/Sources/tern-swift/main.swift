@@ -39,7 +39,9 @@ import Foundation
 /// Started as tern-swift-queue (a symlink): every GET goes through a `RequestQueue` with one
 /// slot per connection, to show what the queue costs; the other workloads are not supported.
 let throughQueue = CommandLine.arguments.first.map { $0.hasSuffix("tern-swift-queue") } ?? false
-let driver = Driver.parse(name: throughQueue ? "tern-swift-queue" : "tern-swift", supportsUpload: !throughQueue)
+let driver = Driver.parse(
+    name: throughQueue ? "tern-swift-queue" : "tern-swift", supportsUpload: !throughQueue,
+    supportsCacheHit: !throughQueue)
 if throughQueue {
     guard case .get = driver.workload else {
         exitWith(.unsupported, "tern-swift-queue: unsupported workload (GET loads only)")
@@ -185,6 +187,58 @@ func runUpload(url: URL, path: String) async -> ExitCode {
     return .ok
 }
 
+/// GETs answered from an `HTTPCache` in a temporary folder, one at a time. nginx's static
+/// file has validators but no lifetime, so `secondsToCache` makes the stored copy fresh (as an
+/// app caching a resource for an hour would).
+func runCacheHit(url: URL, count: Int) async -> ExitCode {
+    let engine = makeEngine(connections: 1)
+    let folder = "/tmp/tern-swift-cache-\(getpid())"
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let cache: HTTPCache
+    do {
+        cache = try HTTPCache(folder: folder, sizeLimit: 16 << 20)
+    } catch {
+        driver.warn("cache folder \(folder): \(error)")
+        return .failed
+    }
+    func fetchCached() async -> (bytes: Int, failure: String?) {
+        let request = Request(url: url)
+        request.engine = engine
+        request.callbackQueue = listenerQueue
+        request.cache = cache
+        request.secondsToCache = 3600
+        do {
+            let response = try await request.response()
+            return (response.data.count, check(response, bytes: response.data.count))
+        } catch {
+            return (0, "\(error)")
+        }
+    }
+    if let failure = await fetchCached().failure {  // stores the response: not counted
+        driver.warn("\(url): \(failure)")
+        return .failed
+    }
+    var bytes = 0
+    var misses = 0
+    let start = monotonicNow()
+    for _ in 0..<count {
+        let (n, failure) = await fetchCached()
+        if let failure {
+            driver.warn("\(url): \(failure)")
+            return .failed
+        }
+        bytes += n
+    }
+    let elapsed = monotonicNow() - start
+    misses = Int(engine._stats.requestsCompleted) - 1
+    driver.report(elapsed: elapsed, requests: count, bytes: bytes)
+    if misses > 0 {
+        driver.warn("\(url): \(misses) of \(count) requests went to the network")
+        return .failed
+    }
+    return .ok
+}
+
 switch driver.workload {
 case let .get(url, count, connections):
     exitProcess(await runGet(url: parseURL(url), count: count, connections: connections))
@@ -194,4 +248,6 @@ case let .download(url, path):
     exitProcess(await runDownload(url: parseURL(url), path: path))
 case let .upload(url, path):
     exitProcess(await runUpload(url: parseURL(url), path: path))
+case let .cacheHit(url, count):
+    exitProcess(await runCacheHit(url: parseURL(url), count: count))
 }

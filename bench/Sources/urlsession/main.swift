@@ -184,4 +184,6 @@ case let .download(url, path):
     exitProcess(await runDownload(url: parseURL(url), path: path))
 case .upload:
     exitWith(.unsupported, "\(driver.name): unsupported workload: upload")
+case .cacheHit:
+    exitWith(.unsupported, "\(driver.name): unsupported workload: cachehit (no HTTP cache of its own here)")
 }
