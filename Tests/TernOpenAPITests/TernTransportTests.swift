@@ -2,6 +2,7 @@
 // fault-injection server: typed calls, streamed uploads and downloads, undocumented statuses,
 // cancellation and errors.
 
+import Dispatch
 import Foundation
 import HTTPTypes
 import OpenAPIRuntime
@@ -16,8 +17,15 @@ func makeClient(_ servers: TestServers, configuration: TernTransport.Configurati
 }
 
 /// SHA-256 (hex) of the faultserver pattern's first `count` bytes (byte i is i % 251), worked
-/// out by python3 so the test needs no hashing library.
-func patternSHA256(_ count: Int) -> String {
+/// out by python3 so the test needs no hashing library; on a Dispatch thread, so that the
+/// wait blocks none of Swift concurrency's few threads (two on a 2-core machine).
+func patternSHA256(_ count: Int) async -> String {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(returning: patternSHA256Now(count)) }
+    }
+}
+
+private func patternSHA256Now(_ count: Int) -> String {
     let script = """
         import hashlib, sys
         n = int(sys.argv[1]); block = bytes(i % 251 for i in range(251 * 4096)); h = hashlib.sha256()
@@ -96,7 +104,7 @@ final class Counter: Sendable {
         let servers = try TestServers.get()
         let client = makeClient(servers)
         let size = 50 << 20
-        let expected = patternSHA256(size)
+        let expected = await patternSHA256(size)
         // Known length: sent with Content-Length.
         let chunks = PatternChunks(count: size, chunk: 64 << 10)
         let sized = HTTPBody(chunks, length: .known(Int64(size)), iterationBehavior: .single)
@@ -162,14 +170,16 @@ final class Counter: Sendable {
     @Test func cancellingTheCallCancelsTheRequest() async throws {
         let servers = try TestServers.get()
         let client = makeClient(servers)
-        // The head comes after 10 s; the task is cancelled after 200 ms.
-        let started = ContinuousClock.now
-        let call = Task { try await client.download(query: .init(size: 10, delayMs: 10_000)) }
-        try await Task.sleep(for: .milliseconds(200))
+        // The head would come after 30 s; the task is cancelled after 300 ms. (The bound on
+        // the time it takes is loose: a loaded 2-core machine running the whole suite can
+        // delay any task by seconds; not waiting for the server is what counts.)
+        let call = Task { try await client.download(query: .init(size: 10, delayMs: 30_000)) }
+        try await Task.sleep(for: .milliseconds(300))
+        let cancelled = ContinuousClock.now
         call.cancel()
         let result = await call.result
-        let elapsed = ContinuousClock.now - started
-        #expect(elapsed < .seconds(3), "took \(elapsed)")
+        let elapsed = ContinuousClock.now - cancelled
+        #expect(elapsed < .seconds(10), "took \(elapsed)")
         guard case .failure(let error) = result else {
             Issue.record("the cancelled call succeeded")
             return
@@ -189,18 +199,18 @@ final class Counter: Sendable {
     @Test func cancellingTheBodyReaderCancelsTheRequest() async throws {
         let servers = try TestServers.get()
         let client = makeClient(servers)
-        // Half the body, then 10 s of silence.
-        let body = try await client.stall(query: .init(len: 100_000, stallMs: 10_000)).ok.body.binary
-        let started = ContinuousClock.now
+        // Half the body, then 30 s of silence.
+        let body = try await client.stall(query: .init(len: 100_000, stallMs: 30_000)).ok.body.binary
         let reader = Task {
             var count = 0
             for try await chunk in body { count += chunk.count }
             return count
         }
         try await Task.sleep(for: .milliseconds(300))
+        let cancelled = ContinuousClock.now
         reader.cancel()
         let result = await reader.result
-        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(ContinuousClock.now - cancelled < .seconds(10))
         #expect(throws: TernError.cancelled) { try result.get() }
     }
 
