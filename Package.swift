@@ -18,12 +18,17 @@ let package = Package(
         // InputStream request bodies, for programs that link full Foundation anyway; Tern
         // itself needs only FoundationEssentials (no ICU, about 7 MiB less resident memory).
         .library(name: "TernFoundation", targets: ["TernFoundation"]),
+        // swift-openapi-runtime's ClientTransport on Tern, for clients made by
+        // swift-openapi-generator. Its own product, so that only programs that use it depend
+        // on OpenAPIRuntime: the Tern product does not.
+        .library(name: "TernOpenAPI", targets: ["TernOpenAPI"]),
         .executable(name: "tern", targets: ["tern"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
     ],
     targets: [
         .target(
@@ -63,6 +68,16 @@ let package = Package(
             path: "Sources/TernFoundation",
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "TernOpenAPI",
+            dependencies: [
+                "Tern",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/TernOpenAPI",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "tern",
             dependencies: [
@@ -94,6 +109,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/TernTests",
+            swiftSettings: swiftSettings
+        ),
+        // The transport under a client generated from openapi.yaml (the generated code is
+        // committed in Generated/; the generator is not a dependency: see Generated/README.md).
+        .testTarget(
+            name: "TernOpenAPITests",
+            dependencies: [
+                "Tern",
+                "TernOpenAPI",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Tests/TernOpenAPITests",
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml", "Generated/README.md"],
             swiftSettings: swiftSettings
         ),
     ],

@@ -98,6 +98,8 @@ step "Python: libtern installed to a prefix, pip install ./python into build/pyt
 scripts/check-python.sh | tee build/check-python.log
 passed=$((passed + $(sed -n 's/^python: \([0-9]*\) passed$/\1/p' build/check-python.log)))
 
+# `swift test` runs every test target of the package: TernTests and TernOpenAPITests (the
+# OpenAPI transport under a generated client), here and under TSan below.
 step "Swift: build with warnings as errors, then swift test (Swift Testing, same servers)"
 swift build -Xswiftc -warnings-as-errors --build-tests 2>&1 | tail -n 1
 swift test 2>&1 | tee build/swift-test.log | grep -E "^(✘|✔ Test run)|error:" || true

@@ -74,6 +74,8 @@ extension Request {
             try await withCheckedThrowingContinuation { continuation in
                 pipe.awaitHead(continuation)
                 execute()
+                // A task cancelled before this point ran onCancel while nothing was running.
+                if Task.isCancelled { self.cancel() }
             }
         } onCancel: {
             self.cancel()

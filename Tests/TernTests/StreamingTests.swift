@@ -45,6 +45,20 @@ extension TernTests {
             slow.cancel()
         }
 
+        /// A task cancelled before it calls streamingResponse() cancels the request at once
+        /// (its cancellation handler ran before anything was running to cancel).
+        @Test func aTaskCancelledBeforehandCancelsTheRequest() async throws {
+            let servers = try Servers.get()
+            let request = Request(url: servers.fault("/ok?size=10&delay_ms=5000"))
+            let started = ContinuousClock.now
+            let task = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await request.streamingResponse()
+            }
+            await #expect(throws: TernError.cancelled) { _ = try await task.value }
+            #expect(ContinuousClock.now - started < .seconds(3))
+        }
+
         @Test func aFailureBeforeTheHeadIsThrown() async {
             let request = Request(url: URL(string: "http://127.0.0.1:1/")!)
             await #expect(throws: TernError.connectionRefused) {
