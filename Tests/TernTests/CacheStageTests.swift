@@ -171,6 +171,20 @@ extension TernTests {
             #expect(bad.status == 23)
         }
 
+        @Test func aRedirectedResponseIsStoredUnderTheURLThatAnswered() async throws {
+            let target = url("cc=max-age=60")
+            let redirect = servers.fault(
+                "/redirect?status=302&to=\(target.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")
+            let request = Request(url: redirect)
+            request.cache = cache
+            let response = try await request.response()
+            #expect(response.statusCode == 200 && response.url == target)
+            #expect(cache.hasResponse(for: target))
+            #expect(!cache.hasResponse(for: redirect))
+            let direct = try await get(target)
+            #expect(direct.isFromCache)
+        }
+
         @Test func aCachedAnswerRunsTheListenerAndCompletions() async throws {
             let target = url("cc=max-age=60")
             _ = try await get(target)

@@ -66,7 +66,10 @@ final class CacheStage: @unchecked Sendable {
         case .useStoredAndRevalidate:
             return entry.map { .answerAndRevalidate($0) } ?? .network
         case .validate(let conditions):
-            lock.withLock { conditionsStorage = conditions }
+            // The caller's own validators go as they are; the stored response is still served
+            // on a 304, which answers them too.
+            let own = settings.requestFields[.ifNoneMatch] != nil || settings.requestFields[.ifModifiedSince] != nil
+            lock.withLock { conditionsStorage = own ? [:] : conditions }
             return .network
         case .fetch:
             return .network
@@ -141,9 +144,11 @@ extension Execution {
     /// memory, or from the download file it went to.
     private func store(_ response: Response, stage: CacheStage) {
         let settings = stage.settings
+        // Stored under the URL that answered: after redirects, the last hop's (a lookup of the
+        // first URL then misses rather than serving another resource's body).
         guard settings.method == .get,
             let writer = settings.cache.writer(
-                method: settings.method, url: plan.url, request: settings.requestFields,
+                method: settings.method, url: response.url, request: settings.requestFields,
                 status: response.statusCode, reason: response.status.reasonPhrase,
                 response: response.headerFields, requestTime: stage.requestTime, responseTime: Date(),
                 policy: settings.policy, storagePolicy: settings.storagePolicy,
