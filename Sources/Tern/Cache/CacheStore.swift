@@ -35,7 +35,8 @@ package final class CacheEntry: Sendable {
     package let bodyLength: Int64
     let bodyChecksum: UInt64
     let inode: UInt64
-    private let fd: Int32
+    /// Open for the entry's lifetime: reads and the LRU stamp go through it.
+    let fd: Int32
     /// Set for entries held by the store's memory layer: the body, once read, stays here.
     let keepsBody: Bool
     private let memoryBody = Locked<Data?>(nil)
@@ -352,11 +353,9 @@ package final class CacheStore: Sendable {
 
     /// Marks an entry as just used, for least-recently-used eviction.
     package func touch(_ entry: CacheEntry) {
-        let fd = open(entry.path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        var info = stat()
-        if fstat(fd, &info) == 0, UInt64(info.st_ino) == entry.inode { stampUse(fd) }
-        close(fd)
+        // Through the descriptor the entry holds: no reopen. Should the path have been replaced
+        // meanwhile, the stamp lands on the old, unlinked file, where it is harmless.
+        stampUse(entry.fd)
     }
 
     /// Sets a file's mtime to now, strictly later than the last stamp this process gave.
