@@ -185,6 +185,15 @@ extension TernTests {
             #expect(direct.isFromCache)
         }
 
+        @Test func theFallbackPolicyAnswersA5xxFromAStaleResponse() async throws {
+            let target = url("cc=max-age=0&fail_after=1")
+            _ = try await get(target)
+            let plain = try await get(target)
+            #expect(plain.statusCode == 503, "no stale-if-error, no fallback: the 503 goes through")
+            let fallback = try await get(target, policy: .fallbackToCacheIfLoadFails)
+            #expect(fallback.statusCode == 200 && fallback.isFromCache)
+        }
+
         @Test func aCachedAnswerRunsTheListenerAndCompletions() async throws {
             let target = url("cc=max-age=60")
             _ = try await get(target)

@@ -121,9 +121,11 @@ extension Execution {
                 if let refreshed, let served = responseFromCache(refreshed) { return .success(served) }
                 return result
             }
-            if [500, 502, 503, 504].contains(response.statusCode), let entry = stage.entry,
-                CacheRules.canServeStale(
-                    entry.head, onErrorStatus: response.statusCode, request: settings.requestFields, now: Date()),
+            if response.statusCode >= 500, let entry = stage.entry,
+                cache.behaviour(for: settings.policy).fallbackOnFailure
+                    || CacheRules.canServeStale(
+                        entry.head, onErrorStatus: response.statusCode, request: settings.requestFields,
+                        now: Date()),
                 let served = responseFromCache(entry)
             {
                 return .success(served)
