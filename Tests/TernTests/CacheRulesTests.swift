@@ -43,6 +43,8 @@ extension TernTests {
             let cc = CacheControl(["max-age=60, no-cache=\"Set-Cookie, X-A\"", "Private,MUST-REVALIDATE"])
             #expect(cc.maxAge == 60)
             #expect(cc.fieldNames("no-cache") == ["set-cookie", "x-a"])
+            #expect(!cc.noCache, "qualified no-cache: the fields are left out, the response reusable")
+            #expect(CacheControl(["max-age=60, No-Cache"]).noCache)
             #expect(cc.isPrivate && cc.mustRevalidate)
             #expect(CacheControl(["max-age=\"3600\""]).maxAge == 3600, "quoted delta-seconds accepted")
             #expect(CacheControl(["max-age=003600"]).maxAge == 3600)

@@ -71,7 +71,9 @@ struct CacheControl: Sendable, Equatable {
     var staleWhileRevalidate: Int? { seconds("stale-while-revalidate") }
     var staleIfError: Int? { seconds("stale-if-error") }
     var noStore: Bool { has("no-store") }
-    var noCache: Bool { has("no-cache") }
+    /// Unqualified `no-cache` only: the qualified form (`no-cache="Set-Cookie"`) forbids reusing
+    /// the named fields, which are not stored (CacheRules.storedFields), not the response.
+    var noCache: Bool { directives.contains { $0.name == "no-cache" && $0.argument == nil } }
     var mustRevalidate: Bool { has("must-revalidate") }
     var proxyRevalidate: Bool { has("proxy-revalidate") }
     var isPrivate: Bool { has("private") }
