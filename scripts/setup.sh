@@ -10,6 +10,9 @@ PKGS="build-essential cmake pkg-config clang-format libuv1-dev libssl-dev zlib1g
 # python3-dev (above) and libcurl4-openssl-dev (pycurl compiles against it); bench/run installs
 # the pinned PyPI packages into bench/.venv-python itself on first use.
 PKGS="$PKGS wrk libcurl4-openssl-dev libhttp-parser-dev gnuplot-nox"
+# The cache conformance run (scripts/check-cache-conformance.sh): the cache-tests corpus's
+# server and client are Node.js modules (no npm packages). Debian's nodejs (18) or a newer one.
+PKGS="$PKGS nodejs"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 # libFuzzer: the Swift toolchain's clang ships it; otherwise take Debian's clang.

@@ -3,8 +3,9 @@
 # LeakSanitizer), the allocation-failure torture run, ctest under TSan, a bounded fuzz run, the
 # installed library used through pkg-config (valgrind, resume, flat memory), the Python package
 # (pip install ./python, pytest against the same servers), the Swift build and
-# tests (plain, then under TSan), the Swift example package (examples/swift-everyday), the CLI's
-# memory, the README's examples, the demo, and a smoke pass of the benchmark drivers.
+# tests (plain, then under TSan), the cache-tests conformance run (tern --cache), the Swift
+# example package (examples/swift-everyday), the CLI's memory, the README's examples, the demo,
+# and a smoke pass of the benchmark drivers.
 # Usage: scripts/test.sh [--quick]   (--quick: the plain build and ctest only)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -130,6 +131,13 @@ if [ "$tsan_rc" != 0 ] || [ "$races" != 0 ] || ! grep -q "✔ Test run with" <<<
   exit 1
 fi
 passed=$((passed + $(sed -E 's/.*with ([0-9]+) tests?.*/\1/' <<<"$line")))
+
+step "cache conformance: the cache-tests corpus through tern --cache (private-cache mode)"
+# Fails only when a test that checks a response must not be reused fails (or the run cannot
+# be done); the totals, next to the browsers', and every failure are in
+# Tests/Conformance/cache-tests/RESULTS.md. The debug `tern` the Swift step built.
+TERN="$ROOT/.build/debug/tern" scripts/check-cache-conformance.sh
+passed=$((passed + 1))
 
 step "examples/swift-everyday: a package using Tern by path builds and does the README's tasks"
 # Its own scratch path under build/ (outside git). The program checks every result and exits

@@ -43,6 +43,8 @@ extension TernTests {
             let cc = CacheControl(["max-age=60, no-cache=\"Set-Cookie, X-A\"", "Private,MUST-REVALIDATE"])
             #expect(cc.maxAge == 60)
             #expect(cc.fieldNames("no-cache") == ["set-cookie", "x-a"])
+            #expect(!cc.noCache, "qualified no-cache: the fields are left out, the response reusable")
+            #expect(CacheControl(["max-age=60, No-Cache"]).noCache)
             #expect(cc.isPrivate && cc.mustRevalidate)
             #expect(CacheControl(["max-age=\"3600\""]).maxAge == 3600, "quoted delta-seconds accepted")
             #expect(CacheControl(["max-age=003600"]).maxAge == 3600)
@@ -69,6 +71,13 @@ extension TernTests {
             #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 UTC") == nil)
             #expect(HTTPDate.parse("Sun, 32 Nov 1994 08:49:37 GMT") == nil)
             #expect(HTTPDate.parse("2024-01-01T00:00:00Z") == nil)
+            // Two spaces where IMF-fixdate has one: invalid (cache-tests
+            // freshness-expires-invalid-multiple-spaces); the zone's case does not matter.
+            #expect(HTTPDate.parse("Sun, 06  Nov  1994 08:49:37 GMT") == nil)
+            #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 gMT") == expected)
+            // RFC 850's two-digit year: at most 50 years ahead, else the century before.
+            #expect(HTTPDate.parse("Thursday, 18-Aug-50 02:01:18 GMT").map { $0 > Date() } == true)
+            #expect(HTTPDate.parse("Thursday, 18-Aug-99 02:01:18 GMT").map { $0 < Date() } == true)
         }
 
         @Test func storability() {
@@ -137,6 +146,9 @@ extension TernTests {
             #expect(CacheRules.currentAge(skewed, now: at(1)) == 1)
             // An invalid Age is ignored.
             #expect(CacheRules.currentAge(stored([("Age", "abc")]), now: at(3)) == 3)
+            // A list counts by its first member (RFC 9111 5.1; cache-tests age-parse-suffix).
+            #expect(CacheRules.ageValue(stored([("Age", "7200, 0")]).headers) == 7200)
+            #expect(CacheRules.ageValue(stored([("Age", "0, 7200")]).headers) == 0)
         }
 
         @Test func freshAndStale() {

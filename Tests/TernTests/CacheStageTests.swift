@@ -194,6 +194,31 @@ extension TernTests {
             #expect(fallback.statusCode == 200 && fallback.isFromCache)
         }
 
+        @Test func theCLIsHeadIsTheServedResponsesOnAHitAndAfterA304() async throws {
+            // -D shows the head of what was served: the stored 200 (with Age) on a hit, and
+            // on a revalidation the refreshed 200, not the 304 that refreshed it.
+            let folder = temporaryPath("cli-cache-head")
+            let headFile = temporaryPath("cli-cache-head.txt")
+            let bodyFile = temporaryPath("cli-cache-head.body")
+            defer {
+                for path in [folder, headFile, bodyFile] { try? FileManager.default.removeItem(atPath: path) }
+            }
+            func run(_ target: String) throws -> String {
+                let result = try tern(["-s", "--cache", folder, "-D", headFile, "-o", bodyFile, target])
+                #expect(result.status == 0)
+                return (try? String(contentsOfFile: headFile, encoding: .utf8)) ?? ""
+            }
+            let fresh = url("cc=max-age=60").absoluteString
+            #expect(try run(fresh).hasPrefix("HTTP/1.1 200"))
+            let hit = try run(fresh)
+            #expect(hit.hasPrefix("HTTP/1.1 200") && hit.contains("\r\nAge: "), "\(hit)")
+            #expect(try await count().requests == 1)
+            let stale = url("cc=no-cache&etag=auto").absoluteString
+            _ = try run(stale)
+            let revalidated = try run(stale)
+            #expect(revalidated.hasPrefix("HTTP/1.1 200") && !revalidated.contains("304"), "\(revalidated)")
+        }
+
         @Test func aCachedAnswerRunsTheListenerAndCompletions() async throws {
             let target = url("cc=max-age=60")
             _ = try await get(target)

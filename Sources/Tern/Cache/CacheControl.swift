@@ -71,7 +71,9 @@ struct CacheControl: Sendable, Equatable {
     var staleWhileRevalidate: Int? { seconds("stale-while-revalidate") }
     var staleIfError: Int? { seconds("stale-if-error") }
     var noStore: Bool { has("no-store") }
-    var noCache: Bool { has("no-cache") }
+    /// Unqualified `no-cache` only: the qualified form (`no-cache="Set-Cookie"`) forbids reusing
+    /// the named fields, which are not stored (CacheRules.storedFields), not the response.
+    var noCache: Bool { directives.contains { $0.name == "no-cache" && $0.argument == nil } }
     var mustRevalidate: Bool { has("must-revalidate") }
     var proxyRevalidate: Bool { has("proxy-revalidate") }
     var isPrivate: Bool { has("private") }
@@ -192,20 +194,26 @@ enum HTTPDate {
             let full = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
             return (long ? full : short).contains(s.lowercased())
         }
+        // IMF-fixdate and RFC 850 separate their parts by exactly one space (an `Expires` with
+        // two is invalid, so expired); asctime pads a one-digit day with a second one.
+        let singleSpaced = text == parts.joined(separator: " ")
         var y = 0, mo = 0, d = 0, time = (0, 0, 0)
-        if parts.count == 6, parts[0].hasSuffix(","), weekday(String(parts[0].dropLast()), long: false),
-           parts[5] == "GMT" {
+        if singleSpaced, parts.count == 6, parts[0].hasSuffix(","), weekday(String(parts[0].dropLast()), long: false),
+           parts[5].uppercased() == "GMT" {
             // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
             guard let day = number(parts[1], digits: 2...2), let m = month(parts[2]),
                   let year = number(parts[3], digits: 4...4), let t = clock(parts[4]) else { return nil }
             (y, mo, d, time) = (year, m, day, t)
-        } else if parts.count == 4, parts[0].hasSuffix(","), weekday(String(parts[0].dropLast()), long: true),
-                  parts[3] == "GMT" {
+        } else if singleSpaced, parts.count == 4, parts[0].hasSuffix(","), weekday(String(parts[0].dropLast()), long: true),
+                  parts[3].uppercased() == "GMT" {
             // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
             let p = parts[1].split(separator: "-", omittingEmptySubsequences: false).map(String.init)
             guard p.count == 3, let day = number(p[0], digits: 2...2), let m = month(p[1]),
                   let yy = number(p[2], digits: 2...2), let t = clock(parts[2]) else { return nil }
-            (y, mo, d, time) = (yy < 50 ? 2000 + yy : 1900 + yy, m, day, t)
+            // RFC 9110 5.6.7: a two-digit year more than 50 years ahead is in the past century.
+            let thisYear = 1970 + Int(Date().timeIntervalSince1970 / 31_556_952)
+            let year = (thisYear / 100) * 100 + yy
+            (y, mo, d, time) = (year > thisYear + 50 ? year - 100 : year, m, day, t)
         } else if parts.count == 5, weekday(parts[0], long: false) {
             // asctime: Sun Nov  6 08:49:37 1994
             guard let m = month(parts[1]), let day = number(parts[2], digits: 1...2),

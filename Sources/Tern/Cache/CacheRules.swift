@@ -202,9 +202,11 @@ package enum CacheRules {
         stored.headers[.date].flatMap(HTTPDate.parse) ?? stored.responseTime
     }
 
-    /// The parsed `Age` field (first valid delta-seconds), 0 when absent or invalid.
+    /// The parsed `Age` field, 0 when absent or invalid. A list-based value counts by its first
+    /// member (RFC 9111 5.1: `Age: 7200, 0` is 7200).
     package static func ageValue(_ headers: HTTPFields) -> TimeInterval {
-        guard let text = headers[values: .age].first else { return 0 }
+        guard let line = headers[values: .age].first else { return 0 }
+        let text = line.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? line
         return CacheControl.deltaSeconds(Cookie.trimWhitespace(text)).map(TimeInterval.init) ?? 0
     }
 

@@ -87,14 +87,18 @@ extension Execution {
         case .network:
             return false
         case .unavailable:
-            finishWithoutAttempt(.success(gatewayTimeout()))
+            let response = gatewayTimeout()
+            deliverHead()
+            finishWithoutAttempt(.success(response))
             return true
         case .answer(let entry):
             guard let response = responseFromCache(entry) else { return false }
+            deliverHead()
             finishWithoutAttempt(.success(response))
             return true
         case .answerAndRevalidate(let entry):
             guard let response = responseFromCache(entry) else { return false }
+            deliverHead()
             finishWithoutAttempt(.success(response))
             request.revalidationCopy()?.execute()
             return true
@@ -116,9 +120,15 @@ extension Execution {
         switch result {
         case .success(let response):
             if response.statusCode == 304, stage.conditionalFields != nil, let entry = stage.entry {
+                // The 304's head was held back from the head handler (didReceiveHead): the
+                // handler sees the stored response's, or the 304's when it cannot be served.
                 let refreshed = cache.refresh(
                     entry, with: response.headerFields, requestTime: stage.requestTime, responseTime: Date())
-                if let refreshed, let served = responseFromCache(refreshed) { return .success(served) }
+                if let refreshed, let served = responseFromCache(refreshed) {
+                    deliverHead()
+                    return .success(served)
+                }
+                deliverHead()
                 return result
             }
             if response.statusCode >= 500, let entry = stage.entry,
@@ -128,6 +138,7 @@ extension Execution {
                         now: Date()),
                 let served = responseFromCache(entry)
             {
+                deliverHead()
                 return .success(served)
             }
             store(response, stage: stage)
@@ -137,9 +148,19 @@ extension Execution {
             let allowed =
                 cache.behaviour(for: settings.policy).fallbackOnFailure
                 || CacheRules.canServeStale(entry.head, onErrorStatus: nil, request: settings.requestFields, now: Date())
-            if allowed, let served = responseFromCache(entry) { return .success(served) }
+            if allowed, let served = responseFromCache(entry) {
+                deliverHead()
+                return .success(served)
+            }
             return result
         }
+    }
+
+    /// Gives the head handler the head of a response the cache answers with (set in the
+    /// outcome by responseFromCache or gatewayTimeout), as a network response's head is given:
+    /// `-D` and `-i` then show what was served.
+    private func deliverHead() {
+        _ = callOnEngineThread({ $0.headHandler }) { $0(request) }
     }
 
     /// Writes a response to the cache when the policy and RFC 9111 allow: the body from

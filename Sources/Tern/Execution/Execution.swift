@@ -436,6 +436,9 @@ final class Execution: @unchecked Sendable {
             s.outcome.interimHeads = interim
             if let sent { s.outcome.sentHead = sent }
         }
+        // A 304 to the cache's own revalidation is not the answer: the stored response it
+        // refreshes is, and its head goes to the handler then (afterExchange).
+        if status == 304, cacheStage?.conditionalFields != nil { return true }
         return callOnEngineThread({ $0.headHandler }) { $0(request) }
     }
 
@@ -692,7 +695,7 @@ final class Execution: @unchecked Sendable {
 
     /// Calls a handler on the engine thread unless the execution was silenced; `true` without
     /// one.
-    private func callOnEngineThread<H>(_ pick: (Handlers) -> H?, _ call: (H) -> Bool) -> Bool {
+    func callOnEngineThread<H>(_ pick: (Handlers) -> H?, _ call: (H) -> Bool) -> Bool {
         guard let gate = handlerGate else { return true }
         gate.lock()
         defer { gate.unlock() }
