@@ -4,13 +4,13 @@
 # Tests/Conformance/cache-tests/results/tern.json and RESULTS.md (Tern next to Chrome, Firefox
 # and Safari). Fails when a test that checks a response must not be reused fails, or when the
 # run cannot be done; other failures are reported in RESULTS.md, not fatal.
-# The corpus is not in the repository: CACHE_TESTS_DIR, default ../shared/corpora/cache-tests
-# next to the repository (the machine's shared corpora, /work/shared/corpora/README.md).
+# The corpus is vendored at Tests/Conformance/cache-tests/corpus (BSD-3-Clause, VENDORED.md
+# there); CACHE_TESTS_DIR points elsewhere, e.g. at a newer upstream copy.
 # Usage: scripts/check-cache-conformance.sh [--id TEST_ID]   (one test, with its exchanges)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$ROOT"
-export CACHE_TESTS_DIR=${CACHE_TESTS_DIR:-$ROOT/../shared/corpora/cache-tests}
+export CACHE_TESTS_DIR=${CACHE_TESTS_DIR:-$ROOT/Tests/Conformance/cache-tests/corpus}
 if [ ! -f "$CACHE_TESTS_DIR/tests/index.mjs" ]; then
   echo "check-cache-conformance: the cache-tests corpus is not at $CACHE_TESTS_DIR (set CACHE_TESTS_DIR)"
   exit 1

@@ -10,7 +10,7 @@
 //   --id     run one test and print its requests and responses (the corpus's dump)
 //   --out    where results/tern.json and RESULTS.md go (default: next to this file)
 //   --chunk  tests run at once (default 25, the corpus's own; a test's requests run in order)
-// Environment: CACHE_TESTS_DIR (the corpus; default ../shared/corpora/cache-tests relative to
+// Environment: CACHE_TESTS_DIR (the corpus; default the vendored Tests/Conformance/cache-tests/corpus, relative to
 // the repository), TERN (the binary; default .build/debug/tern).
 // Exit status: 0, or 1 when a test that checks a response must not be reused failed (see
 // mustNotReuse), or 2 when the run itself could not be done.
@@ -32,7 +32,7 @@ function option (name, fallback) {
 const onlyId = option('--id', '')
 const outDir = path.resolve(option('--out', here))
 const chunkSize = parseInt(option('--chunk', '25'))
-const corpus = path.resolve(process.env.CACHE_TESTS_DIR || path.join(root, '../shared/corpora/cache-tests'))
+const corpus = path.resolve(process.env.CACHE_TESTS_DIR || path.join(root, 'Tests/Conformance/cache-tests/corpus'))
 const tern = path.resolve(process.env.TERN || path.join(root, '.build/debug/tern'))
 
 for (const [what, p] of [['the cache-tests corpus (set CACHE_TESTS_DIR)', path.join(corpus, 'tests/index.mjs')], ['the tern binary (set TERN)', tern]]) {
