@@ -1,7 +1,7 @@
 // Cache-Control (RFC 9111 5.2) and HTTP-date (RFC 9110 5.6.7) parsing for the cache: pure
 // functions over header values, no I/O. Parsing is strict where RFC 9111 asks a cache to be
-// careful (a bad or conflicting max-age makes a response stale, never fresher) and lenient where
-// it costs nothing (case, spaces around commas, quoted delta-seconds).
+// careful (a bad max-age makes a response stale, never fresher) and lenient where it costs
+// nothing (case, spaces around commas, quoted delta-seconds).
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -15,7 +15,8 @@ import HTTPTypes
 /// Names are case-insensitive; arguments may be tokens or quoted strings (a directive name
 /// inside a quoted string is not a directive). A directive that appears more than once with
 /// different delta-seconds values is *conflicting*: RFC 9111 4.2.1 lets a cache use the first
-/// or treat the response as stale, and this parser picks the safe side, `0`.
+/// or treat the response as stale; this parser uses the first, as Chrome and Safari do (the
+/// cache-tests corpus checks both ways), unless it is invalid.
 struct CacheControl: Sendable, Equatable {
     /// Every directive in order: lower-cased name and the argument (unquoted) if any.
     var directives: [(name: String, argument: String?)] = []
@@ -46,16 +47,11 @@ struct CacheControl: Sendable, Equatable {
         return .some(found.argument)
     }
 
-    /// The delta-seconds value of a directive: `nil` when absent, `0` when invalid or
-    /// conflicting (see the type's discussion), capped at 2^31 as RFC 9111 1.2.2 allows.
+    /// The delta-seconds value of a directive's first occurrence: `nil` when absent, `0` when
+    /// invalid, capped at 2^31 as RFC 9111 1.2.2 allows.
     func seconds(_ name: String) -> Int? {
-        var result: Int?
-        for directive in directives where directive.name == name {
-            let value = directive.argument.flatMap(Self.deltaSeconds) ?? 0
-            if let previous = result, previous != value { return 0 }
-            result = value
-        }
-        return result
+        guard let first = directives.first(where: { $0.name == name }) else { return nil }
+        return first.argument.flatMap(Self.deltaSeconds) ?? 0
     }
 
     /// `max-stale`: `nil` when absent, `.max` when present without a value (any staleness).
