@@ -253,8 +253,11 @@ package enum CacheRules {
         if !behaviour.mayLoad { return .useStored(stale: remainingFreshness(stored, now: now) <= 0) }
 
         let cc = CacheControl(stored.headers)
-        let conditions = conditionalFields(stored)
-        let revalidate: CacheDecision = conditions.isEmpty ? .fetch : .validate(conditions: conditions)
+        // Worked out only when needed: a fresh hit, the common answer, parses no validator.
+        var revalidate: CacheDecision {
+            let conditions = conditionalFields(stored)
+            return conditions.isEmpty ? .fetch : .validate(conditions: conditions)
+        }
         if behaviour.read == .alwaysRevalidate { return onlyIfCached ? .unavailable : revalidate }
 
         if behaviour.ignoresCacheHeaders {
@@ -288,7 +291,7 @@ package enum CacheRules {
             }
             if let window = cc.staleWhileRevalidate, staleness <= TimeInterval(window), !onlyIfCached,
                requestCC.maxAge == nil, requestCC.minFresh == nil {
-                return .useStoredAndRevalidate(conditions: conditions)
+                return .useStoredAndRevalidate(conditions: conditionalFields(stored))
             }
         }
         return onlyIfCached ? .unavailable : revalidate
