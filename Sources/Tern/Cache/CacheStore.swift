@@ -268,6 +268,10 @@ package final class CacheStore: Sendable {
     /// The bytes of bodies the memory layer may hold (0: no memory layer).
     package let memoryLimit: Int
     private let memory = Locked(MemoryLayer())
+    /// The names in each bucket directory as last listed, with the directory's change time
+    /// then: a lookup lists a bucket again only when a file was added, renamed or removed in it
+    /// since (by any process), and otherwise pays one stat instead of a listing.
+    private let listings = Locked<[String: (changed: timespec, names: [String])]>([:])
 
     /// Recently used entries kept open (head parsed, body kept once read), by path. An entry
     /// is reused only while the path still names the same inode; the open descriptor pins the
@@ -332,12 +336,32 @@ package final class CacheStore: Sendable {
     // MARK: Reading
 
     /// Every stored variant of `key`, opened and validated (damaged files are removed).
+    /// The bucket's file names, from the last listing while the directory is unchanged.
+    private func names(in bucket: String) -> [String] {
+        var info = stat()
+        guard stat(bucket, &info) == 0 else { return [] }
+        let changed = info.st_ctim
+        if let cached = listings.withLock({ $0[bucket] }),
+            cached.changed.tv_sec == changed.tv_sec, cached.changed.tv_nsec == changed.tv_nsec
+        {
+            return cached.names
+        }
+        let names = listDirectory(bucket)
+        // File times tick coarsely (a few ms): a listing made within a tick of the last change
+        // could miss a file added in the same tick, so only older listings are kept.
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let age = Double(now.tv_sec - changed.tv_sec) + Double(now.tv_nsec - changed.tv_nsec) / 1e9
+        if age > 0.05 { listings.withLock { $0[bucket] = (changed, names) } }
+        return names
+    }
+
     package func entries(key: String) -> [CacheEntry] {
         let (bucket, stem) = location(key: key)
         var found: [CacheEntry] = []
         // The common case, a response without Vary, needs no directory listing.
         if let entry = openEntry(path: bucket + "/" + stem + "0", key: key) { found.append(entry) }
-        for name in listDirectory(bucket) where name.hasPrefix(stem) && name != stem + "0" {
+        for name in names(in: bucket) where name.hasPrefix(stem) && name != stem + "0" {
             if let entry = openEntry(path: bucket + "/" + name, key: key) { found.append(entry) }
         }
         return found
