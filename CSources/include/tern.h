@@ -89,7 +89,8 @@ TERN_API const char *tern_version_string(void);
   XX(EREDIRECT, -39, "redirect refused")                                                           \
   XX(EAUTH, -40, "authentication failed")                                                          \
   XX(EPROXY, -41, "proxy error")                                                                   \
-  XX(EQUEUEFULL, -42, "too many requests waiting in the queue")
+  XX(EQUEUEFULL, -42, "too many requests waiting in the queue")                                    \
+  XX(EFILETOOLARGE, -43, "file larger than the server accepts")
 
 typedef enum {
 #define TERN_XX_(name, value, desc) TERN_##name = (value),
