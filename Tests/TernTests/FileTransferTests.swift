@@ -197,6 +197,32 @@ import Testing
                 == Data(count: 150_000) + original.dropFirst(150_000))
     }
 
+    @Test func transfersRunThroughTheQueueByPriority() async throws {
+        let servers = try Servers.get()
+        let dir = try Self.folder()
+        _ = try Self.randomFile(dir + "/f.bin", size: 200_000)
+        let (setup, _) = try Self.manager(servers)
+        let url = try #require(try await setup.upload(file: dir + "/f.bin").result())
+        let appQueue = DispatchQueue(label: "app-queue")
+        let manager = FileTransferManager(
+            configuration: .init(
+                uploadURL: try Self.uploadURL(servers), uid: "123", accessToken: "token",
+                queue: RequestQueue(configuration: .init(maxSimultaneous: 1)),
+                callbackQueue: appQueue))
+        let order = Locked<[UInt64]>([])
+        manager.onResult = { transfer in order.withLock { $0.append(transfer.mid) } }
+        // A slow download (about 0.5 s) holds the only slot while the others wait.
+        let blocker = manager.download(
+            url: URL(string: url.absoluteString + "?rate=400000")!, to: dir + "/slow.bin",
+            options: .init(mid: 1))
+        while blocker.status != .running { try await Task.sleep(for: .milliseconds(5)) }
+        let low = manager.upload(file: dir + "/f.bin", options: .init(priority: .low, mid: 4))
+        let normal = manager.upload(file: dir + "/f.bin", options: .init(mid: 3))
+        let high = manager.upload(file: dir + "/f.bin", options: .init(priority: .high, mid: 2))
+        for transfer in [blocker, low, normal, high] { try await transfer.result() }
+        #expect(order.withLock { $0 } == [1, 2, 3, 4])
+    }
+
     final class Handler: FileTransferHandler, @unchecked Sendable {
         let lock = NSLock()
         var offers = 0
