@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 status=0
 for src in examples/fetch.c Tests/TernTests/ReadmeExampleTests.swift scripts/demo.sh \
   examples/swift-everyday/Sources/first/main.swift \
-  examples/swift-everyday/Sources/everyday/Everyday.swift python/tests/test_readme.py; do
+  examples/swift-everyday/Sources/everyday/Everyday.swift \
+  examples/swift-everyday/Sources/filetransfer/main.swift python/tests/test_readme.py; do
   python3 - "$src" <<'PY' || status=1
 import re, sys, textwrap
 src = sys.argv[1]
