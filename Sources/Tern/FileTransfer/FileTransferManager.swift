@@ -228,10 +228,14 @@ public final class FileTransferManager: Sendable {
             runBuiltIn(transfer, url: nil, post: nil)
             return
         }
-        transfer.state.withLock {
-            $0.offers += 1
-            $0.status = .handledByApp
+        // Unless stop() came in meanwhile, from another thread.
+        let offered = transfer.state.withLock { s -> Bool in
+            guard s.status == .waiting else { return false }
+            s.offers += 1
+            s.status = .handledByApp
+            return true
         }
+        guard offered else { return }
         if !handler.onStart(transfer) {
             deferTransfer(transfer)
         }
