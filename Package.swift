@@ -99,6 +99,14 @@ let package = Package(
             path: "Sources/tern-cache-torture",
             swiftSettings: swiftSettings
         ),
+        // One signed upload or download in a process of its own, for the tests that measure its
+        // memory or SIGKILL it (Tests/TernTests/FileTransferTests.swift). Not a product.
+        .executableTarget(
+            name: "tern-file-transfer-run",
+            dependencies: ["Tern"],
+            path: "Sources/tern-file-transfer-run",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TernTests",
             dependencies: [

@@ -8,6 +8,7 @@ status=0
 for src in examples/fetch.c Tests/TernTests/ReadmeExampleTests.swift scripts/demo.sh \
   examples/swift-everyday/Sources/first/main.swift \
   examples/swift-everyday/Sources/everyday/Everyday.swift python/tests/test_readme.py \
+  examples/swift-everyday/Sources/filetransfer/main.swift \
   Tests/TernOpenAPITests/TernTransportTests.swift; do
   python3 - "$src" <<'PY' || status=1
 import re, sys, textwrap

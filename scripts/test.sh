@@ -139,7 +139,7 @@ step "cache conformance: the cache-tests corpus through tern --cache (private-ca
 TERN="$ROOT/.build/debug/tern" scripts/check-cache-conformance.sh
 passed=$((passed + 1))
 
-step "examples/swift-everyday: a package using Tern by path builds and does the README's tasks"
+step "examples/swift-everyday: a package using Tern by path builds and does the README's tasks (and the signed file transfer)"
 # Its own scratch path under build/ (outside git). The program checks every result and exits
 # non-zero when a task fails; its output is shown either way. Servers in a state dir of its own.
 ex=(--package-path examples/swift-everyday --scratch-path build/swift-everyday)
@@ -159,6 +159,10 @@ ex_fault=http://127.0.0.1:$(sed -n 's/^FAULT_PORT=//p' "$ex_state/env")
 ex_rc=0
 timeout 60 "$ex_bin/first" "$ex_nginx/64k.txt" || ex_rc=$?
 [ "$ex_rc" = 0 ] && { timeout 60 "$ex_bin/everyday" "$ex_nginx" "$ex_fault" || ex_rc=$?; }
+# Mesibo's signed file transfer: upload and signed download through the reference file server.
+ex_file=http://127.0.0.1:$(sed -n 's/^FILE_PORT=//p' "$ex_state/env")/upload
+[ "$ex_rc" = 0 ] && { head -c 3000000 /dev/urandom >"$ex_state/photo.bin" &&
+  timeout 60 "$ex_bin/filetransfer" "$ex_file" 123 token "$ex_state/photo.bin" || ex_rc=$?; }
 python3 Tests/TestServer/servers.py stop "$ex_state" >/dev/null 2>&1 || true
 rm -rf "$ex_state"
 trap - EXIT

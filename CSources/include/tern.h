@@ -89,7 +89,8 @@ TERN_API const char *tern_version_string(void);
   XX(EREDIRECT, -39, "redirect refused")                                                           \
   XX(EAUTH, -40, "authentication failed")                                                          \
   XX(EPROXY, -41, "proxy error")                                                                   \
-  XX(EQUEUEFULL, -42, "too many requests waiting in the queue")
+  XX(EQUEUEFULL, -42, "too many requests waiting in the queue")                                    \
+  XX(EFILETOOLARGE, -43, "file larger than the server accepts")
 
 typedef enum {
 #define TERN_XX_(name, value, desc) TERN_##name = (value),
@@ -716,6 +717,49 @@ typedef enum {
 /** Seconds from TERN_TIME_START to the given event, or -1 when it did not happen.
  *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API double tern_request_get_time(const tern_request_t *req, tern_time which);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Signed file transfer (Mesibo's protocol; docs/c-api.md, "File transfer signatures"): the
+ * client signs an upload or a download with the user's access token and a timestamp; the server
+ * that hosts the files looks the token up by uid, recomputes the signature and checks the
+ * timestamp. Pure functions: no engine, no I/O. Since 0.3. */
+
+/* Hex digits of a signature (SHA-256); buffers hold TERN_SIGNATURE_LEN + 1 bytes. Since 0.3. */
+#define TERN_SIGNATURE_LEN    64
+/* The usual window of tern_signature_verify, in seconds either side of now. Since 0.3. */
+#define TERN_SIGNATURE_WINDOW 300
+
+/** The upload signature: lower-case hex SHA-256 of uid "-" ts "-" access_token (ts in decimal),
+ *  written with its NUL into out (TERN_SIGNATURE_LEN + 1 bytes). uid and access_token must be
+ *  non-empty. Returns 0, TERN_EINVAL, or TERN_ENOMEM (OpenSSL could not allocate).
+ *  Thread: any. Since 0.3. */
+TERN_API int tern_signature_upload(const char *uid, int64_t ts, const char *access_token,
+                                   char *out);
+/** The download signature: lower-case hex SHA-256 of url "-" uid "-" ts "-" access_token, where
+ *  url is the file's URL without its query and fragment (anything from the first '?' or '#' on
+ *  is left out, so the URL may be given with them). Writes, returns and fails as
+ *  tern_signature_upload; url must be non-empty. Thread: any. Since 0.3. */
+TERN_API int tern_signature_download(const char *url, const char *uid, int64_t ts,
+                                     const char *access_token, char *out);
+
+/** What tern_signature_verify found. Since 0.3. */
+typedef enum {
+  TERN_SIGNATURE_OK = 0,       /* the signature matches and ts is within the window */
+  TERN_SIGNATURE_MISSING = 1,  /* sig, uid or the token is NULL or empty */
+  TERN_SIGNATURE_MISMATCH = 2, /* sig is not the signature of these values (tampered) */
+  TERN_SIGNATURE_EXPIRED = 3   /* ts is more than window seconds from now (a replay) */
+} tern_signature_result;
+
+/** Checks a signature as a file server does: url NULL for an upload (tern_signature_upload),
+ *  the file's URL for a download (tern_signature_download). The timestamp must lie within
+ *  window seconds of now (both epoch seconds; pass time(NULL) and TERN_SIGNATURE_WINDOW), the
+ *  signature must match, compared in constant time (hex digits in either case). Returns a
+ *  tern_signature_result, checked in that order (missing, expired, mismatch), or TERN_EINVAL
+ *  for a negative window or an empty url, TERN_ENOMEM when OpenSSL could not allocate.
+ *  Thread: any. Since 0.3. */
+TERN_API int tern_signature_verify(const char *url, const char *uid, int64_t ts,
+                                   const char *access_token, const char *sig, int64_t now,
+                                   int64_t window);
 
 #ifdef __cplusplus
 }

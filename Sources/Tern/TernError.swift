@@ -128,6 +128,9 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
         /// A ``RequestQueue`` already held as many waiting requests as it may: the request was
         /// refused without being sent.
         public static let queueFull = Code(rawValue: -42)
+        /// A file transfer's upload is larger than its server's `max_file_size`: refused before
+        /// anything was sent.
+        public static let fileTooLarge = Code(rawValue: -43)
     }
 
     /// The stage of the exchange in which an error happened.
@@ -317,11 +320,13 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let proxyError = TernError(code: .proxyError)
     /// Matches any error with code ``Code/queueFull``.
     public static let queueFull = TernError(code: .queueFull)
+    /// Matches any error with code ``Code/fileTooLarge``.
+    public static let fileTooLarge = TernError(code: .fileTooLarge)
 
     /// The phase a code implies when nothing more precise is known.
     static func defaultPhase(for code: Code) -> Phase? {
         switch code {
-        case .invalidArgument, .badURL, .badHeader, .busy, .unsupported, .outOfMemory:
+        case .invalidArgument, .badURL, .badHeader, .busy, .unsupported, .outOfMemory, .fileTooLarge:
             return .setup
         case .resolveFailed:
             return .resolve

@@ -31,6 +31,9 @@ User alice / password wonderland everywhere (bob too, with a password needing UR
 TERN_APACHE, TERN_APACHE_MODULES, TERN_LIGHTTPD, TERN_SQUID, TERN_SQUID_HELPERS override the
 lookups; a missing server is an error, never a skip.
 
+Files: fileserver.py, the reference server of the signed file transfer (FILE_PORT; its users
+and access tokens in FILE_TOKENS as uid=token,...; uploads stored in STATE_DIR/files).
+
 Fixture bytes are reproducible anywhere: a file of S bytes is the first S bytes of the stream
 SHAKE-256("tern-fixture-0", 1 MiB) || SHAKE-256("tern-fixture-1", 1 MiB) || ...
 so 1k.bin is a prefix of 100m.bin, which is a prefix of 1g.bin. 64k.txt is numbered text lines.
@@ -57,6 +60,9 @@ import certs  # noqa: E402  (next to this file)
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATE = os.path.join(HERE, "nginx.conf.in")
 FAULTSERVER = os.path.join(HERE, "faultserver.py")
+FILESERVER = os.path.join(HERE, "fileserver.py")
+# The reference file server's users (uid=access token), also written to the env file.
+FILE_TOKENS = "123=token,456=t0ken-456,789=tok789"
 
 MIB = 1 << 20
 FIXTURES = [  # (file name, size, env key for its SHA-256)
@@ -299,9 +305,9 @@ def recorded_pids(state):
     env = read_env(state)
     pids = set()
     for v in [env.get(k) for k in ("NGINX_PID", "FAULT_PID", "APACHE_PID", "LIGHTTPD_PID",
-                                   "SQUID_PID")] + [
+                                   "SQUID_PID", "FILE_PID")] + [
             read_pidfile(os.path.join(state, f)) for f in (
-                "nginx.pid", "fault.pid", "apache/httpd.pid", "lighttpd/lighttpd.pid",
+                "nginx.pid", "fault.pid", "file.pid", "apache/httpd.pid", "lighttpd/lighttpd.pid",
                 "squid/squid.pid", "squid/launched.pid")]:
         try:
             if v and int(v) > 1:
@@ -332,6 +338,7 @@ def cmd_stop(state):
     remove_squid_shm(state)
     left = [p for p in pids if alive(p)]
     for name in ("env", "fault.pid", "fault.port", "fault.port2", "fault.tlsports",
+                 "file.pid", "file.port",
                  "squid/squid.pid", "squid/launched.pid"):
         try:
             os.unlink(os.path.join(state, name))
@@ -875,6 +882,7 @@ def cmd_start(state):
               "tmp/uwsgi", "tmp/scgi"):
         os.makedirs(os.path.join(state, d), exist_ok=True)
     for name in ("env", "error.log", "access.log", "nginx.out", "nginx.pid", "fault.log",
+                 "file.pid", "file.port", "file.out",
                  "fault.out", "fault.pid", "fault.port", "fault.port2", "fault.tlsports",
                  "apache.out", "lighttpd.out", "squid.out", "squid/launched.pid",
                  # squid refuses to start while its pid file names a live process, and a
@@ -909,6 +917,14 @@ def cmd_start(state):
                   os.path.join(state, "fault.out"), fault_log, state)
     with open(os.path.join(state, "fault.pid"), "w") as f:
         f.write("%d\n" % fault.pid)
+    # The reference file server of the signed file transfer (fileserver.py).
+    file_port_file = os.path.join(state, "file.port")
+    file_log = os.path.join(state, "file.log")
+    filesrv = spawn([sys.executable, FILESERVER, "--port", "0", "--port-file", file_port_file,
+                     "--dir", os.path.join(state, "files"), "--tokens", FILE_TOKENS],
+                    os.path.join(state, "file.out"), file_log, state)
+    with open(os.path.join(state, "file.pid"), "w") as f:
+        f.write("%d\n" % filesrv.pid)
 
     shas = ensure_fixtures(www, FIXTURES)
     big = os.path.join(www, BIG[0])
@@ -956,7 +972,7 @@ def cmd_start(state):
         taken.update(hs.ports.values())
 
     def kill_all(*more):
-        kill_started(fault, *[hs.proc for hs in hop_servers], *more)
+        kill_started(fault, filesrv, *[hs.proc for hs in hop_servers], *more)
 
     nginx_p = None
     for attempt in range(1, 4):  # a picked port can be taken before nginx binds it: retry
@@ -1024,6 +1040,15 @@ def cmd_start(state):
         except OSError:
             pass
 
+    file_port = None
+    while file_port is None:  # written once it listens; it started long ago
+        file_port = read_pidfile(file_port_file)
+        if file_port:
+            break
+        if filesrv.poll() is not None or time.monotonic() > deadline:
+            kill_all(nginx_p)
+            die("fileserver.py did not start", file_log, os.path.join(state, "file.out"))
+        time.sleep(0.005)
     fault_tls = read_env_file(tls_ports_file)
     missing = [k for k in FAULT_TLS_KEYS if k not in fault_tls]
     if missing:
@@ -1059,6 +1084,9 @@ def cmd_start(state):
         ("SQUID_PORT", hop["squid"].ports["SQUID_PORT"]),
         ("SQUID_AUTH_PORT", hop["squid"].ports["SQUID_AUTH_PORT"]),
         ("SQUID_PID", hop["squid"].proc.pid),
+        ("FILE_PORT", file_port),
+        ("FILE_PID", filesrv.pid),
+        ("FILE_TOKENS", FILE_TOKENS),
         ("AUTH_USER", AUTH_USERS[0][0]),
         ("AUTH_PASSWORD", AUTH_USERS[0][1]),
         ("AUTH_USER2", AUTH_USERS[1][0]),
@@ -1117,7 +1145,8 @@ def cmd_status(state):
     checks = ([(key, "NGINX_PID") for key, _, _ in NGINX_PORTS] + [("FAULT_PORT", "FAULT_PID")]
               + [(key, "FAULT_PID") for key in FAULT_TLS_KEYS + ["FAULT2_PORT"]]
               + [("APACHE_PORT", "APACHE_PID"), ("LIGHTTPD_PORT", "LIGHTTPD_PID"),
-                 ("SQUID_PORT", "SQUID_PID"), ("SQUID_AUTH_PORT", "SQUID_PID")])
+                 ("SQUID_PORT", "SQUID_PID"), ("SQUID_AUTH_PORT", "SQUID_PID"),
+                 ("FILE_PORT", "FILE_PID")])
     for key, pidkey in checks:
         up = (key in env and ours(int(env.get(pidkey, "0") or 0), state)
               and can_connect("127.0.0.1", int(env[key])))

@@ -16,6 +16,9 @@ let package = Package(
         .executableTarget(name: "first", dependencies: [.product(name: "Tern", package: "tern")]),
         // JSON GET and POSTs, a download with progress, 200 concurrent GETs, a cancel, bad input.
         .executableTarget(name: "everyday", dependencies: [.product(name: "Tern", package: "tern")]),
+        // Mesibo's signed file transfer: an upload and its signed download, checked.
+        .executableTarget(
+            name: "filetransfer", dependencies: [.product(name: "Tern", package: "tern")]),
     ],
     swiftLanguageModes: [.v6]
 )
