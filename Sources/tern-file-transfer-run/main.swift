@@ -5,7 +5,9 @@
 //   tern-file-transfer-run upload   UPLOAD_URL UID TOKEN FILE        prints "url URL"
 //   tern-file-transfer-run download UPLOAD_URL UID TOKEN URL DEST    prints "progress N" lines
 //
-// Both print "peak_rss_kib N" (VmHWM) at the end. Exit status 0, or 1 when the transfer failed.
+// Both print "peak_rss_kib N" (VmHWM) at the end. Exit status 0, or 1 when the transfer failed
+// ("error ..." says why). $TERN_FT_STATE names the manager's state folder (where each server's
+// max_file_size is remembered), so that two runs show what survives a restart.
 
 import FoundationEssentials
 import Tern
@@ -37,8 +39,9 @@ else {
     say("usage: tern-file-transfer-run upload|download UPLOAD_URL UID TOKEN FILE | URL DEST")
     exit(2)
 }
+let stateFolder = getenv("TERN_FT_STATE").map { String(cString: $0) }
 let manager = FileTransferManager(
-    configuration: .init(uploadURL: uploadURL, uid: args[3], accessToken: args[4]))
+    configuration: .init(uploadURL: uploadURL, uid: args[3], accessToken: args[4], stateFolder: stateFolder))
 manager.onProgress = { _, percent in say("progress \(percent)") }
 var status: Int32 = 0
 do {

@@ -22,10 +22,13 @@ enum FileTransferRunBinary {
 
 @Suite struct FileTransferProcessTests {
     /// Runs the binary to completion; its output lines.
-    static func run(_ arguments: [String]) throws -> (status: Int32, lines: [String]) {
+    static func run(_ arguments: [String], state: String? = nil) throws -> (status: Int32, lines: [String]) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: FileTransferRunBinary.path)
         process.arguments = arguments
+        if let state {
+            process.environment = ProcessInfo.processInfo.environment.merging(["TERN_FT_STATE": state]) { $1 }
+        }
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
@@ -45,6 +48,28 @@ enum FileTransferRunBinary {
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         try handle.truncate(atOffset: UInt64(size))
         try handle.close()
+    }
+
+    @Test(.timeLimit(.minutes(2))) func maxFileSizeSurvivesAProcessRestart() throws {
+        let servers = try Servers.get()
+        let dir = try FileTransferTests.folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = dir + "/state"
+        _ = try FileTransferTests.randomFile(dir + "/small.bin", size: 500)
+        _ = try FileTransferTests.randomFile(dir + "/big.bin", size: 5000)
+        let upload = try FileTransferTests.uploadURL(servers, "?max_file_size=1200").absoluteString
+        let before = try FileTransferTests.stats(servers, uid: "789").uploads
+        // One process learns the server's limit and exits...
+        let first = try Self.run(["upload", upload, "123", "token", dir + "/small.bin"], state: state)
+        #expect(first.status == 0, "\(first.lines.suffix(3))")
+        // ...the next one, another uid, refuses the larger file before sending anything.
+        let start = Date()
+        let second = try Self.run(["upload", upload, "789", "tok789", dir + "/big.bin"], state: state)
+        #expect(second.status == 1)
+        let error = Self.value("error", in: second.lines) ?? ""
+        #expect(error.contains("1200"), "\(second.lines.suffix(3))")
+        #expect(Date().timeIntervalSince(start) < 10)
+        #expect(try FileTransferTests.stats(servers, uid: "789").uploads == before, "the server saw the upload")
     }
 
     @Test(.timeLimit(.minutes(2))) func a200MiBUploadStreamsWithFlatMemory() throws {
