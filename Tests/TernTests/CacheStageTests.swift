@@ -95,6 +95,29 @@ extension TernTests {
             #expect(try await count().requests == 1)
         }
 
+        @Test func aCachedDownloadToADeviceLeavesTheDeviceAlone() async throws {
+            let target = url("cc=max-age=60&size=1000")
+            _ = try await get(target)  // stored from memory
+            for _ in 0..<2 {
+                let request = Request(url: target)
+                request.cache = cache
+                request.downloadFile = "/dev/null"
+                let response = try await request.response()
+                #expect(response.isFromCache)
+                var info = stat()
+                #expect(stat("/dev/null", &info) == 0 && (info.st_mode & S_IFMT) == S_IFCHR, "/dev/null was replaced")
+            }
+            // A download to /dev/null stores nothing (there is nothing to read back).
+            let other = url("cc=max-age=60&size=1000", key: key + "-dev")
+            let request = Request(url: other)
+            request.cache = cache
+            request.downloadFile = "/dev/null"
+            _ = try await request.response()
+            #expect(!cache.hasResponse(for: other))
+            var info = stat()
+            #expect(stat("/dev/null", &info) == 0 && (info.st_mode & S_IFMT) == S_IFCHR)
+        }
+
         @Test func anUnsafeMethodInvalidatesTheStoredResponse() async throws {
             let target = url("cc=max-age=60")
             _ = try await get(target)

@@ -178,7 +178,8 @@ extension Execution {
                 secondsToCache: settings.secondsToCache, expectedLength: response.contentLength)
         else { return }
         if let path = response.downloadFile, plan.download != nil {
-            guard Self.copyFile(path, into: writer) else {
+            // A device (/dev/null) kept nothing to read back: nothing is stored.
+            guard Self.isRegularFile(path), Self.copyFile(path, into: writer) else {
                 writer.discard()
                 return
             }
@@ -247,8 +248,23 @@ extension Execution {
             isRequestBodySkipped: false)
     }
 
-    /// A stored body written to `path` whole or not at all (a `.part` file renamed into place).
+    /// True for a regular file (false for a device such as /dev/null, or nothing).
+    private static func isRegularFile(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+    }
+
+    /// A stored body written to `path` whole or not at all (a `.part` file renamed into place),
+    /// or in place when `path` is a device, as the engine does (a rename would replace
+    /// /dev/null with a regular file).
     private static func writeBody(of entry: CacheEntry, to path: String) -> Bool {
+        var info = stat()
+        if stat(path, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
+            let fd = open(path, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { return false }
+            let ok = (try? entry.copyBody(to: fd, verify: true)) != nil
+            return close(fd) == 0 && ok
+        }
         let part = path + ".part"
         let fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return false }
