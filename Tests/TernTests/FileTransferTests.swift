@@ -166,7 +166,7 @@ import Testing
         let refused = second.upload(file: dir + "/big.bin")
         let clock = ContinuousClock.now
         await #expect(throws: TernError.fileTooLarge) { try await refused.result() }
-        #expect(ContinuousClock.now - clock < .seconds(1))
+        #expect(ContinuousClock.now - clock < .seconds(5), "refused before any request (the server count below is the real check)")
         #expect(refused.error?.phase == .setup)
         #expect(refused.error?.message.contains("1000") == true)
         #expect(try Self.stats(servers, uid: "456").uploads == 0)
