@@ -1,5 +1,5 @@
-/* A connection: a socket with its one I/O buffer. Resolve, connect (address after address),
- * timers, reading into the buffer, writing (through TLS when the connection has it), close.
+/* A connection: a socket with its one I/O buffer. Timers, reading into the buffer, writing
+ * (through TLS when the connection has it), close; connect.c opens it.
  *
  * The buffer (c->buf, c->cap bytes) is allocated once. Response bytes are read into it, the
  * head is parsed in place, body bytes go from it straight to the request's sink, and file or
@@ -17,17 +17,14 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
-static void on_connect(uv_connect_t *cr, int status);
 static void on_write(uv_write_t *wr, int status);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_timer(uv_timer_t *t);
-static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res);
-static void try_next_address(tern__conn *c);
 static int flush_tls(tern__conn *c);
 static void drop_debts(tern__conn *c);
 
-static void free_addrs(tern__conn *c) {
+void tern__conn_free_addrs(tern__conn *c) {
   if (c->addrs == NULL) return;
   if (c->own_addrs) {
     tern__addrs_free(c->addrs);
@@ -37,10 +34,10 @@ static void free_addrs(tern__conn *c) {
   c->addrs = c->next_addr = NULL;
 }
 
-static void maybe_free(tern__conn *c) {
+void tern__conn_free_if_done(tern__conn *c) {
   if (c->pending > 0) return;
   tern_engine_t *eng = c->engine;
-  free_addrs(c);
+  tern__conn_free_addrs(c);
   drop_debts(c);
   tern__tls_conn_free(c);
   free(c->buf);
@@ -52,7 +49,7 @@ static void maybe_free(tern__conn *c) {
 static void on_handle_closed(uv_handle_t *h) {
   tern__conn *c = h->data;
   c->pending--;
-  maybe_free(c);
+  tern__conn_free_if_done(c);
 }
 
 /* ---- timers ---- */
@@ -93,14 +90,24 @@ static void on_timer(uv_timer_t *t) {
   tern_request_t *req = tern__conn_first(c);
   const char *host = req ? req->url.hostport : c->origin->host;
   switch (c->timer_kind) {
-    case TERN__TIMER_CONNECT:
-      if (req)
+    case TERN__TIMER_CONNECT: {
+      /* Name the step that hung, and the proxy when it was the proxy that did not answer. */
+      const tern__origin *o = c->origin;
+      const char *step = c->state == TERN__CONN_HANDSHAKE ? "TLS handshake with"
+                         : c->state == TERN__CONN_SOCKS   ? "SOCKS handshake for"
+                         : c->state == TERN__CONN_TUNNEL  ? "CONNECT to"
+                                                          : "connect to";
+      bool at_proxy = o->proxy_host && c->state != TERN__CONN_HANDSHAKE;
+      if (req && at_proxy)
         tern__request_set_error(
-            req, TERN_ECONNECTTIMEOUT, "%s %s: timed out after %llu ms",
-            c->state == TERN__CONN_HANDSHAKE ? "TLS handshake with" : "connect to", host,
-            (unsigned long long)c->timer_ms);
+            req, TERN_ECONNECTTIMEOUT, "%s %s through proxy %s:%u: timed out after %llu ms", step,
+            host, o->proxy_host, (unsigned)o->proxy_port, (unsigned long long)c->timer_ms);
+      else if (req)
+        tern__request_set_error(req, TERN_ECONNECTTIMEOUT, "%s %s: timed out after %llu ms", step,
+                                host, (unsigned long long)c->timer_ms);
       tern__conn_fail(c, NULL, TERN_ECONNECTTIMEOUT);
       break;
+    }
     case TERN__TIMER_HEADERS:
       /* the head is here, just not read yet; or reading waits for a bandwidth budget */
       if ((c->reading && bytes_waiting(c)) || c->bw_wait[TERN__RECV] || c->bw_wait[TERN__SEND]) {
@@ -142,197 +149,6 @@ static void on_timer(uv_timer_t *t) {
     case TERN__TIMER_NONE: break;
     default: c->events->timer(c); break;
   }
-  tern__engine_leave(eng);
-}
-
-/* ---- resolve and connect ---- */
-
-tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms,
-                            const tern__conn_events *events) {
-  tern_engine_t *eng = first->engine;
-  tern__conn *c = tern__calloc(1, sizeof *c);
-  if (c == NULL) return NULL;
-  c->cap = c->rcap = o->buffer_size;
-  c->buf = tern__malloc(c->cap);
-  if (c->buf == NULL) {
-    free(c);
-    return NULL;
-  }
-  c->origin = o;
-  c->engine = eng;
-  c->events = events;
-  tern__list_init(&c->requests);
-  uv_tcp_init(eng->loop, &c->tcp);
-  uv_timer_init(eng->loop, &c->timer);
-  uv_timer_init(eng->loop, &c->bw_timer);
-  c->tcp.data = c;
-  c->timer.data = c;
-  c->bw_timer.data = c;
-  c->pending = 3;
-  eng->handles++;
-  o->nconns++;
-  tern__list_insert_tail(&o->busy, &c->node);
-  c->id = TERN__STAT_ADD(eng, TERN_STAT_CONNECTIONS_OPENED, 1) + 1;
-  TERN__STAT_ADD(eng, TERN_STAT_CONNECTIONS_OPEN, 1);
-  tern__log(eng, TERN_LOG_DEBUG, first, "connection #%llu to %s port %u: opening",
-            (unsigned long long)c->id, o->host, (unsigned)o->port);
-
-  first->conn = c;
-  tern__list_remove(&first->node);
-  tern__list_insert_tail(&c->requests, &first->node);
-  c->nrequests = 1;
-  tern__conn_set_timer(c, TERN__TIMER_CONNECT, connect_ms);
-  /* Through a proxy, the socket goes to the proxy; TLS and Host still name the origin. */
-  const char *host = o->proxy_host ? o->proxy_host : o->host;
-  uint16_t port_num = o->proxy_host ? o->proxy_port : o->port;
-  struct addrinfo *known = tern__resolve_known(eng, host, port_num);
-  if (known) {
-    c->addrs = c->next_addr = known;
-    c->own_addrs = true;
-    c->state = TERN__CONN_CONNECTING;
-    c->last_error = UV_EADDRNOTAVAIL;
-    try_next_address(c);
-    return c;
-  }
-  /* Literal addresses skip the resolver's thread pool hop. */
-  struct sockaddr_storage ss;
-  memset(&ss, 0, sizeof ss);
-  if (uv_ip4_addr(host, port_num, (struct sockaddr_in *)&ss) == 0 ||
-      uv_ip6_addr(host, port_num, (struct sockaddr_in6 *)&ss) == 0) {
-    c->state = TERN__CONN_CONNECTING;
-    int r = uv_tcp_connect(&c->connect_req, &c->tcp, (struct sockaddr *)&ss, on_connect);
-    if (r) {
-      tern__request_set_error(first, tern__map_uv_error(r, TERN_ECONNECT), "connect to %s:%u: %s",
-                              host, (unsigned)port_num, uv_strerror(r));
-      tern__conn_fail(c, NULL, tern__map_uv_error(r, TERN_ECONNECT));
-    }
-    return c;
-  }
-  char port[8];
-  snprintf(port, sizeof port, "%u", (unsigned)port_num);
-  struct addrinfo hints;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  c->state = TERN__CONN_RESOLVING;
-  TERN__STAT_ADD(eng, TERN_STAT_DNS_LOOKUPS, 1);
-  int r = uv_getaddrinfo(eng->loop, &c->gai, on_resolved, host, port, &hints);
-  if (r) {
-    tern__request_set_error(first, TERN_ERESOLVE, "resolve %s: %s", host, uv_strerror(r));
-    tern__conn_fail(c, NULL, TERN_ERESOLVE);
-    return c;
-  }
-  c->gai.data = c;
-  c->gai_live = true;
-  c->pending++;
-  return c;
-}
-
-static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res) {
-  tern__conn *c = gai->data;
-  c->pending--;
-  c->gai_live = false;
-  if (c->state == TERN__CONN_CLOSING) {
-    if (res) uv_freeaddrinfo(res);
-    maybe_free(c);
-    return;
-  }
-  tern_engine_t *eng = c->engine;
-  tern__engine_enter(eng);
-  if (status < 0) {
-    tern__request_set_error(tern__conn_first(c), TERN_ERESOLVE, "resolve %s%s: %s",
-                            c->origin->proxy_host ? "proxy " : "",
-                            c->origin->proxy_host ? c->origin->proxy_host : c->origin->host,
-                            uv_strerror(status));
-    tern__conn_fail(c, NULL, TERN_ERESOLVE);
-  } else {
-    const tern__origin *o = c->origin;
-    tern__resolve_remember(eng, o->proxy_host ? o->proxy_host : o->host,
-                           o->proxy_host ? o->proxy_port : o->port, res);
-    c->addrs = res;
-    c->next_addr = res;
-    c->state = TERN__CONN_CONNECTING;
-    c->last_error = UV_EADDRNOTAVAIL;
-    try_next_address(c);
-  }
-  tern__engine_leave(eng);
-}
-
-static void connect_failed(tern__conn *c) {
-  int err = tern__map_uv_error(c->last_error, TERN_ECONNECT);
-  const tern__origin *o = c->origin;
-  tern__request_set_error(tern__conn_first(c), err, "connect to %s%s:%u: %s",
-                          o->proxy_host ? "proxy " : "", o->proxy_host ? o->proxy_host : o->host,
-                          (unsigned)(o->proxy_host ? o->proxy_port : o->port),
-                          uv_strerror(c->last_error));
-  tern__conn_fail(c, NULL, err);
-}
-
-static void on_tcp_reopened(uv_handle_t *h) {
-  tern__conn *c = h->data;
-  c->tcp_closing = false;
-  if (c->state == TERN__CONN_CLOSING) {
-    c->pending--;
-    maybe_free(c);
-    return;
-  }
-  tern__engine_enter(c->engine);
-  uv_tcp_init(c->engine->loop, &c->tcp);
-  c->tcp.data = c;
-  try_next_address(c);
-  tern__engine_leave(c->engine);
-}
-
-/* A failed connect leaves the socket bound to its address family: start over on a fresh
- * handle for the next address. */
-static void try_next_address(tern__conn *c) {
-  while (c->next_addr) {
-    struct addrinfo *a = c->next_addr;
-    c->next_addr = a->ai_next;
-    if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
-    int r = uv_tcp_connect(&c->connect_req, &c->tcp, a->ai_addr, on_connect);
-    if (r == 0) return;
-    c->last_error = r;
-    c->tcp_closing = true;
-    uv_close((uv_handle_t *)&c->tcp, on_tcp_reopened);
-    return;
-  }
-  connect_failed(c);
-}
-
-static void on_connect(uv_connect_t *cr, int status) {
-  tern__conn *c = tern__container_of(cr, tern__conn, connect_req);
-  if (c->state == TERN__CONN_CLOSING) return;
-  tern_engine_t *eng = c->engine;
-  tern__engine_enter(eng);
-  if (status < 0) {
-    c->last_error = status;
-    tern__log(eng, TERN_LOG_DEBUG, tern__conn_first(c),
-              "connection #%llu: connect to %s port %u failed: %s%s", (unsigned long long)c->id,
-              c->origin->host, (unsigned)c->origin->port, uv_strerror(status),
-              c->next_addr ? "; trying the next address" : "");
-    if (c->next_addr) {
-      c->tcp_closing = true;
-      uv_close((uv_handle_t *)&c->tcp, on_tcp_reopened);
-    } else {
-      connect_failed(c);
-    }
-    tern__engine_leave(eng);
-    return;
-  }
-  free_addrs(c);
-  uv_tcp_nodelay(&c->tcp, 1);
-  tern_request_t *req = tern__conn_first(c);
-  if (TERN__LOGGING(eng, TERN_LOG_DEBUG)) {
-    struct sockaddr_storage peer;
-    int len = sizeof peer;
-    char ip[64] = "?";
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &len) == 0)
-      uv_ip_name((struct sockaddr *)&peer, ip, sizeof ip);
-    tern__log(eng, TERN_LOG_DEBUG, req, "connection #%llu connected to %s (%s) port %u",
-              (unsigned long long)c->id, c->origin->host, ip, (unsigned)c->origin->port);
-  }
-  c->events->connected(c);
   tern__engine_leave(eng);
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static bool is_redirect(int status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
@@ -23,7 +24,7 @@ int tern__request_decide_hop(tern_request_t *req) {
   } else if (status == 401 &&
              tern__request_answer_challenge(req, &req->auth.www, "www-authenticate", 1)) {
     req->hop.next = TERN__HOP_AUTH;
-  } else if (status == 407 && req->proxy.host &&
+  } else if (status == 407 && req->proxy.host && req->proxy.kind == TERN__PROXY_KIND_HTTP &&
              tern__request_answer_challenge(req, &req->auth.proxy, "proxy-authenticate", 2)) {
     req->hop.next = TERN__HOP_PROXY_AUTH;
   }
@@ -151,19 +152,43 @@ int tern__proxy_conf_set(tern__proxy_conf *out, const char *proxy_url) {
     tern__proxy_conf_clear(out);
     return 0;
   }
+  /* A SOCKS proxy URL is read as an http one with the same authority. */
+  static const struct {
+    const char *scheme;
+    int kind;
+  } socks[] = { { "socks4://", TERN__PROXY_KIND_SOCKS4 },
+                { "socks4a://", TERN__PROXY_KIND_SOCKS4A },
+                { "socks5://", TERN__PROXY_KIND_SOCKS5 },
+                { "socks5h://", TERN__PROXY_KIND_SOCKS5H } };
+  int kind = TERN__PROXY_KIND_HTTP;
+  char *as_http = NULL;
+  for (size_t i = 0; i < sizeof socks / sizeof socks[0]; i++) {
+    size_t n = strlen(socks[i].scheme);
+    if (strncasecmp(proxy_url, socks[i].scheme, n) != 0) continue;
+    tern__str t = { 0 };
+    if (tern__str_appendf(&t, "http://%s", proxy_url + n)) return TERN_ENOMEM;
+    kind = socks[i].kind;
+    proxy_url = as_http = t.data;
+    break;
+  }
   tern__url u;
   int r = tern__url_parse(&u, proxy_url);
-  if (r) return r;
+  if (r) {
+    free(as_http);
+    return r;
+  }
   if (u.tls) { /* TLS to the proxy itself is not supported */
     tern__url_free(&u);
     return TERN_EUNSUPPORTED;
   }
   tern__proxy_conf c = { 0 };
+  c.kind = kind;
   c.host = tern__strdup(u.host);
   if (u.userinfo) c.userinfo = tern__strdup(u.userinfo);
   if (c.host == NULL || (u.userinfo && c.userinfo == NULL)) {
     tern__proxy_conf_clear(&c);
     tern__url_free(&u);
+    free(as_http);
     return TERN_ENOMEM;
   }
   /* Without an explicit port a proxy is on curl's default, 1080. */
@@ -174,6 +199,7 @@ int tern__proxy_conf_set(tern__proxy_conf *out, const char *proxy_url) {
   size_t hl = strcspn(hostpart, "/?#");
   c.port = memchr(hostpart, ':', hl) ? u.port : 1080;
   tern__url_free(&u);
+  free(as_http);
   tern__proxy_conf_clear(out);
   *out = c;
   return 0;
@@ -199,6 +225,7 @@ int tern__request_choose_proxy(tern_request_t *req) {
   const tern__proxy_conf *c = &req->proxy.conf[slot];
   if ((req->proxy.host = tern__strdup(c->host)) == NULL) return TERN_ENOMEM;
   req->proxy.port = c->port;
+  req->proxy.kind = c->kind;
   const tern__auth *g = &req->proxy.given;
   if (g->user) return tern__auth_set(&req->auth.proxy, g->user, g->password, g->schemes);
   if (c->userinfo)

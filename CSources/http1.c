@@ -13,7 +13,9 @@ static void response_done(tern__conn *c, tern_request_t *req);
 
 static void on_connected(tern__conn *c) {
   int r = 0;
-  if (c->origin->tls && c->origin->proxy_host) {
+  if (c->origin->proxy_host && c->origin->proxy_kind != TERN__PROXY_KIND_HTTP) {
+    r = tern__socks_start(c);
+  } else if (c->origin->tls && c->origin->proxy_host) {
     r = tern__proxy_tunnel_start(c);
   } else if (c->origin->tls) {
     r = tern__conn_start_tls(c);
@@ -212,7 +214,13 @@ static void on_eof(tern__conn *c, int uverr) {
   }
   int err;
   const char *host = req->url.hostport;
-  if (c->state == TERN__CONN_HANDSHAKE) {
+  if (c->state == TERN__CONN_SOCKS) {
+    err = TERN_EPROXY;
+    tern__request_set_error(req, err,
+                            "proxy %s:%u closed the connection during the SOCKS handshake (%s)",
+                            c->origin->proxy_host, (unsigned)c->origin->proxy_port,
+                            uverr == UV_EOF ? "end of stream" : uv_strerror((int)uverr));
+  } else if (c->state == TERN__CONN_HANDSHAKE) {
     err = TERN_ETLSHANDSHAKE;
     tern__request_set_error(req, err, "TLS handshake with %s: connection closed by the server (%s)",
                             host, uverr == UV_EOF ? "end of stream" : uv_strerror((int)uverr));
@@ -285,6 +293,8 @@ static void on_received(tern__conn *c, int tls) {
   if (r >= 0) {
     if (c->state == TERN__CONN_TUNNEL) {
       r = tern__proxy_tunnel_read(c);
+    } else if (c->state == TERN__CONN_SOCKS) {
+      r = tern__socks_read(c);
     } else {
       r = pump(c);
       if (tls == 1 && r == 0) r = 1;

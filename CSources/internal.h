@@ -266,15 +266,26 @@ int tern__request_proxy_authorization(tern_request_t *req, const char *method, c
 
 /* ---- hops (hops.c) --------------------------------------------------------------------------- */
 
+/* What a proxy speaks: HTTP (absolute-form requests, CONNECT for https) or SOCKS, which opens
+ * a plain TCP tunnel to the origin for every connection. SOCKS4 and SOCKS5 take the origin's
+ * address, resolved here; SOCKS4A and SOCKS5H take its name, resolved by the proxy. */
+enum {
+  TERN__PROXY_KIND_HTTP,
+  TERN__PROXY_KIND_SOCKS4,
+  TERN__PROXY_KIND_SOCKS4A,
+  TERN__PROXY_KIND_SOCKS5,
+  TERN__PROXY_KIND_SOCKS5H
+};
 /* One configured proxy: host NULL when not configured. userinfo (percent-encoded, or NULL) is
  * for this proxy only. */
 typedef struct {
   char *host, *userinfo;
   uint16_t port;
+  int kind; /* TERN__PROXY_KIND_* */
 } tern__proxy_conf;
 enum { TERN__PROXY_NONE = -1, TERN__PROXY_ANY, TERN__PROXY_HTTP, TERN__PROXY_HTTPS };
-/* Parses "http://[user:password@]host[:port]" into *out (port 1080 when none). NULL or "" clears
- * it. Returns 0 or a TERN_E* code. */
+/* Parses "SCHEME://[user:password@]host[:port]" into *out (port 1080 when none), SCHEME being
+ * http, socks4, socks4a, socks5 or socks5h. NULL or "" clears it. Returns 0 or a TERN_E* code. */
 int tern__proxy_conf_set(tern__proxy_conf *out, const char *proxy_url);
 void tern__proxy_conf_clear(tern__proxy_conf *c);
 /* Chooses this hop's proxy (scheme proxy, else the general one; none for a no_proxy host) and,
@@ -483,6 +494,7 @@ struct tern_request {
   /* ---- the proxy: chosen per hop from these settings (hops.c) ---- */
   struct {
     char *host; /* this hop's proxy, or NULL: direct */
+    int kind;   /* TERN__PROXY_KIND_* of that proxy */
     uint16_t port;
     int chosen; /* TERN__PROXY_* slot this hop's proxy came from; -1 before the first hop */
     tern__proxy_conf conf[3]; /* TERN__PROXY_ANY (tern_request_set_proxy), _HTTP, _HTTPS */
@@ -598,6 +610,7 @@ enum {
   TERN__CONN_RESOLVING,
   TERN__CONN_CONNECTING,
   TERN__CONN_TUNNEL,    /* CONNECT sent to the proxy, waiting for its answer */
+  TERN__CONN_SOCKS,     /* the SOCKS handshake with the proxy is under way */
   TERN__CONN_HANDSHAKE, /* TLS handshake under way */
   TERN__CONN_ACTIVE,    /* has requests */
   TERN__CONN_IDLE,      /* in the pool */
@@ -702,6 +715,13 @@ struct tern__conn {
   bool bw_wait[2];
   int bw_write_status;   /* of the write whose end waits for its debt */
   size_t tunnel_interim; /* bytes of 1xx heads the proxy sent before answering CONNECT */
+
+  /* SOCKS (socks.c): the origin's address when the proxy takes addresses (resolved by conn.c
+   * before the proxy's own), and where the handshake stands */
+  bool resolving_target;
+  bool has_target_addr;
+  struct sockaddr_storage target_addr;
+  int socks_step;
 };
 
 struct tern__origin {
@@ -717,6 +737,7 @@ struct tern__origin {
   char *tls_id;     /* TLS settings shared by its connections, or NULL */
   char *proxy_host; /* connections go through this proxy, or NULL */
   uint16_t proxy_port;
+  int proxy_kind;                 /* TERN__PROXY_KIND_* */
   char *proxy_id;                 /* proxy credentials: a tunnel opened for one user is not
                                     * handed to a request with other (or no) credentials */
   tern__tls_ctx *tls_ctx;         /* owned by the engine */
@@ -872,9 +893,23 @@ int tern__proxy_tunnel_start(tern__conn *c);
  * TERN_E* code. */
 int tern__proxy_tunnel_read(tern__conn *c);
 
-/* conn.c: a socket with its one buffer, resolve, connect, timers, reads, writes (through TLS) */
+/* socks.c: SOCKS4/4A/5/5H tunnels. Start sends the first message to the proxy (the connection
+ * is in TERN__CONN_SOCKS); read handles what the proxy sent so far and, once the tunnel is
+ * open, starts TLS or reports the connection ready. Both return 0 or a TERN_E* code. */
+int tern__socks_start(tern__conn *c);
+int tern__socks_read(tern__conn *c);
+/* Whether the proxy of this kind takes the origin's address rather than its name. */
+static inline bool tern__proxy_resolves_locally(int kind) {
+  return kind == TERN__PROXY_KIND_SOCKS4 || kind == TERN__PROXY_KIND_SOCKS5;
+}
+
+/* connect.c: a new connection for `first`: resolve, connect (through TLS and tunnels later) */
 tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms,
                             const tern__conn_events *events);
+/* conn.c: a socket with its one buffer, timers, reads, writes (through TLS), close */
+void tern__conn_free_addrs(tern__conn *c);
+/* Frees a closed connection once its last handle and libuv request are gone. */
+void tern__conn_free_if_done(tern__conn *c);
 static inline tern_request_t *tern__conn_first(const tern__conn *c) {
   return tern__list_empty(&c->requests)
              ? NULL

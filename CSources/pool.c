@@ -1,4 +1,4 @@
-/* The pool: one origin per distinct (host, port, TLS settings, proxy and its credentials), its
+/* The pool: one origin per distinct (host, port, TLS settings, proxy, its kind and credentials), its
  * idle and busy connections, and the requests waiting for a connection slot. A request goes to
  * an idle connection, a pipelining one, a new one, or waits. */
 #include "internal.h"
@@ -25,7 +25,8 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
         strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls.id) == 0) &&
         o->proxy_port == req->proxy.port && (o->proxy_host == NULL) == (req->proxy.host == NULL) &&
         (o->proxy_host == NULL ||
-         (strcmp(o->proxy_host, req->proxy.host) == 0 && strcmp(o->proxy_id, pid) == 0))) {
+         (o->proxy_kind == req->proxy.kind && strcmp(o->proxy_host, req->proxy.host) == 0 &&
+          strcmp(o->proxy_id, pid) == 0))) {
       free(pid);
       return o;
     }
@@ -52,6 +53,7 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
       return NULL;
     }
     o->proxy_port = req->proxy.port;
+    o->proxy_kind = req->proxy.kind;
   }
   if (o->tls) {
     o->tls_id = tern__strdup(req->tls.id);

@@ -82,8 +82,9 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     }
   }
 
-  /* Through a proxy, plain http goes in absolute form; https goes through a tunnel. */
-  bool absolute = req->proxy.host && !req->url.tls;
+  /* Through an HTTP proxy, plain http goes in absolute form; https goes through a tunnel. A
+   * SOCKS proxy is a tunnel for both: the origin sees an ordinary request. */
+  bool absolute = req->proxy.host && req->proxy.kind == TERN__PROXY_KIND_HTTP && !req->url.tls;
   const char *target = req->url.target;
   tern__str abs_target = { 0 };
   if (absolute) {

@@ -507,10 +507,15 @@ TERN_API int tern_request_set_auth_cb(tern_request_t *req, tern_auth_cb cb, void
 /** Credentials for the challenge the auth callback was called for (TERN_EINVAL outside it).
  *  Thread: the loop thread, inside the auth callback. Since 0.1. */
 TERN_API int tern_request_supply_auth(tern_request_t *req, const char *user, const char *password);
-/** Sends the request through an HTTP proxy, "http://[user:password@]host:port" (port 1080 when
- *  none; NULL or "": no proxy): http URLs in absolute form, https URLs through a CONNECT
- *  tunnel. Connections are pooled per proxy. The proxy is chosen again for every hop (since
- *  0.2): a scheme's own proxy (tern_request_set_scheme_proxy) wins over this one, and a host
+/** Sends the request through a proxy, "SCHEME://[user:password@]host:port" (port 1080 when
+ *  none; NULL or "": no proxy). SCHEME http: an HTTP proxy, http URLs in absolute form, https
+ *  URLs through a CONNECT tunnel. SCHEME socks5 or socks5h (since 0.2): a SOCKS5 proxy (RFC
+ *  1928) that opens a TCP tunnel to the origin for every connection, with the user name and
+ *  password of RFC 1929 when credentials are given; socks5 resolves the host name here and
+ *  gives the proxy an address, socks5h gives the proxy the name. socks4 and socks4a likewise
+ *  (SOCKS4 takes IPv4 addresses only; the user name goes as its user id). A SOCKS proxy's
+ *  failures are TERN_EPROXY with its reply in the message. Connections are pooled per proxy.
+ *  The proxy is chosen again for every hop (since 0.2): a scheme's own proxy (tern_request_set_scheme_proxy) wins over this one, and a host
  *  of the no-proxy list goes direct. Credentials in a proxy URL go to that proxy only.
  *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_proxy(tern_request_t *req, const char *proxy_url);
