@@ -13,6 +13,8 @@ PKGS="$PKGS wrk libcurl4-openssl-dev libhttp-parser-dev gnuplot-nox"
 # The cache conformance run (scripts/check-cache-conformance.sh): the cache-tests corpus's
 # server and client are Node.js modules (no npm packages). Debian's nodejs (18) or a newer one.
 PKGS="$PKGS nodejs"
+# The SOCKS tests' proxy (Dante: SOCKS4, 4A and 5, with RFC 1929 user name and password).
+PKGS="$PKGS dante-server"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 # libFuzzer: the Swift toolchain's clang ships it; otherwise take Debian's clang.
@@ -34,6 +36,12 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
   if [ "$added_policy" = 1 ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
 fi
+# Dante checks SOCKS5 user names and passwords against the system's users: the SOCKS tests'
+# user (no home, no shell, no login) with the password Tests/TestServer/servers.py gives them.
+if ! id ternsocks >/dev/null 2>&1; then
+  $SUDO useradd --system --no-create-home --shell /usr/sbin/nologin ternsocks
+fi
+echo 'ternsocks:socks-wonderland' | $SUDO chpasswd
 # The Python package's build and test environment (build/python-venv: cffi, setuptools, pytest).
 "$(dirname "$0")/python-venv.sh" >/dev/null
 echo "setup: ok"

@@ -981,6 +981,21 @@ class Connection:
         n = len(stats.tags.get(tag, ())) if tag is not None else stats.accepted
         return await self.respond(req, 200, [("Content-Type", "text/plain")], b"%d\n" % n)
 
+    async def h_socks_mode(self, req):
+        """Sets how SOCKS_FAULT_PORT answers the next connections, and clears its log."""
+        mode = req.q("m") or "ok"
+        if mode not in SOCKS_MODES:
+            return await self.respond(req, 400, [("Content-Type", "text/plain")],
+                                      b"unknown SOCKS mode\n")
+        SOCKS_STATE["mode"] = mode
+        SOCKS_STATE["log"] = []
+        return await self.respond(req, 200, [("Content-Type", "text/plain")], b"ok\n")
+
+    async def h_socks_log(self, req):
+        """What SOCKS_FAULT_PORT was asked since the last /socks-mode, as JSON lines."""
+        body = "".join(json.dumps(e) + "\n" for e in SOCKS_STATE["log"]).encode()
+        return await self.respond(req, 200, [("Content-Type", "application/json")], body)
+
     async def h_reset_stats(self, req):
         tag = req.q("tag")
         stats = self.server.stats
@@ -1223,6 +1238,8 @@ ROUTES = {
     "/cacheable-count": Connection.h_cacheable_count,
     "/probe-stats": Connection.h_probe_stats,
     "/reset-stats": Connection.h_reset_stats,
+    "/socks-mode": Connection.h_socks_mode,
+    "/socks-log": Connection.h_socks_log,
     "/keepalive-timeout": Connection.h_keepalive_timeout,
 }
 PREFIX_ROUTES = [
@@ -1230,6 +1247,158 @@ PREFIX_ROUTES = [
     ("/exchange/", Connection.h_exchange),
 ]
 
+
+
+# ---- a SOCKS peer (only with --tls-ports-file, whose file also names its port) --------------
+#
+# SOCKS_FAULT_PORT  a SOCKS4/4A/5 server to loopback whose behaviour for new connections is set
+#                   with GET /socks-mode?m=MODE on the HTTP port (default "ok"); /socks-log lists
+#                   what it was asked since (version, command, address type, host, port, user,
+#                   password). Modes: ok (a working proxy; for SOCKS5 it picks user name and
+#                   password when offered), auth-refuse (refuses any credentials), close (closes
+#                   at once), stall (never answers), greeting-version (answers the greeting as
+#                   version 4), no-method (0xFF), auth-unoffered (picks method 2 whatever was
+#                   offered), refuse (reply 5 / SOCKS4 91), bad-atyp (reply with address type
+#                   9), truncated (half a reply, then close), trailing (bytes after the reply),
+#                   long-domain (a success reply whose bound address is a 255-byte name).
+SOCKS_MODES = ("ok", "auth-refuse", "close", "stall", "greeting-version", "no-method",
+               "auth-unoffered", "refuse", "bad-atyp", "truncated", "trailing", "long-domain")
+SOCKS_STATE = {"mode": "ok", "log": []}
+
+
+async def _socks_relay(reader, writer, host, port):
+    try:
+        tr, tw = await asyncio.open_connection(host, port)
+    except OSError:
+        return False
+
+    async def pump(src, dst):
+        try:
+            while True:
+                data = await src.read(65536)
+                if not data:
+                    break
+                dst.write(data)
+                await dst.drain()
+        except _DISCONNECTED:
+            pass
+        finally:
+            try:
+                if dst.can_write_eof():
+                    dst.write_eof()
+            except (OSError, RuntimeError):
+                pass
+
+    try:
+        await asyncio.gather(pump(reader, tw), pump(tr, writer))
+    finally:
+        tw.close()
+    return True
+
+
+async def _read_nul(reader, limit=1024):
+    out = b""
+    while len(out) < limit:
+        c = await reader.readexactly(1)
+        if c == b"\0":
+            return out
+        out += c
+    raise ValueError("no NUL")
+
+
+async def on_socks(reader, writer):
+    mode = SOCKS_STATE["mode"]
+    entry = {}
+    try:
+        if mode == "close":
+            return
+        if mode == "stall":
+            await asyncio.sleep(60)
+            return
+        ver = (await reader.readexactly(1))[0]
+        entry["version"] = ver
+        SOCKS_STATE["log"].append(entry)
+        if ver == 4:
+            cd, port, ip = struct.unpack("!BH4s", await reader.readexactly(7))
+            entry.update(command=cd, port=port, user=(await _read_nul(reader)).decode("latin-1"))
+            if ip[:3] == b"\0\0\0" and ip[3] != 0:
+                entry.update(atyp="name", host=(await _read_nul(reader)).decode("latin-1"))
+            else:
+                entry.update(atyp="ipv4", host=socket.inet_ntoa(ip))
+            if mode == "refuse":
+                writer.write(b"\x00\x5b" + b"\0" * 6)
+                await writer.drain()
+                return
+            writer.write(b"\x00\x5a" + b"\0" * 6)
+            await writer.drain()
+            await _socks_relay(reader, writer, entry["host"], port)
+            return
+        if ver != 5:
+            return
+        methods = await reader.readexactly((await reader.readexactly(1))[0])
+        entry["methods"] = list(methods)
+        if mode == "greeting-version":
+            writer.write(b"\x04\x00")
+        elif mode == "no-method":
+            writer.write(b"\x05\xff")
+        elif mode == "auth-unoffered":
+            writer.write(b"\x05\x02")
+        if mode in ("greeting-version", "no-method", "auth-unoffered"):
+            await writer.drain()
+            await asyncio.sleep(5)  # the client must give up and close
+            return
+        if 2 in methods:
+            writer.write(b"\x05\x02")
+            await writer.drain()
+            av = (await reader.readexactly(1))[0]
+            user = await reader.readexactly((await reader.readexactly(1))[0])
+            password = await reader.readexactly((await reader.readexactly(1))[0])
+            entry.update(auth_version=av, user=user.decode("latin-1"),
+                         password=password.decode("latin-1"))
+            if mode == "auth-refuse":
+                writer.write(b"\x01\x01")
+                await writer.drain()
+                return
+            writer.write(b"\x01\x00")
+        else:
+            writer.write(b"\x05\x00")
+        await writer.drain()
+        _, cmd, _, atyp = await reader.readexactly(4)
+        if atyp == 1:
+            host = socket.inet_ntoa(await reader.readexactly(4))
+            entry["atyp"] = "ipv4"
+        elif atyp == 4:
+            host = socket.inet_ntop(socket.AF_INET6, await reader.readexactly(16))
+            entry["atyp"] = "ipv6"
+        else:
+            host = (await reader.readexactly((await reader.readexactly(1))[0])).decode("latin-1")
+            entry["atyp"] = "name"
+        port = struct.unpack("!H", await reader.readexactly(2))[0]
+        entry.update(command=cmd, host=host, port=port)
+        ok = b"\x05\x00\x00\x01\x7f\x00\x00\x01\x04\x38"
+        if mode == "refuse":
+            writer.write(b"\x05\x05\x00\x01\x00\x00\x00\x00\x00\x00")
+        elif mode == "bad-atyp":
+            writer.write(b"\x05\x00\x00\x09\x00\x00\x00\x00\x00\x00")
+        elif mode == "truncated":
+            writer.write(ok[:6])
+        elif mode == "trailing":
+            writer.write(ok + b"HTTP/1.1 200 OK\r\n\r\n")
+        if mode in ("refuse", "bad-atyp", "truncated", "trailing"):
+            await writer.drain()
+            if mode == "trailing":
+                await asyncio.sleep(5)
+            return
+        if mode == "long-domain":
+            writer.write(b"\x05\x00\x00\x03\xff" + b"a" * 255 + b"\x04\x38")
+        else:
+            writer.write(ok)
+        await writer.drain()
+        await _socks_relay(reader, writer, host, port)
+    except (asyncio.IncompleteReadError, ValueError) + _DISCONNECTED:
+        pass
+    finally:
+        writer.transport.abort()
 
 
 # ---- TLS fault peers (only with --tls-ports-file) ------------------------------------------
@@ -1402,9 +1571,12 @@ async def main_async(args):
         st = await asyncio.start_server(
             lambda r, w: on_tls_stall(r, w, args.idle_timeout), args.host, 0, backlog=128,
             reuse_address=True)
-        extra += [g, st]
+        sk = await asyncio.start_server(on_socks, args.host, 0, backlog=128,
+                                        reuse_address=True)
+        extra += [g, st, sk]
         lines = ["TLS_GARBAGE_PORT=%d" % g.sockets[0].getsockname()[1],
-                 "TLS_STALL_PORT=%d" % st.sockets[0].getsockname()[1]]
+                 "TLS_STALL_PORT=%d" % st.sockets[0].getsockname()[1],
+                 "SOCKS_FAULT_PORT=%d" % sk.sockets[0].getsockname()[1]]
         if args.tls_cert:
             rc = ReqCertServer(args.host, args.tls_cert, args.tls_key, args.tls_ca, args.verbose)
             lines.append("TLS_REQCERT_PORT=%d" % rc.port)

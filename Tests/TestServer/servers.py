@@ -86,7 +86,7 @@ NGINX_PORTS = [
     ("TLS_SELFSIGNED_PORT", "TLS_SELFSIGNED_PORT", "selfsigned"),
     ("TLS_CLIENTCERT_PORT", "TLS_CLIENTCERT_PORT", "server"),
 ]
-FAULT_TLS_KEYS = ["TLS_GARBAGE_PORT", "TLS_STALL_PORT", "TLS_REQCERT_PORT"]
+FAULT_TLS_KEYS = ["TLS_GARBAGE_PORT", "TLS_STALL_PORT", "TLS_REQCERT_PORT", "SOCKS_FAULT_PORT"]
 
 # Credentials and realms of the authentication servers (also written to the env file).
 AUTH_USERS = [("alice", "wonderland"), ("bob", "p@ss:w0rd%")]
@@ -305,7 +305,8 @@ def recorded_pids(state):
     env = read_env(state)
     pids = set()
     for v in [env.get(k) for k in ("NGINX_PID", "FAULT_PID", "APACHE_PID", "LIGHTTPD_PID",
-                                   "SQUID_PID", "FILE_PID")] + [
+                                   "SQUID_PID", "FILE_PID", "SOCKS_PID",
+                                   "SOCKS_AUTH_PID")] + [
             read_pidfile(os.path.join(state, f)) for f in (
                 "nginx.pid", "fault.pid", "file.pid", "apache/httpd.pid", "lighttpd/lighttpd.pid",
                 "squid/squid.pid", "squid/launched.pid")]:
@@ -774,6 +775,64 @@ visible_hostname tern-squid-{token}
     return [exe, "-n", squid_service(state), "-N", "-f", path]
 
 
+SOCKS_USER, SOCKS_PASSWORD = "ternsocks", "socks-wonderland"
+
+
+def render_dante(state, name, port, auth):
+    """Dante (danted), the SOCKS4/SOCKS5 proxy of the SOCKS tests: on loopback, to loopback.
+    With auth, SOCKS5 clients must give SOCKS_USER's system password (RFC 1929): Dante checks
+    user names against the system's password database, so scripts/setup.sh creates that user
+    (without a shell or home) and the server runs as root to read the shadow file."""
+    exe = find_exe("TERN_DANTED", ["danted", "sockd"], ["/usr/sbin", "/usr/local/sbin"], "danted",
+                   "Debian/Ubuntu: apt-get install dante-server")
+    if auth:
+        import pwd
+        try:
+            pwd.getpwnam(SOCKS_USER)
+        except KeyError:
+            die("the SOCKS tests need the system user %r with password %r (scripts/setup.sh "
+                "creates it): Dante checks SOCKS5 passwords against the system's users"
+                % (SOCKS_USER, SOCKS_PASSWORD))
+        if os.geteuid() != 0:
+            die("the authenticating SOCKS server must run as root to check passwords")
+    d = os.path.join(state, "dante")
+    os.makedirs(d, exist_ok=True)
+    user = drop_user(["nobody"])
+    conf = """# Rendered by Tests/TestServer/servers.py: Dante, {what}.
+logoutput: {d}/{name}.log
+internal: 127.0.0.1 port = {port}
+external: 127.0.0.1
+socksmethod: {method}
+clientmethod: none
+{users}
+client pass {{ from: 127.0.0.0/8 to: 0.0.0.0/0 }}
+client block {{ from: 0.0.0.0/0 to: 0.0.0.0/0 }}
+socks pass {{
+  from: 127.0.0.0/8 to: 127.0.0.0/8
+  command: connect
+  log: connect
+}}
+socks block {{ from: 0.0.0.0/0 to: 0.0.0.0/0 }}
+""".format(what="SOCKS5 with a user name and password" if auth else "SOCKS4/4A/5 without "
+           "authentication", d=d, name=name, port=port,
+           method="username" if auth else "none",
+           users="user.privileged: root\nuser.unprivileged: %s" % user[0] if user else "")
+    path = os.path.join(d, name + ".conf")
+    write_file(path, conf)
+    return [exe, "-f", path, "-p", os.path.join(d, name + ".pid"), "-N", "1"]
+
+
+def socks_ready(port, auth):
+    """A SOCKS5 greeting offering the one method the server should pick: 0 open, 2 with auth."""
+    method = 2 if auth else 0
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(bytes([5, 1, method]))
+            return sock.recv(2) == bytes([5, method])
+    except OSError:
+        return False
+
+
 def squid_service(state):
     """squid's service name, which also names its shared memory segments (/dev/shm/NAME-*):
     one per state dir, so that squids of several state dirs (or users) never clash."""
@@ -965,6 +1024,14 @@ def cmd_start(state):
                   lambda p: squid_ready(p, token, fault_port),
                   [os.path.join(state, "squid", "cache.log")], state,
                   pidfile=os.path.join(state, "squid", "launched.pid")),
+        HopServer("dante", ["SOCKS_PORT"],
+                  lambda p: render_dante(state, "open", p["SOCKS_PORT"], False),
+                  lambda p: socks_ready(p["SOCKS_PORT"], False),
+                  [os.path.join(state, "dante", "open.log")], state),
+        HopServer("dante-auth", ["SOCKS_AUTH_PORT"],
+                  lambda p: render_dante(state, "auth", p["SOCKS_AUTH_PORT"], True),
+                  lambda p: socks_ready(p["SOCKS_AUTH_PORT"], True),
+                  [os.path.join(state, "dante", "auth.log")], state),
     ]
     taken = {fault_port, fault2_port}
     for hs in hop_servers:
@@ -1084,6 +1151,12 @@ def cmd_start(state):
         ("SQUID_PORT", hop["squid"].ports["SQUID_PORT"]),
         ("SQUID_AUTH_PORT", hop["squid"].ports["SQUID_AUTH_PORT"]),
         ("SQUID_PID", hop["squid"].proc.pid),
+        ("SOCKS_PORT", hop["dante"].ports["SOCKS_PORT"]),
+        ("SOCKS_PID", hop["dante"].proc.pid),
+        ("SOCKS_AUTH_PORT", hop["dante-auth"].ports["SOCKS_AUTH_PORT"]),
+        ("SOCKS_AUTH_PID", hop["dante-auth"].proc.pid),
+        ("SOCKS_USER", SOCKS_USER),
+        ("SOCKS_PASSWORD", SOCKS_PASSWORD),
         ("FILE_PORT", file_port),
         ("FILE_PID", filesrv.pid),
         ("FILE_TOKENS", FILE_TOKENS),
@@ -1099,12 +1172,13 @@ def cmd_start(state):
     os.replace(tmp, os.path.join(state, "env"))
     sys.stdout.write("servers started in %.2fs: nginx http://127.0.0.1:%d/ (short keep-alive :%d%s), "
                      "https://localhost:%d/, faultserver http://127.0.0.1:%d/ (and :%d), "
-                     "apache :%d, lighttpd :%d, squid :%d (auth :%d); env in %s\n"
+                     "apache :%d, lighttpd :%d, squid :%d (auth :%d), dante :%d (auth :%d); env in %s\n"
                      % (time.monotonic() - t0, port, short_port, ", also [::1]" if ipv6 else "",
                         ports["TLS_PORT"], fault_port, fault2_port,
                         hop["apache"].ports["APACHE_PORT"], hop["lighttpd"].ports["LIGHTTPD_PORT"],
                         hop["squid"].ports["SQUID_PORT"], hop["squid"].ports["SQUID_AUTH_PORT"],
-                        os.path.join(state, "env")))
+                        hop["dante"].ports["SOCKS_PORT"],
+                        hop["dante-auth"].ports["SOCKS_AUTH_PORT"], os.path.join(state, "env")))
     return 0
 
 
@@ -1146,7 +1220,8 @@ def cmd_status(state):
               + [(key, "FAULT_PID") for key in FAULT_TLS_KEYS + ["FAULT2_PORT"]]
               + [("APACHE_PORT", "APACHE_PID"), ("LIGHTTPD_PORT", "LIGHTTPD_PID"),
                  ("SQUID_PORT", "SQUID_PID"), ("SQUID_AUTH_PORT", "SQUID_PID"),
-                 ("FILE_PORT", "FILE_PID")])
+                 ("FILE_PORT", "FILE_PID"), ("SOCKS_PORT", "SOCKS_PID"),
+                 ("SOCKS_AUTH_PORT", "SOCKS_AUTH_PID")])
     for key, pidkey in checks:
         up = (key in env and ours(int(env.get(pidkey, "0") or 0), state)
               and can_connect("127.0.0.1", int(env[key])))
