@@ -8,26 +8,52 @@ public import FoundationEssentials
 public import Foundation
 #endif
 
-/// An HTTP proxy: where it listens and, optionally, the credentials it wants.
+/// A proxy: what it speaks, where it listens and, optionally, the credentials it wants.
 ///
-/// Requests to `http` URLs go to the proxy in absolute form; `https` URLs go through a
-/// `CONNECT` tunnel, so the proxy sees only the host and port.
+/// Through an HTTP proxy, requests to `http` URLs go to the proxy in absolute form and `https`
+/// URLs go through a `CONNECT` tunnel, so the proxy sees only the host and port. A SOCKS proxy
+/// opens a TCP tunnel to the origin for every connection, whatever the URL's scheme.
 ///
 /// ```swift
 /// let proxy = try ProxyConfiguration("http://alice:secret@proxy.example:3128")
 /// // proxy.url == http://proxy.example:3128, proxy.credential?.user == "alice"
+/// let socks = try ProxyConfiguration("socks5h://proxy.example")  // port 1080
+/// // socks.kind == .socks5h: the proxy resolves the origin's name
 /// ```
 public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
     /// The port curl assumes when a proxy string names none.
     public static let defaultPort = 1080
 
-    /// The proxy's URL, `http://host:port`, without credentials or path.
+    /// What a proxy speaks, named by the scheme of its URL.
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        /// An HTTP proxy (`http://`): absolute-form requests, `CONNECT` for `https`.
+        case http
+        /// SOCKS4 (`socks4://`): takes an IPv4 address, resolved here; the user name goes as
+        /// its user id.
+        case socks4
+        /// SOCKS4A (`socks4a://`): SOCKS4 that takes the host name and resolves it itself.
+        case socks4a
+        /// SOCKS5 (`socks5://`, RFC 1928): the host name is resolved here and the proxy gets
+        /// the address; credentials go as a user name and password (RFC 1929).
+        case socks5
+        /// SOCKS5 with the host name given to the proxy, which resolves it (`socks5h://`, as
+        /// in curl).
+        case socks5h
+
+        /// Whether this is one of the SOCKS kinds.
+        public var isSOCKS: Bool { self != .http }
+    }
+
+    /// What the proxy speaks (default ``Kind/http``).
+    public private(set) var kind: Kind
+    /// The proxy's URL, `SCHEME://host:port`, without credentials or path.
     public private(set) var url: URL
     /// The proxy's host, lower-cased, without the brackets of an IPv6 literal.
     public private(set) var host: String
     /// The proxy's port.
     public private(set) var port: Int
-    /// The user and password for the proxy (`Proxy-Authorization`), if any.
+    /// The user and password for the proxy (`Proxy-Authorization` for an HTTP proxy, RFC 1929
+    /// for SOCKS5, the user id for SOCKS4), if any.
     public var credential: Credential?
 
     /// Creates a proxy configuration from its host and port.
@@ -36,20 +62,23 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
     ///   - host: The proxy's host name or IP address (an IPv6 literal with or without brackets).
     ///   - port: The proxy's port (default 1080, as curl).
     ///   - credential: The proxy's credentials, if it wants some.
+    ///   - kind: What the proxy speaks (default ``Kind/http``).
     public init(
-        host: String, port: Int = ProxyConfiguration.defaultPort, credential: Credential? = nil
+        host: String, port: Int = ProxyConfiguration.defaultPort, credential: Credential? = nil,
+        kind: Kind = .http
     ) {
         let host = HostName.canonical(host)
         self.host = host
         self.port = port
+        self.kind = kind
         let hostPart = host.contains(":") ? "[\(host)]" : host
         // A host that does not form a URL (it would need percent-encoding) still gets one, from
         // components; the engine rejects such a proxy when the request starts.
         self.url =
-            URL(string: "http://\(hostPart):\(port)")
+            URL(string: "\(kind.rawValue)://\(hostPart):\(port)")
             ?? {
                 var components = URLComponents()
-                components.scheme = "http"
+                components.scheme = kind.rawValue
                 components.host = host
                 components.port = port
                 return components.url ?? URL(fileURLWithPath: "/")
@@ -58,28 +87,31 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses a proxy the way curl parses `-x` and the proxy environment variables:
-    /// `[http://][user[:password]@]host[:port][/]`, where a missing scheme means `http`, a
+    /// `[SCHEME://][user[:password]@]host[:port][/]`, where SCHEME is `http`, `socks4`,
+    /// `socks4a`, `socks5` or `socks5h` (see ``Kind``), a missing scheme means `http`, a
     /// missing port means 1080, an IPv6 address is written in brackets, and the user and
     /// password are percent-decoded.
     ///
     /// - Parameters:
     ///   - string: The proxy string.
     ///   - credential: Credentials that replace those in the string (curl's `-U`).
-    /// - Throws: ``TernError`` with code ``TernError/Code/unsupported`` for a scheme other than
-    ///   `http` (`https`, `socks5` and others are not supported), and
-    ///   ``TernError/Code/badURL`` for a malformed string.
+    /// - Throws: ``TernError`` with code ``TernError/Code/unsupported`` for another scheme
+    ///   (`https` proxies are not supported), and ``TernError/Code/badURL`` for a malformed
+    ///   string.
     public init(_ string: String, credential: Credential? = nil) throws(TernError) {
         var rest = Substring(string.trimmingWhitespace())
+        var kind = Kind.http
         if let range = rest.firstRange(of: "://") {
             let scheme = rest[..<range.lowerBound].lowercased()
-            guard scheme == "http" else {
+            guard let named = Kind(rawValue: scheme) else {
                 throw TernError(
                     code: .unsupported,
                     message:
                         "unsupported proxy scheme \"\(scheme)\" in \(Self.redacted(string)): "
-                        + "only http proxies are supported"
+                        + "http, socks4, socks4a, socks5 and socks5h proxies are supported"
                 )
             }
+            kind = named
             rest = rest[range.upperBound...]
         }
         // The authority ends at the first '/', '?' or '#'.
@@ -146,18 +178,29 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
             }
             port = number
         }
-        self.init(host: host, port: port, credential: credential ?? parsedCredential)
+        self.init(host: host, port: port, credential: credential ?? parsedCredential, kind: kind)
     }
 
     /// The proxy's protection space (any realm), for ``CredentialStore`` lookups.
     public var protectionSpace: ProtectionSpace {
-        ProtectionSpace(scheme: "http", host: host, port: port, isProxy: true)
+        ProtectionSpace(scheme: kind.rawValue, host: host, port: port, isProxy: true)
     }
 
-    /// `http://host:port`, with the user but never the password.
+    /// `SCHEME://host:port`, with the user but never the password.
     public var description: String {
         guard let credential else { return url.absoluteString }
-        return "http://\(credential.user)@\(url.absoluteString.dropFirst("http://".count))"
+        let prefix = "\(kind.rawValue)://"
+        return prefix + "\(credential.user)@\(url.absoluteString.dropFirst(prefix.count))"
+    }
+
+    /// `SCHEME://user:password@host:port` for the engine (user and password percent-encoded),
+    /// or the plain URL without a credential.
+    var engineURL: String {
+        guard let credential else { return url.absoluteString }
+        let prefix = "\(kind.rawValue)://"
+        return prefix + credential.user.percentEncodedUserinfo() + ":"
+            + credential.password.percentEncodedUserinfo() + "@"
+            + url.absoluteString.dropFirst(prefix.count)
     }
 
     /// A proxy string for messages: the password replaced by `***`.

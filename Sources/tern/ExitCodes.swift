@@ -29,7 +29,10 @@ enum ExitCodes {
         case .tooManyRedirects: return 47  // too many redirects
         case .redirectRefused: return 3  // a Location curl cannot parse: URL malformed
         case .authenticationFailed: return 67  // login denied
-        case .proxyError: return 56  // curl: "CONNECT tunnel failed" is a receive failure
+        case .proxyError:
+            // curl: a refused CONNECT is a receive failure (56); a SOCKS handshake that fails
+            // is CURLE_PROXY (97). The engine's SOCKS messages all say "SOCKS".
+            return error.message.contains("SOCKS") ? 97 : 56
         default:
             return error.isTLSVerificationFailure ? 60 : 2
         }

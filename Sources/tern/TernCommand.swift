@@ -31,7 +31,8 @@ struct TernCommand: ParsableCommand {
             23 write error, 26 read error, 28 timeout, 35 TLS handshake failed, 47 too many \
             redirects, 56 receive failure or the proxy refused CONNECT, 58 client certificate \
             problem, 60 server certificate not trusted, 61 bad or oversized compressed body, \
-            67 authentication failed, 77 CA certificates unreadable. A final 401 is a response \
+            67 authentication failed, 77 CA certificates unreadable, 97 SOCKS proxy \
+            handshake failed. A final 401 is a response \
             (exit 0, or 22 with -f). http_proxy, https_proxy, all_proxy and no_proxy are \
             honoured as curl honours them.
             """,
@@ -233,8 +234,38 @@ struct TernCommand: ParsableCommand {
     var junkSessionCookies = false
 
     @Option(name: [.customShort("x"), .customLong("proxy")], parsing: .unconditional,
-            help: ArgumentHelp("HTTP proxy [http://][user:password@]host[:port] (\"\": none, not even from the environment).", valueName: "proxy"))
+            help: ArgumentHelp("Proxy [SCHEME://][user:password@]host[:port], SCHEME http (the default), socks4, socks4a, socks5 or socks5h (\"\": none, not even from the environment).", valueName: "proxy"))
     var proxy: String?
+
+    @Option(name: .customLong("socks4"), parsing: .unconditional,
+            help: ArgumentHelp("SOCKS4 proxy [user@]host[:port] (the name resolved here); the last of -x and --socks* wins.", valueName: "host[:port]"))
+    var socks4: String?
+
+    @Option(name: .customLong("socks4a"), parsing: .unconditional,
+            help: ArgumentHelp("SOCKS4A proxy [user@]host[:port] (the proxy resolves the name).", valueName: "host[:port]"))
+    var socks4a: String?
+
+    @Option(name: .customLong("socks5"), parsing: .unconditional,
+            help: ArgumentHelp("SOCKS5 proxy [user:password@]host[:port] (the name resolved here).", valueName: "host[:port]"))
+    var socks5: String?
+
+    @Option(name: .customLong("socks5-hostname"), parsing: .unconditional,
+            help: ArgumentHelp("SOCKS5 proxy [user:password@]host[:port] that resolves the name.", valueName: "host[:port]"))
+    var socks5Hostname: String?
+
+    /// The proxy string of the last of -x/--proxy and the --socks* options, as curl takes the
+    /// last of them: a --socks* value gets its scheme unless it names one itself.
+    mutating func settleProxy(lastFlag: String?) {
+        let socks: (String?, String)? = switch lastFlag {
+        case "--socks4": (socks4, "socks4")
+        case "--socks4a": (socks4a, "socks4a")
+        case "--socks5": (socks5, "socks5")
+        case "--socks5-hostname": (socks5Hostname, "socks5h")
+        default: nil
+        }
+        guard let (value, scheme) = socks, let value else { return }
+        proxy = value.contains("://") ? value : "\(scheme)://\(value)"
+    }
 
     @Option(name: [.customShort("U"), .customLong("proxy-user")], parsing: .unconditional,
             help: ArgumentHelp("Proxy user and password USER[:PASSWORD].", valueName: "user:password"))
@@ -316,6 +347,9 @@ enum Main {
         do {
             command = try TernCommand.parse(options + urls.prefix(1))
             command.urls = urls
+            command.settleProxy(lastFlag: CurlArguments.last(
+                of: ["-x", "--proxy", "--socks4", "--socks4a", "--socks5", "--socks5-hostname"],
+                in: arguments))
             try command.validate()
         } catch {
             if TernCommand.exitCode(for: error) == .success {
@@ -361,7 +395,8 @@ enum CurlArguments {
         "--connect-timeout", "--max-time", "--retry", "--data-raw", "--data-urlencode",
         "--form", "--form-string", "--upload-file", "--cacert", "--capath", "--cert", "--key",
         "--pass", "--max-redirs", "--user", "--cookie", "--cookie-jar", "--proxy",
-        "--proxy-user", "--noproxy", "--limit-rate", "--parallel-max", "--cache",
+        "--proxy-user", "--noproxy", "--limit-rate", "--parallel-max", "--cache", "--socks4",
+        "--socks4a", "--socks5", "--socks5-hostname",
     ]
 
     /// Which of `flags` comes last in normalized arguments (curl: the last of --basic,

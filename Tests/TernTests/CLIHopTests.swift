@@ -185,6 +185,21 @@ extension TernTests {
                 arguments: ["-x", "$SQUID_AUTH", "-U", "$USER:$PASS", "--cacert", "$CA", "$TLS/1k.bin"]),
             CurlCase(name: "-x squid without credentials, https", arguments: ["-x", "$SQUID_AUTH", "--cacert", "$CA", "$TLS/1k.bin"]),
             CurlCase(name: "-x squid without credentials, http", arguments: ["-x", "$SQUID_AUTH", "$F/echo"]),
+            CurlCase(name: "-x socks5h dante, http", arguments: ["-x", "socks5h://$SOCKS", "$F/echo"]),
+            CurlCase(name: "--socks5 dante, https", arguments: ["--socks5", "$SOCKS", "--cacert", "$CA", "$TLS/1k.bin"]),
+            CurlCase(name: "--socks4 dante, http", arguments: ["--socks4", "$SOCKS", "$F/echo"]),
+            CurlCase(
+                name: "--socks5-hostname with user and password",
+                arguments: ["--socks5-hostname", "$SOCKS_USER:$SOCKS_PASS@$SOCKS_AUTH", "$F/echo"]),
+            CurlCase(
+                name: "-x socks5 -U, https",
+                arguments: ["-x", "socks5://$SOCKS_AUTH", "-U", "$SOCKS_USER:$SOCKS_PASS", "--cacert", "$CA", "$TLS/1k.bin"]),
+            CurlCase(
+                name: "wrong SOCKS5 password (97)",
+                arguments: ["--socks5-hostname", "$SOCKS_USER:wrong@$SOCKS_AUTH", "$F/echo"]),
+            CurlCase(name: "no SOCKS5 credentials (97)", arguments: ["--socks5-hostname", "$SOCKS_AUTH", "$F/echo"]),
+            CurlCase(name: "--socks4a refused by dante (97)", arguments: ["--socks4a", "$SOCKS", "$F/echo"]),
+            CurlCase(name: "-x squid then --socks5: the last wins", arguments: ["-x", "$SQUID", "--socks5", "$SOCKS", "$F/echo"]),
             CurlCase(name: "-H Accept: removes it, -H X-Empty; sends it empty", arguments: ["-H", "Accept:", "-H", "X-Empty;", "$F/echo"]),
             CurlCase(name: "-b N=V on a chain", arguments: ["-L", "-b", "n=v", "$F/redirect-chain?n=2"]),
             CurlCase(name: "-b FILE on a chain", arguments: ["-L", "-b", "$JAR", "$F/redirect-chain?n=2"]),
@@ -206,6 +221,10 @@ extension TernTests {
         static func expand(_ arguments: [String], _ servers: Servers, jar: String) throws -> [String] {
             let values: [(String, String)] = [
                 ("$SQUID_AUTH", "http://127.0.0.1:\(try servers.must("SQUID_AUTH_PORT"))"),
+                ("$SOCKS_AUTH", "127.0.0.1:\(try servers.must("SOCKS_AUTH_PORT"))"),
+                ("$SOCKS_USER", try servers.must("SOCKS_USER")),
+                ("$SOCKS_PASS", try servers.must("SOCKS_PASSWORD")),
+                ("$SOCKS", "127.0.0.1:\(try servers.must("SOCKS_PORT"))"),
                 ("$SQUID", "http://127.0.0.1:\(try servers.must("SQUID_PORT"))"),
                 ("$APACHE", "http://127.0.0.1:\(try servers.must("APACHE_PORT"))"),
                 ("$LIGHTTPD", "http://127.0.0.1:\(try servers.must("LIGHTTPD_PORT"))"),

@@ -601,7 +601,7 @@ extension TernTests {
                 environment: ["http_proxy": squidURL, "no_proxy": "localhost,127.0.0.1"])
             #expect(!viaSquid(try await exempt.response()))
             let broken = isolated(servers.fault("/echo"))
-            broken.proxyEnvironment = ProxyEnvironment(environment: ["http_proxy": "socks5://x"])
+            broken.proxyEnvironment = ProxyEnvironment(environment: ["http_proxy": "socks6://x"])
             guard case .failure(let error) = await outcome(broken) else {
                 Issue.record("an unusable proxy variable was ignored")
                 return

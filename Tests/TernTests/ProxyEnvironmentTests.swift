@@ -48,7 +48,7 @@ extension TernTests {
 
         @Test func badProxyStrings() {
             for (string, code) in [
-                ("socks5://127.0.0.1:1080", TernError.Code.unsupported),
+                ("socks6://127.0.0.1:1080", TernError.Code.unsupported),
                 ("https://proxy:443", .unsupported),
                 ("ftp://proxy", .unsupported),
                 ("http://:8080", .badURL),
@@ -67,7 +67,7 @@ extension TernTests {
             }
             // Messages never show a password.
             let error = #expect(throws: TernError.self) {
-                try ProxyConfiguration("socks5://u:secret@h")
+                try ProxyConfiguration("socks6://u:secret@h")
             }
             #expect(error?.message.contains("secret") == false)
             #expect(error?.message.contains("u:***@h") == true)
@@ -98,7 +98,7 @@ extension TernTests {
             #expect(try proxy(["http_proxy": " "], http) == nil)
             // A variable that cannot be used fails the lookup instead of going direct.
             #expect(throws: TernError.unsupported) {
-                try proxy(["http_proxy": "socks5://s:1"], http)
+                try proxy(["http_proxy": "socks6://s:1"], http)
             }
         }
 

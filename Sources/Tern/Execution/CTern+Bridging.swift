@@ -520,14 +520,7 @@ extension Execution {
     private func configureProxyRules(_ h: OpaquePointer, _ rules: ProxyEnvironment)
         throws(TernError) -> Bool
     {
-        func url(_ proxy: ProxyConfiguration?) -> String? {
-            guard let proxy else { return nil }
-            guard let credential = proxy.credential else { return proxy.url.absoluteString }
-            let user = credential.user.percentEncodedUserinfo()
-            let password = credential.password.percentEncodedUserinfo()
-            return "http://\(user):\(password)@"
-                + proxy.url.absoluteString.dropFirst("http://".count)
-        }
+        func url(_ proxy: ProxyConfiguration?) -> String? { proxy?.engineURL }
         let general: ProxyConfiguration?
         let http: ProxyConfiguration?
         let https: ProxyConfiguration?
