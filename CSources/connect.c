@@ -250,4 +250,3 @@ static void on_connect(uv_connect_t *cr, int status) {
   c->events->connected(c);
   tern__engine_leave(eng);
 }
-

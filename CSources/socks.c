@@ -3,18 +3,12 @@
  * is a plain TCP stream to the origin (TLS starts on it for https). The proxy's answers are
  * network input: every length is checked against what arrived and against the buffer. */
 #include "internal.h"
+#include "socks_parse.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum {
-  SOCKS5_GREETING, /* sent the methods we offer; waiting for the proxy's choice */
-  SOCKS5_AUTH,     /* sent user name and password; waiting for the verdict */
-  SOCKS5_CONNECT,  /* sent CONNECT; waiting for the reply */
-  SOCKS4_CONNECT   /* sent the SOCKS4/4A request; waiting for the reply */
-};
 
 /* A message to the proxy: freed by its write callback, which libuv runs (with UV_ECANCELED at
  * the latest) before the connection's handle is closed, so the connection outlives it. */
@@ -111,7 +105,7 @@ static int socks4_request(tern__conn *c) {
     memcpy(m + n, o->host, hlen + 1);
     n += hlen + 1;
   }
-  c->socks_step = SOCKS4_CONNECT;
+  c->socks_step = TERN__SOCKS4_CONNECT;
   return send_msg(c, m, n);
 }
 
@@ -155,7 +149,7 @@ static int socks5_connect(tern__conn *c) {
   }
   m[n++] = (unsigned char)(o->port >> 8);
   m[n++] = (unsigned char)(o->port & 0xff);
-  c->socks_step = SOCKS5_CONNECT;
+  c->socks_step = TERN__SOCKS5_CONNECT;
   return send_msg(c, m, n);
 }
 
@@ -163,9 +157,9 @@ int tern__socks_start(tern__conn *c) {
   c->state = TERN__CONN_SOCKS;
   tern__conn_start_reading(c);
   tern__log(c->engine, TERN_LOG_DEBUG, tern__conn_first(c),
-            "connection #%llu: %s handshake for %s:%u with proxy %s",
-            (unsigned long long)c->id, kind_name(c->origin->proxy_kind), c->origin->host,
-            (unsigned)c->origin->port, c->origin->proxy_host);
+            "connection #%llu: %s handshake for %s:%u with proxy %s", (unsigned long long)c->id,
+            kind_name(c->origin->proxy_kind), c->origin->host, (unsigned)c->origin->port,
+            c->origin->proxy_host);
   if (c->origin->proxy_kind == TERN__PROXY_KIND_SOCKS4 ||
       c->origin->proxy_kind == TERN__PROXY_KIND_SOCKS4A)
     return socks4_request(c);
@@ -173,7 +167,7 @@ int tern__socks_start(tern__conn *c) {
   const tern__auth *a = credentials(c);
   bool have_user = a && a->user;
   unsigned char m[4] = { 5, have_user ? 2 : 1, 0, 2 };
-  c->socks_step = SOCKS5_GREETING;
+  c->socks_step = TERN__SOCKS5_GREETING;
   return send_msg(c, m, have_user ? 4 : 3);
 }
 
@@ -193,7 +187,7 @@ static int socks5_auth(tern__conn *c) {
   m[n++] = (unsigned char)pl;
   memcpy(m + n, pass, pl);
   n += pl;
-  c->socks_step = SOCKS5_AUTH;
+  c->socks_step = TERN__SOCKS5_AUTH;
   int r = send_msg(c, m, n);
   memset(m, 0, sizeof m);
   return r;
@@ -234,60 +228,49 @@ static int tunnel_open(tern__conn *c, size_t reply_len) {
 }
 
 int tern__socks_read(tern__conn *c) {
-  const unsigned char *p = (const unsigned char *)c->buf;
   const tern__origin *o = c->origin;
+  unsigned version, code;
+  int r = tern__socks_answer(c->socks_step, (const unsigned char *)c->buf, c->len, &version, &code);
+  if (r == TERN__SOCKS_MORE) return 0;
+  if (r == TERN__SOCKS_BAD_VERSION) {
+    static const char *const what[] = { "the greeting", "the credentials", "CONNECT", "CONNECT" };
+    unsigned want = c->socks_step == TERN__SOCKS5_AUTH      ? 1
+                    : c->socks_step == TERN__SOCKS4_CONNECT ? 0
+                                                            : 5;
+    return socks_error(c, "answered %s with version %u, not %u", what[c->socks_step], version,
+                       want);
+  }
+  if (r == TERN__SOCKS_BAD_ADDRESS)
+    return socks_error(c, "sent an unknown address type (%u)", code);
+  if (r < 0) return socks_error(c, "handshake in an unknown state");
   switch (c->socks_step) {
-    case SOCKS5_GREETING: {
-      if (c->len < 2) return 0;
-      if (p[0] != 5) return socks_error(c, "answered the greeting with version %u, not 5", p[0]);
-      unsigned method = p[1];
+    case TERN__SOCKS5_GREETING: {
       const tern__auth *a = credentials(c);
       bool have_user = a && a->user;
-      tern__conn_consume(c, 2);
+      tern__conn_consume(c, (size_t)r);
       if (c->len > 0) return socks_error(c, "sent bytes beyond its method choice");
-      if (method == 0) return socks5_connect(c);
-      if (method == 2 && have_user) return socks5_auth(c);
-      if (method == 2)
-        return socks_error(c, "requires a user name and password, and none was given");
-      if (method == 0xff)
+      if (code == 0) return socks5_connect(c);
+      if (code == 2 && have_user) return socks5_auth(c);
+      if (code == 2) return socks_error(c, "requires a user name and password, and none was given");
+      if (code == 0xff)
         return socks_error(c, "accepts none of the authentication methods offered (%s)",
                            have_user ? "none, user name and password" : "none");
-      return socks_error(c, "chose an authentication method that was not offered (%u)", method);
+      return socks_error(c, "chose an authentication method that was not offered (%u)", code);
     }
-    case SOCKS5_AUTH:
-      if (c->len < 2) return 0;
-      if (p[0] != 1)
-        return socks_error(c, "answered the credentials with version %u, not 1", p[0]);
-      if (p[1] != 0)
-        return socks_error(c, "refused the user name and password (status %u)", p[1]);
-      tern__conn_consume(c, 2);
+    case TERN__SOCKS5_AUTH:
+      if (code != 0) return socks_error(c, "refused the user name and password (status %u)", code);
+      tern__conn_consume(c, (size_t)r);
       if (c->len > 0) return socks_error(c, "sent bytes beyond its authentication verdict");
       return socks5_connect(c);
-    case SOCKS5_CONNECT: {
-      if (c->len < 5) return 0;
-      if (p[0] != 5) return socks_error(c, "answered CONNECT with version %u, not 5", p[0]);
-      if (p[1] != 0)
+    case TERN__SOCKS5_CONNECT:
+      if (code != 0)
         return socks_error(c, "could not connect to %s:%u: %s (reply %u)", o->host,
-                           (unsigned)o->port, socks5_reply_text(p[1]), p[1]);
-      size_t addr;
-      switch (p[3]) {
-        case 1: addr = 4; break;
-        case 4: addr = 16; break;
-        case 3: addr = 1 + (size_t)p[4]; break;
-        default: return socks_error(c, "sent an unknown address type (%u)", p[3]);
-      }
-      size_t need = 4 + addr + 2;
-      if (c->len < need) return 0;
-      return tunnel_open(c, need);
-    }
-    case SOCKS4_CONNECT:
-      if (c->len < 8) return 0;
-      if (p[0] != 0 && p[0] != 4)
-        return socks_error(c, "answered with version %u, not 0", p[0]);
-      if (p[1] != 90)
+                           (unsigned)o->port, socks5_reply_text(code), code);
+      return tunnel_open(c, (size_t)r);
+    default: /* TERN__SOCKS4_CONNECT */
+      if (code != 90)
         return socks_error(c, "could not connect to %s:%u: %s (%u)", o->host, (unsigned)o->port,
-                           socks4_reply_text(p[1]), p[1]);
-      return tunnel_open(c, 8);
-    default: return socks_error(c, "handshake in an unknown state");
+                           socks4_reply_text(code), code);
+      return tunnel_open(c, (size_t)r);
   }
 }
