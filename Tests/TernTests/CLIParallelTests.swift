@@ -69,23 +69,28 @@ extension TernTests {
         }
 
         @Test func parallelFilesAreByteIdentical() throws {
-            // The command: -Z --parallel-max 3 -o a URL1 -o b URL2 -o c URL3 -o d URL4.
+            // The command: -Z --parallel-max 3 -o a URL1 -o b URL2 -o c URL3 -o d URL4,
+            // its URLs tagged /probe resources, so that one run shows both the files (byte for
+            // byte, an empty one and a 5 MB one among them) and what the server saw at once.
             let servers = try Servers.get()
             let dir = try temporaryDirectory("par-files")
             defer { try? FileManager.default.removeItem(atPath: dir) }
-            let names = ["1k.bin", "64k.txt", "100m.bin", "empty.bin"]
+            let tag = probeTag("par-files")
+            let sizes = [1024, 65_536, 5_000_000, 0]
+            let urls = Self.probes(servers, tag: tag, count: 4, holdMS: 300, size: { sizes[$0] })
+            let names = ["a", "b", "c", "d"]
             var arguments = ["-s", "-Z", "--parallel-max", "3"]
-            for (index, name) in names.enumerated() {
-                arguments += ["-o", ["a", "b", "c", "d"][index], servers.nginx("/" + name).absoluteString]
-            }
+            for (name, url) in zip(names, urls) { arguments += ["-o", name, url] }
             let run = try tern(arguments, directory: dir)
             #expect(run.status == 0, "\(run.stderr)")
-            #expect(FileManager.default.contents(atPath: dir + "/a") == (try fixture(servers, "1k.bin")))
-            #expect(FileManager.default.contents(atPath: dir + "/b") == (try fixture(servers, "64k.txt")))
-            #expect(sha256(file: dir + "/c") == servers.sha("SHA_100M"))
-            #expect(FileManager.default.contents(atPath: dir + "/d") == Data())
+            for (name, size) in zip(names, sizes) {
+                #expect(FileManager.default.contents(atPath: dir + "/" + name) == pattern(size), "file \(name)")
+            }
             let left = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
-            #expect(left == ["a", "b", "c", "d"], "no .part file left")
+            #expect(left == names, "no .part file left")
+            let stats = try CLIProbeStats(servers, tag: tag)
+            #expect(stats.count == 4)
+            #expect(stats.maxInflight == 3, "never more than 3 at once, and 3 did run at once")
         }
 
         @Test func parallelDefaultRunsAllAtOnceAndOutOfRangeMaxIsCurls() throws {
