@@ -52,6 +52,10 @@ extension TernTests {
             #expect(counters.requestsActive == 0)
             #expect(counters.connectionsOpen <= 4, "\(counters)")
             #expect(counters.connectionsOpened <= 8, "\(counters)")
+            // As queue_engine_limit_200 checks in C: every connection left open is idle in
+            // the pool, none still busy with a request the queue thinks ended.
+            #expect(counters.connectionsOpen == counters.connectionsIdle, "\(counters)")
+            #expect(counters.requestsWaiting == 0, "\(counters)")
             #expect(queue.runningCount == 0 && queue.pendingCount == 0)
         }
 
