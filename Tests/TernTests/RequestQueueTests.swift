@@ -111,6 +111,29 @@ extension TernTests {
             #expect(requests.allSatisfy { $0.statusCode == 200 })
         }
 
+        @Test func pauseLetsTheRunningRequestFinishAndStartsNoOther() async throws {
+            let queue = RequestQueue(maxSimultaneous: 1)
+            let first = probe("first", holdMS: 600)
+            let second = probe("second", holdMS: 1)
+            queue.add(first)
+            queue.add(second)
+            #expect(try await eventuallyAsync { try await self.stats().inflight == 1 })
+            queue.pause()  // not cancelling: the running one goes on
+            #expect(queue.isPaused)
+            #expect(eventually { first.isFinished })
+            #expect(first.statusCode == 200 && first.error == nil, "\(String(describing: first.error))")
+            #expect(first.data?.count == 16)
+            // Its slot is free, but nothing waiting starts while paused.
+            try await Task.sleep(for: .milliseconds(400))
+            #expect(!second.isFinished)
+            #expect(queue.pendingCount == 1 && queue.runningCount == 0)
+            #expect(try await stats().order == ["first"], "a paused queue started a waiting request")
+            queue.resume()
+            await queue.allRequestsFinished()
+            #expect(second.statusCode == 200)
+            #expect(try await stats().order == ["first", "second"])
+        }
+
         @Test func pauseCancellingRunningKeepsWaitingOnes() async throws {
             let queue = RequestQueue(maxSimultaneous: 1)
             let first = probe("first", holdMS: 3000)
