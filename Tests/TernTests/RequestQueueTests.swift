@@ -374,9 +374,10 @@ extension TernTests {
             }
         }
 
-        @Test func aggregateUploadProgress() async throws {
+        @Test(arguments: [RequestQueue.ProgressMode.simple, .accurate])
+        func aggregateUploadProgress(mode: RequestQueue.ProgressMode) async throws {
             let queue = RequestQueue(
-                configuration: .init(maxSimultaneous: 2, progressMode: .accurate, progressInterval: 0))
+                configuration: .init(maxSimultaneous: 2, progressMode: mode, progressInterval: 0))
             let events = collectProgress(queue)
             let sizes = [200_000, 1_000_000, 10]
             let requests = sizes.map { size in
@@ -384,10 +385,22 @@ extension TernTests {
                 request.body = Data(repeating: 7, count: size)
                 return request
             }
+            queue.pause()  // all added, then started
             for request in requests { queue.add(request) }
+            queue.resume()
             let seen = await events.value
+            #expect(requests.allSatisfy { $0.statusCode == 200 })
             let received = requests.reduce(UInt64(0)) { $0 + $1.bytesReceived }
-            checkProgress(seen, requests: sizes.count, received: received, sent: UInt64(sizes.reduce(0, +)))
+            let total = UInt64(sizes.reduce(0, +))
+            checkProgress(seen, requests: sizes.count, received: received, sent: total)
+            #expect(queue.progress.percent == 100)
+            if mode == .accurate {
+                // The body sizes are known when added: every event counts them all.
+                #expect(seen.allSatisfy { $0.bytesToSend == total }, "\(seen.map(\.bytesToSend))")
+            } else {
+                #expect(seen.allSatisfy { $0.percent == $0.requestsFinished * 100 / sizes.count || $0.percent == 100 },
+                        "\(seen.map(\.percent))")
+            }
         }
 
         @Test func aQueueBudgetIsSharedByItsRequestsOnly() async throws {
