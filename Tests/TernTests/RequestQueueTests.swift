@@ -13,6 +13,8 @@ struct ProbeStats: Decodable {
     var inflight: Int
     var max_inflight: Int
     var order: [String]
+    /// The method of each arrival in `order` (absent from an older fault server).
+    var methods: [String]?
 }
 
 extension TernTests {
@@ -401,6 +403,47 @@ extension TernTests {
                 #expect(seen.allSatisfy { $0.percent == $0.requestsFinished * 100 / sizes.count || $0.percent == 100 },
                         "\(seen.map(\.percent))")
             }
+        }
+
+        /// Accurate progress learns each GET's size with one HEAD request (a GET's response size
+        /// is never known in advance), and sends none for a request with a body, whose size is
+        /// known when added; simple progress sends no HEAD at all. Counted by the server.
+        @Test(arguments: [RequestQueue.ProgressMode.simple, .accurate])
+        func headProbesOnePerGetInAccurateModeOnly(mode: RequestQueue.ProgressMode) async throws {
+            let queue = RequestQueue(
+                configuration: .init(maxSimultaneous: 3, progressMode: mode, progressInterval: 0))
+            let events = collectProgress(queue)
+            let getSizes = [1000, 70_000, 1, 300_000, 5]
+            let gets = getSizes.enumerated().map { i, size in probe("g\(i)", holdMS: 20, size: size) }
+            let posts = (0..<2).map { i in
+                let request = probe("p\(i)", holdMS: 20, size: 10)
+                request.method = .post
+                request.body = Data(repeating: 1, count: 5000)
+                return request
+            }
+            queue.pause()
+            for (get, post) in zip(gets, posts) {
+                queue.add(get)
+                queue.add(post)
+            }
+            for get in gets.dropFirst(posts.count) { queue.add(get) }
+            queue.resume()
+            let seen = await events.value
+            #expect(gets.allSatisfy { $0.statusCode == 200 } && posts.allSatisfy { $0.statusCode == 200 })
+            for (get, size) in zip(gets, getSizes) { #expect(get.data?.count == size) }
+            let stats = try await stats()
+            let methods = try #require(stats.methods, "the fault server reports no methods")
+            var byID: [String: [String]] = [:]
+            for (id, method) in zip(stats.order, methods) { byID[id, default: []].append(method) }
+            for i in getSizes.indices {
+                let want = mode == .accurate ? ["HEAD", "GET"] : ["GET"]
+                #expect(byID["g\(i)"] == want, "g\(i): \(byID)")
+            }
+            for i in posts.indices { #expect(byID["p\(i)"] == ["POST"], "p\(i): \(byID)") }
+            #expect(stats.count == getSizes.count * (mode == .accurate ? 2 : 1) + posts.count)
+            // The HEAD requests are not part of the batch.
+            #expect(seen.last?.requestsTotal == gets.count + posts.count)
+            #expect(seen.last?.bytesExpected == UInt64(getSizes.reduce(0, +) + 10 * posts.count))
         }
 
         @Test func aQueueBudgetIsSharedByItsRequestsOnly() async throws {
