@@ -4,6 +4,7 @@
 
 import Dispatch
 import Foundation
+import HTTPTypes
 import Testing
 @testable import Tern
 
@@ -469,6 +470,36 @@ extension TernTests {
             #expect(elapsed > 1.7 && elapsed < 2.3, "2 x 2 MiB under a 2 MiB/s queue budget took \(elapsed) s")
             #expect(queued.allSatisfy { $0.data?.count == 2 * mib })
             #expect(ownBudget.data?.count == 2 * mib)
+            #expect(queued[0].bandwidthBudget == nil, "the queue's budget is not written into the request")
+        }
+
+        @Test func aQueueSendBudgetIsSharedByItsRequestsOnly() async throws {
+            let mib = 1 << 20
+            let budget = BandwidthBudget(send: UInt64(mib))
+            let queue = RequestQueue(
+                configuration: .init(maxSimultaneous: 4, bandwidthBudget: budget))
+            func upload(_ size: Int, _ name: String) -> Request {
+                let request = Request(url: servers.fault("/echo?tag=\(tag)-\(name)"), method: .post)
+                request.body = Data(repeating: 0x5a, count: size)
+                return request
+            }
+            let queued = (0..<2).map { upload(mib, "send-budget-\($0)") }
+            let ownBudget = upload(mib, "send-own")
+            ownBudget.bandwidthBudget = BandwidthBudget(send: UInt64(8 * mib))  // not the queue's
+            let start = Date()
+            for request in queued { queue.add(request) }
+            queue.add(ownBudget)
+            let outside = try await upload(8 * mib, "send-outside").response()
+            #expect(outside.headerFields[HTTPField.Name("X-Echo-Body-Length")!] == "\(8 * mib)")
+            #expect(Date().timeIntervalSince(start) < 1.2, "an upload outside the queue was held back")
+            await queue.allRequestsFinished()
+            let elapsed = Date().timeIntervalSince(start)
+            // 2 MiB up under 1 MiB/s: 2 s (the own-budget upload is not part of it).
+            #expect(elapsed > 1.7 && elapsed < 2.3, "2 x 1 MiB up under a 1 MiB/s queue budget took \(elapsed) s")
+            for request in queued + [ownBudget] {
+                #expect(request.statusCode == 200)
+                #expect(request.responseHeaders[HTTPField.Name("X-Echo-Body-Length")!] == "\(mib)")
+            }
             #expect(queued[0].bandwidthBudget == nil, "the queue's budget is not written into the request")
         }
 
