@@ -123,7 +123,7 @@ struct TernCommand: ParsableCommand {
     var parallelMax: Int = TernCommand.parallelDefault
 
     @Flag(name: .customLong("parallel-immediate"),
-          help: "Accepted for curl: with -Z, curl opens new connections rather than wait to multiplex; Tern speaks HTTP/1.1, where every running transfer has a connection of its own anyway.")
+          help: "Accepted for curl; changes nothing. curl's option opens new connections rather than wait to multiplex transfers on one; Tern speaks HTTP/1.1, where with -Z every running transfer gets a connection of its own without waiting.")
     var parallelImmediate = false
 
     @Flag(name: .customLong("fail-early"),

@@ -1,7 +1,8 @@
 // Several transfers from the `tern` command line, as curl does them: -o/-O paired with URLs in
 // order, --remote-name-all, one after another by default, at once with -Z (at most
-// --parallel-max, counted by the fault server's /probe), curl's exit code rule for several
-// transfers, --fail-early, Ctrl-C in the middle of a -Z run, and the -Z progress line.
+// --parallel-max, counted by the fault server's /probe; --parallel-immediate accepted and
+// changing nothing), curl's exit code rule for several transfers, --fail-early, Ctrl-C in the
+// middle of a -Z run, and the -Z progress line.
 
 import Foundation
 import Testing
@@ -69,23 +70,58 @@ extension TernTests {
         }
 
         @Test func parallelFilesAreByteIdentical() throws {
-            // The command: -Z --parallel-max 3 -o a URL1 -o b URL2 -o c URL3 -o d URL4.
+            // The command: -Z --parallel-max 3 -o a URL1 -o b URL2 -o c URL3 -o d URL4,
+            // its URLs tagged /probe resources, so that one run shows both the files (byte for
+            // byte, an empty one and a 5 MB one among them) and what the server saw at once.
             let servers = try Servers.get()
             let dir = try temporaryDirectory("par-files")
             defer { try? FileManager.default.removeItem(atPath: dir) }
-            let names = ["1k.bin", "64k.txt", "100m.bin", "empty.bin"]
+            let tag = probeTag("par-files")
+            let sizes = [1024, 65_536, 5_000_000, 0]
+            let urls = Self.probes(servers, tag: tag, count: 4, holdMS: 300, size: { sizes[$0] })
+            let names = ["a", "b", "c", "d"]
             var arguments = ["-s", "-Z", "--parallel-max", "3"]
-            for (index, name) in names.enumerated() {
-                arguments += ["-o", ["a", "b", "c", "d"][index], servers.nginx("/" + name).absoluteString]
-            }
+            for (name, url) in zip(names, urls) { arguments += ["-o", name, url] }
             let run = try tern(arguments, directory: dir)
             #expect(run.status == 0, "\(run.stderr)")
-            #expect(FileManager.default.contents(atPath: dir + "/a") == (try fixture(servers, "1k.bin")))
-            #expect(FileManager.default.contents(atPath: dir + "/b") == (try fixture(servers, "64k.txt")))
-            #expect(sha256(file: dir + "/c") == servers.sha("SHA_100M"))
-            #expect(FileManager.default.contents(atPath: dir + "/d") == Data())
+            for (name, size) in zip(names, sizes) {
+                #expect(FileManager.default.contents(atPath: dir + "/" + name) == pattern(size), "file \(name)")
+            }
             let left = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
-            #expect(left == ["a", "b", "c", "d"], "no .part file left")
+            #expect(left == names, "no .part file left")
+            let stats = try CLIProbeStats(servers, tag: tag)
+            #expect(stats.count == 4)
+            #expect(stats.maxInflight == 3, "never more than 3 at once, and 3 did run at once")
+        }
+
+        @Test func parallelImmediateIsAcceptedAndChangesNothing() throws {
+            // curl's --parallel-immediate prefers new connections to waiting to multiplex on
+            // one; over HTTP/1.1 every running transfer has a connection of its own, so the
+            // run is the same as without it: the same files, the same limit.
+            let servers = try Servers.get()
+            let dir = try temporaryDirectory("par-immediate")
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let tag = probeTag("par-immediate")
+            let urls = Self.probes(servers, tag: tag, count: 4, holdMS: 300)
+            var arguments = ["-s", "-Z", "--parallel-immediate", "--parallel-max", "3"]
+            for (index, url) in urls.enumerated() { arguments += ["-o", "f\(index)", url] }
+            let run = try tern(arguments, directory: dir)
+            #expect(run.status == 0, "\(run.stderr)")
+            for index in urls.indices {
+                #expect(FileManager.default.contents(atPath: dir + "/f\(index)") == pattern(1000 * index + 17),
+                        "file f\(index)")
+            }
+            let stats = try CLIProbeStats(servers, tag: tag)
+            #expect(stats.count == 4)
+            #expect(stats.maxInflight == 3, "--parallel-max still holds, and the transfers ran at once")
+            // Without -Z it is accepted too, and the transfers still run one after another.
+            let serialTag = probeTag("par-immediate-serial")
+            let serial = try tern(["-s", "--parallel-immediate", "-o", "s0", "-o", "s1"]
+                                  + Self.probes(servers, tag: serialTag, count: 2, holdMS: 50), directory: dir)
+            #expect(serial.status == 0, "\(serial.stderr)")
+            #expect(FileManager.default.contents(atPath: dir + "/s1") == pattern(1017))
+            let serialStats = try CLIProbeStats(servers, tag: serialTag)
+            #expect(serialStats.maxInflight == 1 && serialStats.order == [0, 1])
         }
 
         @Test func parallelDefaultRunsAllAtOnceAndOutOfRangeMaxIsCurls() throws {

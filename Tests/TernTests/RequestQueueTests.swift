@@ -4,6 +4,7 @@
 
 import Dispatch
 import Foundation
+import HTTPTypes
 import Testing
 @testable import Tern
 
@@ -13,6 +14,8 @@ struct ProbeStats: Decodable {
     var inflight: Int
     var max_inflight: Int
     var order: [String]
+    /// The method of each arrival in `order` (absent from an older fault server).
+    var methods: [String]?
 }
 
 extension TernTests {
@@ -52,6 +55,10 @@ extension TernTests {
             #expect(counters.requestsActive == 0)
             #expect(counters.connectionsOpen <= 4, "\(counters)")
             #expect(counters.connectionsOpened <= 8, "\(counters)")
+            // As queue_engine_limit_200 checks in C: every connection left open is idle in
+            // the pool, none still busy with a request the queue thinks ended.
+            #expect(counters.connectionsOpen == counters.connectionsIdle, "\(counters)")
+            #expect(counters.requestsWaiting == 0, "\(counters)")
             #expect(queue.runningCount == 0 && queue.pendingCount == 0)
         }
 
@@ -105,6 +112,29 @@ extension TernTests {
             #expect(Date().timeIntervalSince(paused) >= 0.5)
             #expect(try await stats().count == 4)
             #expect(requests.allSatisfy { $0.statusCode == 200 })
+        }
+
+        @Test func pauseLetsTheRunningRequestFinishAndStartsNoOther() async throws {
+            let queue = RequestQueue(maxSimultaneous: 1)
+            let first = probe("first", holdMS: 600)
+            let second = probe("second", holdMS: 1)
+            queue.add(first)
+            queue.add(second)
+            #expect(try await eventuallyAsync { try await self.stats().inflight == 1 })
+            queue.pause()  // not cancelling: the running one goes on
+            #expect(queue.isPaused)
+            #expect(eventually { first.isFinished })
+            #expect(first.statusCode == 200 && first.error == nil, "\(String(describing: first.error))")
+            #expect(first.data?.count == 16)
+            // Its slot is free, but nothing waiting starts while paused.
+            try await Task.sleep(for: .milliseconds(400))
+            #expect(!second.isFinished)
+            #expect(queue.pendingCount == 1 && queue.runningCount == 0)
+            #expect(try await stats().order == ["first"], "a paused queue started a waiting request")
+            queue.resume()
+            await queue.allRequestsFinished()
+            #expect(second.statusCode == 200)
+            #expect(try await stats().order == ["first", "second"])
         }
 
         @Test func pauseCancellingRunningKeepsWaitingOnes() async throws {
@@ -347,9 +377,10 @@ extension TernTests {
             }
         }
 
-        @Test func aggregateUploadProgress() async throws {
+        @Test(arguments: [RequestQueue.ProgressMode.simple, .accurate])
+        func aggregateUploadProgress(mode: RequestQueue.ProgressMode) async throws {
             let queue = RequestQueue(
-                configuration: .init(maxSimultaneous: 2, progressMode: .accurate, progressInterval: 0))
+                configuration: .init(maxSimultaneous: 2, progressMode: mode, progressInterval: 0))
             let events = collectProgress(queue)
             let sizes = [200_000, 1_000_000, 10]
             let requests = sizes.map { size in
@@ -357,10 +388,63 @@ extension TernTests {
                 request.body = Data(repeating: 7, count: size)
                 return request
             }
+            queue.pause()  // all added, then started
             for request in requests { queue.add(request) }
+            queue.resume()
             let seen = await events.value
+            #expect(requests.allSatisfy { $0.statusCode == 200 })
             let received = requests.reduce(UInt64(0)) { $0 + $1.bytesReceived }
-            checkProgress(seen, requests: sizes.count, received: received, sent: UInt64(sizes.reduce(0, +)))
+            let total = UInt64(sizes.reduce(0, +))
+            checkProgress(seen, requests: sizes.count, received: received, sent: total)
+            #expect(queue.progress.percent == 100)
+            if mode == .accurate {
+                // The body sizes are known when added: every event counts them all.
+                #expect(seen.allSatisfy { $0.bytesToSend == total }, "\(seen.map(\.bytesToSend))")
+            } else {
+                #expect(seen.allSatisfy { $0.percent == $0.requestsFinished * 100 / sizes.count || $0.percent == 100 },
+                        "\(seen.map(\.percent))")
+            }
+        }
+
+        /// Accurate progress learns each GET's size with one HEAD request (a GET's response size
+        /// is never known in advance), and sends none for a request with a body, whose size is
+        /// known when added; simple progress sends no HEAD at all. Counted by the server.
+        @Test(arguments: [RequestQueue.ProgressMode.simple, .accurate])
+        func headProbesOnePerGetInAccurateModeOnly(mode: RequestQueue.ProgressMode) async throws {
+            let queue = RequestQueue(
+                configuration: .init(maxSimultaneous: 3, progressMode: mode, progressInterval: 0))
+            let events = collectProgress(queue)
+            let getSizes = [1000, 70_000, 1, 300_000, 5]
+            let gets = getSizes.enumerated().map { i, size in probe("g\(i)", holdMS: 20, size: size) }
+            let posts = (0..<2).map { i in
+                let request = probe("p\(i)", holdMS: 20, size: 10)
+                request.method = .post
+                request.body = Data(repeating: 1, count: 5000)
+                return request
+            }
+            queue.pause()
+            for (get, post) in zip(gets, posts) {
+                queue.add(get)
+                queue.add(post)
+            }
+            for get in gets.dropFirst(posts.count) { queue.add(get) }
+            queue.resume()
+            let seen = await events.value
+            #expect(gets.allSatisfy { $0.statusCode == 200 } && posts.allSatisfy { $0.statusCode == 200 })
+            for (get, size) in zip(gets, getSizes) { #expect(get.data?.count == size) }
+            let stats = try await stats()
+            let methods = try #require(stats.methods, "the fault server reports no methods")
+            var byID: [String: [String]] = [:]
+            for (id, method) in zip(stats.order, methods) { byID[id, default: []].append(method) }
+            for i in getSizes.indices {
+                let want = mode == .accurate ? ["HEAD", "GET"] : ["GET"]
+                #expect(byID["g\(i)"] == want, "g\(i): \(byID)")
+            }
+            for i in posts.indices { #expect(byID["p\(i)"] == ["POST"], "p\(i): \(byID)") }
+            #expect(stats.count == getSizes.count * (mode == .accurate ? 2 : 1) + posts.count)
+            // The HEAD requests are not part of the batch.
+            #expect(seen.last?.requestsTotal == gets.count + posts.count)
+            #expect(seen.last?.bytesExpected == UInt64(getSizes.reduce(0, +) + 10 * posts.count))
         }
 
         @Test func aQueueBudgetIsSharedByItsRequestsOnly() async throws {
@@ -389,15 +473,50 @@ extension TernTests {
             #expect(queued[0].bandwidthBudget == nil, "the queue's budget is not written into the request")
         }
 
+        @Test func aQueueSendBudgetIsSharedByItsRequestsOnly() async throws {
+            let mib = 1 << 20
+            let budget = BandwidthBudget(send: UInt64(mib))
+            let queue = RequestQueue(
+                configuration: .init(maxSimultaneous: 4, bandwidthBudget: budget))
+            func upload(_ size: Int, _ name: String) -> Request {
+                let request = Request(url: servers.fault("/echo?tag=\(tag)-\(name)"), method: .post)
+                request.body = Data(repeating: 0x5a, count: size)
+                return request
+            }
+            let queued = (0..<2).map { upload(mib, "send-budget-\($0)") }
+            let ownBudget = upload(mib, "send-own")
+            ownBudget.bandwidthBudget = BandwidthBudget(send: UInt64(8 * mib))  // not the queue's
+            let start = Date()
+            for request in queued { queue.add(request) }
+            queue.add(ownBudget)
+            let outside = try await upload(8 * mib, "send-outside").response()
+            #expect(outside.headerFields[HTTPField.Name("X-Echo-Body-Length")!] == "\(8 * mib)")
+            #expect(Date().timeIntervalSince(start) < 1.2, "an upload outside the queue was held back")
+            await queue.allRequestsFinished()
+            let elapsed = Date().timeIntervalSince(start)
+            // 2 MiB up under 1 MiB/s: 2 s (the own-budget upload is not part of it).
+            #expect(elapsed > 1.7 && elapsed < 2.3, "2 x 1 MiB up under a 1 MiB/s queue budget took \(elapsed) s")
+            for request in queued + [ownBudget] {
+                #expect(request.statusCode == 200)
+                #expect(request.responseHeaders[HTTPField.Name("X-Echo-Body-Length")!] == "\(mib)")
+            }
+            #expect(queued[0].bandwidthBudget == nil, "the queue's budget is not written into the request")
+        }
+
         @Test func aQueueOfOneHundredSharesTheEngineWithPlainRequests() async throws {
             let queue = RequestQueue(maxSimultaneous: 3)
-            let queued = (0..<30).map { probe($0, holdMS: 5) }
+            let queued = (0..<100).map { probe($0, holdMS: 20) }
             for request in queued { queue.add(request) }
+            // The default engine's per-origin limit (6) leaves room beside the queue's 3: the
+            // plain request does not wait for the queue's 100 (about 0.7 s of holds).
             let plain = try await Request(url: servers.fault("/ok?size=100")).response()
             #expect(plain.statusCode == 200)
+            #expect(queue.pendingCount > 0, "the plain request ended only after the queue had started all")
             await queue.allRequestsFinished()
             #expect(queued.allSatisfy { $0.statusCode == 200 })
-            #expect(try await stats().max_inflight == 3)
+            let seen = try await stats()
+            #expect(seen.count == 100)
+            #expect(seen.max_inflight == 3)
         }
     }
 }

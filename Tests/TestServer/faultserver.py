@@ -167,12 +167,14 @@ class Stats:
 
 
 class ProbeStats:
-    """What /probe saw for one tag: requests in flight now, the most at once, arrival order."""
+    """What /probe saw for one tag: requests in flight now, the most at once, arrival order
+    (ids, and the method of each)."""
 
     def __init__(self):
         self.inflight = 0
         self.max_inflight = 0
         self.order = []
+        self.methods = []
 
 
 class Server:
@@ -949,13 +951,15 @@ class Connection:
 
     async def h_probe(self, req):
         """Counts requests with the same `tag` that are in progress at once (from the head read
-        to the response written), records their `id` in arrival order, holds each `hold_ms`
-        (default 50), then answers `size` pattern bytes. /probe-stats?tag= reports them."""
+        to the response written), records their `id` and method in arrival order, holds each
+        `hold_ms` (default 50), then answers `size` pattern bytes. /probe-stats?tag= reports
+        them."""
         probes = self.server.stats.probes
         stats = probes.setdefault(req.q("tag", ""), ProbeStats())
         stats.inflight += 1
         stats.max_inflight = max(stats.max_inflight, stats.inflight)
         stats.order.append(req.q("id", ""))
+        stats.methods.append(req.method)
         try:
             await asyncio.sleep(req.q_int("hold_ms", 50) / 1000)
             return await self.respond(req, 200, [("Content-Type", "application/octet-stream")],
@@ -964,12 +968,13 @@ class Connection:
             stats.inflight -= 1
 
     async def h_probe_stats(self, req):
-        """JSON {"count", "inflight", "max_inflight", "order"} for /probe's `tag`; reset=1
-        forgets the tag after answering."""
+        """JSON {"count", "inflight", "max_inflight", "order", "methods"} for /probe's `tag`
+        (methods[i] is the method of order[i]); reset=1 forgets the tag after answering."""
         tag = req.q("tag", "")
         stats = self.server.stats.probes.get(tag, ProbeStats())
         body = json.dumps({"count": len(stats.order), "inflight": stats.inflight,
-                           "max_inflight": stats.max_inflight, "order": stats.order})
+                           "max_inflight": stats.max_inflight, "order": stats.order,
+                           "methods": stats.methods})
         if req.q_bool("reset"):
             self.server.stats.probes.pop(tag, None)
         return await self.respond(req, 200, [("Content-Type", "application/json")],
