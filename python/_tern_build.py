@@ -136,6 +136,39 @@ int tern_py_waiter_wait(tern_py_waiter *w, int timeout_ms);
 int tern_py_waiter_take_progress(tern_py_waiter *w, int index, int *percent, uint64_t *done,
                                  uint64_t *total);
 
+/* A client's engine on a loop of its own, run by the calling thread while it waits (no loop
+ * thread, no thread hop per request): only the thread that made it uses it. */
+typedef struct tern_py_local tern_py_local;
+tern_py_local *tern_py_local_new(const tern_config_t *config, int *err);
+int tern_py_local_submit(tern_py_local *l, tern_request_t *req);
+int tern_py_local_run(tern_py_local *l, tern_py_waiter *w, int slice_ms);
+uint64_t tern_py_local_stat(tern_py_local *l, tern_stat stat);
+void tern_py_local_free(tern_py_local *l);
+/* A completed request's response in two calls: the scalar fields, and the header fields as
+ * one block of NUL-terminated names and values. */
+typedef struct {
+  int status;
+  int error;
+  int http_minor;
+  unsigned redirects;
+  int reused;
+  uint64_t offset;
+  double elapsed;
+  size_t header_count;
+  size_t header_bytes;
+  size_t body_len;
+  const void *body;
+  const char *reason;
+  const char *url;
+  const char *tls_version;
+  const char *decoded_encoding;
+} tern_py_response;
+void tern_py_response_info(const tern_request_t *req, tern_py_response *out);
+size_t tern_py_headers_block(const tern_request_t *req, char *buf, size_t cap);
+/* The per-request setters that almost every call makes, in one call: URL, method, the four
+ * timeouts (ms, 0: none) and redirects (max, or -1: not followed). */
+int tern_py_setup(tern_request_t *req, const char *url, const char *method, uint64_t connect_ms,
+                  uint64_t headers_ms, uint64_t body_ms, uint64_t total_ms, int follow_max);
 /* asyncio: completions and progress reach Python on the engine's thread. */
 extern "Python" void _tern_async_complete(tern_request_t *req, int status, void *user_data);
 extern "Python" int _tern_async_progress(tern_request_t *req, tern_progress_state state,
@@ -150,6 +183,7 @@ extern "Python" int _tern_async_progress(tern_request_t *req, tern_progress_stat
 SOURCE = r"""
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 #include <stdlib.h>
 #include <time.h>
 #include <tern.h>
@@ -261,6 +295,155 @@ static int tern_py_waiter_wait(tern_py_waiter *w, int timeout_ms) {
   return result;
 }
 
+/* ---- an engine on the caller's thread ---- */
+#include <uv.h>
+typedef struct tern_py_local tern_py_local;
+struct tern_py_local {
+  uv_loop_t loop;
+  uv_timer_t slice;
+  tern_engine_t *engine;
+  int slice_over;
+};
+static void tern_py_local_on_slice(uv_timer_t *t) {
+  tern_py_local *l = t->data;
+  l->slice_over = 1;
+}
+static tern_py_local *tern_py_local_new(const tern_config_t *config, int *err) {
+  tern_py_local *l = calloc(1, sizeof *l);
+  if (!l) {
+    *err = -2;
+    return NULL;
+  }
+  if (uv_loop_init(&l->loop) != 0) {
+    free(l);
+    *err = -1;
+    return NULL;
+  }
+  uv_timer_init(&l->loop, &l->slice);
+  l->slice.data = l;
+  int rc = tern_engine_new_on_loop(&l->engine, &l->loop, config);
+  if (rc) {
+    uv_close((uv_handle_t *)&l->slice, NULL);
+    uv_run(&l->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&l->loop);
+    free(l);
+    *err = rc;
+    return NULL;
+  }
+  return l;
+}
+/* The loop is not running while this is called: the request joins the engine's ready list. */
+static int tern_py_local_submit(tern_py_local *l, tern_request_t *req) {
+  return tern_engine_submit(l->engine, req);
+}
+/* Runs the loop on this thread until w's request completed (1), a progress report came (2),
+ * or slice_ms passed (0), so that the caller can look at signals between slices. Other
+ * requests of the same loop (a nested call's) move on meanwhile; their waiters keep their
+ * news. */
+static int tern_py_local_run(tern_py_local *l, tern_py_waiter *w, int slice_ms) {
+  l->slice_over = 0;
+  uv_timer_start(&l->slice, tern_py_local_on_slice, (uint64_t)slice_ms, 0);
+  int result = 0;
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    if (w->events) {
+      w->events = 0;
+      result = 2;
+    } else if (w->done) {
+      result = 1;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (result || l->slice_over) break;
+    uv_run(&l->loop, UV_RUN_ONCE);
+  }
+  uv_timer_stop(&l->slice);
+  return result;
+}
+static uint64_t tern_py_local_stat(tern_py_local *l, tern_stat stat) {
+  return tern_engine_get_stat(l->engine, stat);
+}
+/* Frees the engine and its loop; the engine's handles close during the last runs. */
+static void tern_py_local_free(tern_py_local *l) {
+  if (!l) return;
+  tern_engine_free(l->engine);
+  uv_close((uv_handle_t *)&l->slice, NULL);
+  while (uv_run(&l->loop, UV_RUN_DEFAULT) != 0) {
+  }
+  uv_loop_close(&l->loop);
+  free(l);
+}
+
+/* ---- responses and requests in few calls ---- */
+typedef struct {
+  int status;
+  int error;
+  int http_minor;
+  unsigned redirects;
+  int reused;
+  uint64_t offset;
+  double elapsed;
+  size_t header_count;
+  size_t header_bytes;
+  size_t body_len;
+  const void *body;
+  const char *reason;
+  const char *url;
+  const char *tls_version;
+  const char *decoded_encoding;
+} tern_py_response;
+static void tern_py_response_info(const tern_request_t *req, tern_py_response *out) {
+  out->status = tern_request_get_status(req);
+  out->error = tern_request_get_error(req);
+  out->http_minor = tern_request_get_http_minor(req);
+  out->redirects = tern_request_get_redirect_count(req);
+  out->reused = tern_request_is_reused(req);
+  out->offset = tern_request_get_offset(req);
+  out->elapsed = tern_request_get_time(req, TERN_TIME_END);
+  out->header_count = tern_request_get_header_count(req);
+  size_t bytes = 0;
+  for (size_t i = 0; i < out->header_count; i++) {
+    const char *n = NULL, *v = NULL;
+    if (tern_request_get_header_at(req, i, &n, &v) == 0) bytes += strlen(n) + strlen(v) + 2;
+  }
+  out->header_bytes = bytes;
+  out->body_len = 0;
+  out->body = tern_request_get_body(req, &out->body_len);
+  out->reason = tern_request_get_reason(req);
+  out->url = tern_request_get_effective_url(req);
+  out->tls_version = tern_request_get_tls_version(req);
+  out->decoded_encoding = tern_request_get_decoded_encoding(req);
+}
+/* "name\0value\0" for every header field, in order; returns the bytes written (at most cap). */
+static size_t tern_py_headers_block(const tern_request_t *req, char *buf, size_t cap) {
+  size_t n = tern_request_get_header_count(req), at = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *name = NULL, *value = NULL;
+    if (tern_request_get_header_at(req, i, &name, &value) != 0) continue;
+    size_t nl = strlen(name) + 1, vl = strlen(value) + 1;
+    if (at + nl + vl > cap) break;
+    memcpy(buf + at, name, nl);
+    memcpy(buf + at + nl, value, vl);
+    at += nl + vl;
+  }
+  return at;
+}
+static int tern_py_setup(tern_request_t *req, const char *url, const char *method,
+                         uint64_t connect_ms, uint64_t headers_ms, uint64_t body_ms,
+                         uint64_t total_ms, int follow_max) {
+  int rc = tern_request_set_url(req, url);
+  if (rc) return rc;
+  if (strcmp(method, "GET") != 0 && (rc = tern_request_set_method(req, method)) != 0) return rc;
+  /* -1: rejected by the method or a timeout; the caller names which by calling again */
+  if (tern_request_set_timeout(req, TERN_TIMEOUT_CONNECT, connect_ms) ||
+      tern_request_set_timeout(req, TERN_TIMEOUT_HEADERS, headers_ms) ||
+      tern_request_set_timeout(req, TERN_TIMEOUT_BODY, body_ms) ||
+      tern_request_set_timeout(req, TERN_TIMEOUT_TOTAL, total_ms))
+    return -1000;
+  if (follow_max >= 0 && tern_request_set_follow_redirects(req, (unsigned)follow_max) != 0)
+    return -1001;
+  return 0;
+}
+
 /* The latest report of one phase (0 upload, 1 download) if it changed since the last take. */
 static int tern_py_waiter_take_progress(tern_py_waiter *w, int index, int *percent,
                                         uint64_t *done, uint64_t *total) {
@@ -277,10 +460,10 @@ static int tern_py_waiter_take_progress(tern_py_waiter *w, int index, int *perce
 """
 
 
-def _pkg_config(*args: str) -> list[str]:
+def _pkg_config(*args: str, package: str = "tern") -> list[str]:
     try:
         out = subprocess.run(
-            ["pkg-config", *args, "tern"], check=True, capture_output=True, text=True
+            ["pkg-config", *args, package], check=True, capture_output=True, text=True
         ).stdout
     except FileNotFoundError:
         sys.exit("tern: pkg-config is not installed; it is needed to find libtern (tern.pc)")
@@ -294,8 +477,9 @@ def _pkg_config(*args: str) -> list[str]:
 
 
 def _builder() -> FFI:
-    cflags = _pkg_config("--cflags")
-    libs = _pkg_config("--libs")
+    # libuv too: a synchronous client runs its engine's loop on the calling thread.
+    cflags = _pkg_config("--cflags") + _pkg_config("--cflags", package="libuv")
+    libs = _pkg_config("--libs") + _pkg_config("--libs", package="libuv")
     include_dirs = [f[2:] for f in cflags if f.startswith("-I")]
     library_dirs = [f[2:] for f in libs if f.startswith("-L")]
     libraries = [f[2:] for f in libs if f.startswith("-l")]

@@ -193,6 +193,51 @@ def test_close_fails_requests_in_flight_in_other_threads(servers):
     assert len(errors) == 1 and isinstance(errors[0], tern.ClosedError)
 
 
+def test_close_from_another_thread_fails_the_creating_threads_request(servers):
+    # The creating thread's requests run on its own loop: another thread's close() cancels
+    # them and takes the loop over once they have ended.
+    c = tern.Client()
+    closer = threading.Timer(0.3, c.close)
+    closer.start()
+    t = time.monotonic()
+    with pytest.raises(tern.ClosedError):
+        c.get(servers.fault("/slowheaders?delay_ms=5000"))
+    assert time.monotonic() - t < 3
+    closer.join()
+    assert c.is_closed
+    with pytest.raises(tern.ClosedError):
+        c.get(servers.nginx("/1k.bin"))
+    assert live_requests_settle() == 0
+
+
+def test_creating_and_other_threads_each_have_an_engine(servers):
+    with tern.Client() as c:
+        assert c.get(servers.nginx("/1k.bin")).status_code == 200
+        other = []
+        th = threading.Thread(target=lambda: other.append(c.get(servers.nginx("/1k.bin"))))
+        th.start()
+        th.join()
+        assert other[0].status_code == 200
+        # Two engines, one pool each; the counters add up.
+        assert c.stats()["connections_opened"] == 2
+        assert c.stats()["requests_completed"] == 2
+        # Back on the creating thread: its connection is reused.
+        assert c.get(servers.nginx("/1k.bin")).reused_connection
+
+
+def test_a_progress_callback_may_send_a_request_on_the_same_thread(servers, client):
+    inner = []
+
+    def progress(p):
+        if not inner:
+            inner.append(client.get(servers.nginx("/1k.bin")))
+
+    r = client.get(servers.nginx("/64k.txt"), progress=progress)
+    assert r.status_code == 200 and sha(r.content) == servers.must("SHA_64K")
+    assert inner and inner[0].status_code == 200
+    assert sha(inner[0].content) == servers.must("SHA_1K")
+
+
 def test_the_gil_is_released_while_a_request_waits(servers, client):
     count = 0
     stop = False

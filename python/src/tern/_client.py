@@ -11,12 +11,12 @@ from ._core import (
     UNSET,
     CertTypes,
     EngineHandle,
+    LocalEngine,
     Options,
     ProxiesTypes,
     ProxyTypes,
     VerifyTypes,
     check,
-    engine_stats,
     error_for,
     new_request,
     prepare,
@@ -32,6 +32,7 @@ from ._models import (
     Timeout,
     TimeoutTypes,
 )
+from ._errors import ClosedError
 from ._tern import ffi, lib
 
 ProgressCallback = Callable[[Progress], Optional[bool]]
@@ -101,6 +102,83 @@ def run_sync(handle: EngineHandle, req: Any, url: str, progress: Optional[Progre
         _give_waiter(w)
 
 
+def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[ProgressCallback],
+              path: Optional[str] = None) -> Response:
+    """Submits a prepared request to the calling thread's engine and runs its loop until the
+    request completes, with the GIL released, in slices so that Ctrl-C (and other signal
+    handlers) still run. Progress, exceptions and cancellation as in :func:`run_sync`."""
+    w = _take_waiter()
+    try:
+        with local.lock:
+            if local.ptr is None or local.closing:
+                raise ClosedError("the client is closed", 0, "ESHUTDOWN", url)
+            check(lib.tern_py_waiter_arm(w, req, 1 if progress is not None else 0), "callbacks")
+            rc = lib.tern_py_local_submit(local.ptr, req)
+            if rc:
+                check(rc, "submit")
+            local.begin(req)
+            vals = (ffi.new("int *"), ffi.new("uint64_t *"), ffi.new("uint64_t *")) if progress else None
+            try:
+                while True:
+                    r = lib.tern_py_local_run(local.ptr, w, 200)
+                    if r == 1:
+                        break
+                    if r == 2 and progress is not None:
+                        _report(w, progress, req, vals)  # type: ignore[arg-type]
+                if progress is not None:
+                    _report(w, progress, req, vals)  # type: ignore[arg-type]
+            except BaseException:
+                lib.tern_request_cancel(req)
+                while lib.tern_py_local_run(local.ptr, w, 200) != 1:
+                    pass
+                raise
+            finally:
+                local.end(req)
+        status = lib.tern_request_get_error(req)
+        if status and local.closing:
+            raise ClosedError("the client was closed while the request ran", status,
+                              "ESHUTDOWN", url)
+        if status:
+            raise error_for(req, status, url)
+        return response_from(req, path)
+    finally:
+        _give_waiter(w)
+
+
+class _Engines:
+    """A client's engines: one on a loop the creating thread runs while it waits (its requests
+    take no thread hop), and, made when another thread first sends, one with its own loop
+    thread for the others. Kept apart from the client so its finalizer holds no reference."""
+
+    def __init__(self, settings: Dict[str, Any]) -> None:
+        self.settings = settings
+        self.local = LocalEngine(**settings)
+        self.shared: Optional[EngineHandle] = None
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def shared_engine(self) -> EngineHandle:
+        with self.lock:
+            if self.closed:
+                raise ClosedError("the client is closed", 0, "ESHUTDOWN", None)
+            if self.shared is None:
+                self.shared = EngineHandle(**self.settings)
+            return self.shared
+
+    def stat(self, which: int) -> int:
+        with self.lock:
+            shared = self.shared
+        return self.local.stat(which) + (shared.stat(which) if shared is not None else 0)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            shared = self.shared
+        self.local.close()
+        if shared is not None:
+            shared.close()
+
+
 class Client:
     """An HTTP client with its own engine: a loop thread, a keep-alive connection pool, TLS
     session reuse. Use it as a context manager, or call :meth:`close`.
@@ -156,13 +234,13 @@ class Client:
             cert=cert, proxy=proxy, proxies=proxies, no_proxy=no_proxy, proxy_auth=proxy_auth,
             decompress=decompress,
         )
-        self._handle = EngineHandle(
+        self._engines = _Engines(dict(
             user_agent=user_agent, max_connections_per_origin=max_connections_per_origin,
             max_active_requests=max_active_requests, idle_timeout=idle_timeout,
-            buffer_size=buffer_size, resolve=resolve,
-        )
-        # Frees the engine when the client is collected unclosed, or at interpreter exit.
-        self._finalizer = weakref.finalize(self, self._handle.close)
+            buffer_size=buffer_size, resolve=tuple(resolve),
+        ))
+        # Frees the engines when the client is collected unclosed, or at interpreter exit.
+        self._finalizer = weakref.finalize(self, self._engines.close)
 
     @property
     def headers(self) -> Any:
@@ -171,12 +249,19 @@ class Client:
 
     @property
     def is_closed(self) -> bool:
-        return self._handle.ptr is None
+        return self._engines.closed
 
     def close(self) -> None:
-        """Closes the connections and stops the engine's thread; requests still running in
-        other threads fail with :class:`ClosedError`."""
+        """Closes the connections and stops the engines; requests still running in other
+        threads fail with :class:`ClosedError`."""
         self._finalizer()
+
+    def _run(self, req: Any, url: str, progress: Optional[ProgressCallback],
+             path: Optional[str] = None) -> Response:
+        engines = self._engines
+        if threading.get_ident() == engines.local.owner:
+            return run_local(engines.local, req, url, progress, path)
+        return run_sync(engines.shared_engine(), req, url, progress, path)
 
     def __enter__(self) -> "Client":
         return self
@@ -187,7 +272,15 @@ class Client:
     def stats(self) -> Dict[str, int]:
         """The engine's counters: connections opened/open/idle, requests active/completed,
         requests sent on a reused connection."""
-        return engine_stats(self._handle)
+        e = self._engines
+        return {
+            "connections_opened": e.stat(lib.TERN_STAT_CONNECTIONS_OPENED),
+            "connections_open": e.stat(lib.TERN_STAT_CONNECTIONS_OPEN),
+            "connections_idle": e.stat(lib.TERN_STAT_CONNECTIONS_IDLE),
+            "requests_active": e.stat(lib.TERN_STAT_REQUESTS_ACTIVE),
+            "requests_completed": e.stat(lib.TERN_STAT_REQUESTS_COMPLETED),
+            "reused": e.stat(lib.TERN_STAT_REUSED),
+        }
 
     def request(
         self,
@@ -228,7 +321,7 @@ class Client:
                 content=content, data=data, json=json, files=files, auth=auth, timeout=timeout,
                 follow_redirects=follow_redirects, verify=verify, cert=cert, proxy=proxy,
             )
-            return run_sync(self._handle, req, full, progress)
+            return self._run(req, full, progress)
         finally:
             lib.tern_request_free(req)
 
@@ -268,7 +361,7 @@ class Client:
                 timeout=timeout, follow_redirects=follow_redirects, verify=verify, cert=cert,
                 proxy=proxy, download=(p, offset, end, 1 if resume else 0),
             )
-            return run_sync(self._handle, req, full, progress, path=p)
+            return self._run(req, full, progress, path=p)
         finally:
             lib.tern_request_free(req)
 

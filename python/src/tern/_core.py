@@ -69,6 +69,94 @@ def check(rc: int, what: str) -> None:
         raise_code(rc, what)
 
 
+def _config(
+    *,
+    user_agent: Optional[str],
+    max_connections_per_origin: int,
+    max_active_requests: int,
+    idle_timeout: Optional[float],
+    buffer_size: Optional[int],
+    resolve: Sequence[str],
+) -> Any:
+    """A ``tern_config_t`` from a client's engine settings (free it with tern_config_free)."""
+    cfgp = ffi.new("tern_config_t **")
+    check(lib.tern_config_new(cfgp), "tern_config_new")
+    cfg = cfgp[0]
+    try:
+        if user_agent is not None:
+            check(lib.tern_config_set_user_agent(cfg, user_agent.encode()), "user_agent")
+        if max_connections_per_origin:
+            check(
+                lib.tern_config_set_max_connections_per_origin(cfg, max_connections_per_origin),
+                "max_connections_per_origin",
+            )
+        if max_active_requests:
+            check(lib.tern_config_set_max_active_requests(cfg, max_active_requests),
+                  "max_active_requests")
+        if idle_timeout is not None:
+            check(lib.tern_config_set_idle_timeout(cfg, int(idle_timeout * 1000)), "idle_timeout")
+        if buffer_size is not None:
+            check(lib.tern_config_set_buffer_size(cfg, buffer_size), "buffer_size")
+        for entry in resolve:
+            check(lib.tern_config_add_resolve(cfg, entry.encode()), f"resolve {entry!r}")
+    except BaseException:
+        lib.tern_config_free(cfg)
+        raise
+    return cfg
+
+
+class LocalEngine:
+    """An engine on a libuv loop of its own that the thread which made it runs while it waits
+    for a request: no loop thread, and no thread hop per request (what pycurl's perform() does
+    too). Only that thread submits to it; close() may come from any thread."""
+
+    def __init__(self, **settings: Any) -> None:
+        # Reentrant: a progress callback may make a nested request on the same thread.
+        self.lock = threading.RLock()
+        cfg = _config(**settings)
+        try:
+            errp = ffi.new("int *")
+            ptr = lib.tern_py_local_new(cfg, errp)
+            if ptr == ffi.NULL:
+                raise_code(errp[0] if errp[0] < 0 else -1, "tern_engine_new_on_loop")
+        finally:
+            lib.tern_config_free(cfg)
+        self.ptr: Any = ptr
+        self.owner = threading.get_ident()
+        self.pid = os.getpid()
+        # Requests in flight, so that close() from another thread can cancel them; guarded by
+        # its own lock (self.lock is held by the owner for as long as it runs the loop).
+        self.inflight: Dict[Any, None] = {}
+        self.inflight_lock = threading.Lock()
+        self.closing = False
+
+    def begin(self, req: Any) -> None:
+        with self.inflight_lock:
+            self.inflight[req] = None
+
+    def end(self, req: Any) -> None:
+        with self.inflight_lock:
+            self.inflight.pop(req, None)
+
+    def stat(self, which: int) -> int:
+        with self.lock:
+            return int(lib.tern_py_local_stat(self.ptr, which)) if self.ptr is not None else 0
+
+    def close(self) -> None:
+        """Frees the engine and its loop, from any thread: requests the owner is waiting for
+        are cancelled (they fail with ClosedError), then the loop is taken over under the lock
+        and run until the engine's handles are closed."""
+        with self.inflight_lock:
+            self.closing = True
+            for req in self.inflight:
+                lib.tern_request_cancel(req)
+        with self.lock:
+            ptr, self.ptr = self.ptr, None
+            if ptr is None or self.pid != os.getpid():
+                return
+            lib.tern_py_local_free(ptr)
+
+
 class EngineHandle:
     """Owns one ``tern_engine_t``: made from the client's options, freed once by close()."""
 
@@ -342,6 +430,10 @@ def _auth(auth: AuthTypes) -> Optional[Tuple[str, str, int]]:
     raise TypeError(f"auth must be a (user, password) pair or tern.BasicAuth/DigestAuth/AnyAuth: {auth!r}")
 
 
+# verify= paths seen, and whether each is a directory (CA path) or a file.
+_ca_is_dir: Dict[Any, bool] = {}
+
+
 def new_request() -> Any:
     reqp = ffi.new("tern_request_t **")
     check(lib.tern_request_new(reqp), "tern_request_new")
@@ -368,21 +460,38 @@ def prepare(
     proxy: Any = UNSET,
     download: Optional[Tuple[str, int, int, int]] = None,
 ) -> str:
-    """Configures ``req`` with one C setter per option; returns the URL."""
+    """Configures ``req`` (URL, method, timeouts and redirects in one C call, then a setter per
+    other option given); returns the URL."""
     full = build_url(options, url, params)
-    rc = lib.tern_request_set_url(req, full.encode())
-    if rc:
-        raise_code(rc, f"URL {full!r}", full)
-    check(lib.tern_request_set_method(req, method.upper().encode()), f"method {method!r}")
+    t = options.timeout if timeout is UNSET else Timeout.coerce(timeout)
+    follow = options.follow_redirects if follow_redirects is UNSET else follow_redirects
+    m = method.upper()
+    rc = lib.tern_py_setup(req, full.encode(), m.encode(), _ms(t.connect), _ms(t.headers),
+                           _ms(t.body), _ms(t.total), options.max_redirects if follow else -1)
+    if rc:  # the setters one by one, to say which value was refused
+        rc = lib.tern_request_set_url(req, full.encode())
+        if rc:
+            raise_code(rc, f"URL {full!r}", full)
+        check(lib.tern_request_set_method(req, m.encode()), f"method {method!r}")
+        check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_CONNECT, _ms(t.connect)), "timeout")
+        check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_HEADERS, _ms(t.headers)), "timeout")
+        check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_BODY, _ms(t.body)), "timeout")
+        check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_TOTAL, _ms(t.total)), "timeout")
+        if follow:
+            check(lib.tern_request_set_follow_redirects(req, options.max_redirects),
+                  "follow_redirects")
 
-    merged = Headers(options.headers)
     if headers:
         # The call's fields replace the client's of the same name; all of the call's values go.
         given = Headers(headers).multi_items()
         names = {k.lower() for k, _ in given}
-        merged = Headers([(k, v) for k, v in merged.multi_items() if k.lower() not in names] + given)
-    _set_body(req, merged, content, data, json, files)
-    for k, v in merged.multi_items():
+        merged = Headers([(k, v) for k, v in options.headers.multi_items()
+                          if k.lower() not in names] + given)
+    else:
+        merged = Headers(options.headers)
+    if content is not None or data is not None or json is not None or files:
+        _set_body(req, merged, content, data, json, files)
+    for k, v in merged._items:
         rc = lib.tern_request_add_header(req, k.encode("latin-1"), v.encode("latin-1"))
         if rc:
             raise_code(rc, f"header {k!r}", full)
@@ -391,21 +500,15 @@ def prepare(
     if creds is not None:
         check(lib.tern_request_set_auth(req, creds[0].encode(), creds[1].encode(), creds[2]), "auth")
 
-    t = options.timeout if timeout is UNSET else Timeout.coerce(timeout)
-    check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_CONNECT, _ms(t.connect)), "timeout")
-    check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_HEADERS, _ms(t.headers)), "timeout")
-    check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_BODY, _ms(t.body)), "timeout")
-    check(lib.tern_request_set_timeout(req, lib.TERN_TIMEOUT_TOTAL, _ms(t.total)), "timeout")
-
-    follow = options.follow_redirects if follow_redirects is UNSET else follow_redirects
-    if follow:
-        check(lib.tern_request_set_follow_redirects(req, options.max_redirects), "follow_redirects")
-
     v = options.verify if verify is UNSET else verify
     if v is False:
         check(lib.tern_request_set_tls_verify(req, 0), "verify")
     elif v is not True and v is not None:
-        if os.path.isdir(v):
+        # Whether a CA path is a directory is asked once per path, not per request.
+        is_dir = _ca_is_dir.get(v)
+        if is_dir is None:
+            is_dir = _ca_is_dir[v] = os.path.isdir(v)
+        if is_dir:
             check(lib.tern_request_set_tls_ca_path(req, _b(v)), f"verify {v!r}")
         else:
             check(lib.tern_request_set_tls_ca_file(req, _b(v)), f"verify {v!r}")
@@ -456,35 +559,38 @@ def error_for(req: Any, status: int, url: str) -> _errors.TernError:
     return cls(message, status, name, url)
 
 
+_info_type = "tern_py_response *"
+
+
 def response_from(req: Any, path: Optional[str] = None) -> Response:
-    """A Response from a request that completed without error."""
-    n = lib.tern_request_get_header_count(req)
-    namep = ffi.new("const char **")
-    valuep = ffi.new("const char **")
+    """A Response from a request that completed without error (two C calls: the scalar fields,
+    then the header fields as one block)."""
+    info = ffi.new(_info_type)
+    lib.tern_py_response_info(req, info)
     items: List[Tuple[str, str]] = []
-    for i in range(n):
-        if lib.tern_request_get_header_at(req, i, namep, valuep) == 0:
-            items.append((ffi.string(namep[0]).decode("latin-1"),
-                          ffi.string(valuep[0]).decode("latin-1")))
-    lenp = ffi.new("size_t *")
-    body = lib.tern_request_get_body(req, lenp)
-    content = ffi.unpack(ffi.cast("const char *", body), lenp[0]) if body != ffi.NULL else b""
-    minor = lib.tern_request_get_http_minor(req)
-    tls = lib.tern_request_get_tls_version(req)
-    enc = lib.tern_request_get_decoded_encoding(req)
+    if info.header_count:
+        cap = info.header_bytes
+        buf = ffi.new("char[]", cap)
+        n = lib.tern_py_headers_block(req, buf, cap)
+        parts = ffi.unpack(buf, n).decode("latin-1").split("\0")
+        items = list(zip(parts[0:-1:2], parts[1::2]))
+    content = ffi.unpack(ffi.cast("const char *", info.body), info.body_len) if info.body != ffi.NULL else b""
+    minor = info.http_minor
+    headers = Headers()
+    headers._items = items
     return Response(
-        lib.tern_request_get_status(req),
-        Headers(items),
+        info.status,
+        headers,
         content,
-        _text(lib.tern_request_get_effective_url(req)),
-        reason_phrase=_text(lib.tern_request_get_reason(req)),
+        _text(info.url),
+        reason_phrase=_text(info.reason),
         http_version=f"HTTP/1.{minor}" if minor >= 0 else "",
-        elapsed=max(0.0, lib.tern_request_get_time(req, lib.TERN_TIME_END)),
-        num_redirects=lib.tern_request_get_redirect_count(req),
-        reused_connection=bool(lib.tern_request_is_reused(req)),
-        tls_version=_text(tls) if tls != ffi.NULL else None,
-        decoded_encoding=_text(enc) if enc != ffi.NULL else None,
-        offset=lib.tern_request_get_offset(req),
+        elapsed=max(0.0, info.elapsed),
+        num_redirects=info.redirects,
+        reused_connection=bool(info.reused),
+        tls_version=_text(info.tls_version) if info.tls_version != ffi.NULL else None,
+        decoded_encoding=_text(info.decoded_encoding) if info.decoded_encoding != ffi.NULL else None,
+        offset=info.offset,
         path=path,
     )
 
