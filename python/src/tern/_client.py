@@ -180,8 +180,10 @@ class _Engines:
 
 
 class Client:
-    """An HTTP client with its own engine: a loop thread, a keep-alive connection pool, TLS
-    session reuse. Use it as a context manager, or call :meth:`close`.
+    """An HTTP client with its own engine: a keep-alive connection pool and TLS session reuse.
+    The thread that makes the client runs the engine's loop itself while it waits (no thread
+    hop per request); other threads share a second engine with a loop thread. Use it as a
+    context manager, or call :meth:`close`.
 
     Every argument sets a default for the client's requests (a request's own argument wins):
 
