@@ -390,8 +390,34 @@ static void on_async(uv_async_t *handle) {
 
 static void on_total_closed(uv_handle_t *h) { tern__request_unref(h->data); }
 
+/* The hop's proxy (or the origin, for a DIRECT entry) could not be reached and its proxy list
+ * has another entry: the hop goes again through that one. */
+static bool fail_over(tern_request_t *req, int err) {
+  tern_engine_t *eng = req->engine;
+  if (err == 0 || eng->stopped || atomic_load(&req->cancel_requested)) return false;
+  int code = req->error ? req->error : err;
+  if (!tern__request_next_proxy(req, code)) return false;
+  tern__log(eng, TERN_LOG_INFO, req, "%s; trying the next proxy of the list", req->errmsg);
+  req->error = 0; /* the abandoned attempt's failure is not the request's */
+  req->errmsg[0] = '\0';
+  tern__wait_leave(eng, req);
+  tern__list_remove(&req->node);
+  req->conn = NULL;
+  tern__request_rewind(req);
+  req->retried = req->force_new_conn = false;
+  req->origin = NULL;
+  int r = tern__request_prepare(req, &eng->config);
+  if (r) {
+    complete(req, r);
+    return true;
+  }
+  tern__pool_dispatch(req);
+  return true;
+}
+
 static void complete(tern_request_t *req, int err) {
   if (atomic_load(&req->state) == TERN__REQ_DONE) return;
+  if (fail_over(req, err)) return;
   tern_engine_t *eng = req->engine;
   err = tern__request_finish_file(req, err);
   /* One rule: the first failure recorded (code and message together) is the request's. */

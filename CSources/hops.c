@@ -205,7 +205,145 @@ int tern__proxy_conf_set(tern__proxy_conf *out, const char *proxy_url) {
   return 0;
 }
 
+/* ---- proxy lists (PAC answers) ---- */
+
+/* The `index`-th usable entry of a list: its kind and authority ("host:port", copied into
+ * `authority`), or DIRECT (*direct). Returns false when there is no such entry. */
+static bool list_entry(const char *list, unsigned index, bool *direct, int *kind, char *authority,
+                       size_t cap) {
+  static const struct {
+    const char *word;
+    int kind;
+  } words[] = { { "PROXY", TERN__PROXY_KIND_HTTP },
+                { "HTTP", TERN__PROXY_KIND_HTTP },
+                { "SOCKS", TERN__PROXY_KIND_SOCKS4 },
+                { "SOCKS4", TERN__PROXY_KIND_SOCKS4 },
+                { "SOCKS5", TERN__PROXY_KIND_SOCKS5H } };
+  unsigned seen = 0;
+  for (const char *p = list; p && *p;) {
+    const char *end = strchr(p, ';');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    const char *e = p;
+    p = end ? end + 1 : p + n;
+    while (n && (*e == ' ' || *e == '\t')) e++, n--;
+    while (n && (e[n - 1] == ' ' || e[n - 1] == '\t')) n--;
+    size_t wl = strcspn(e, " \t;");
+    if (wl > n) wl = n;
+    bool is_direct = wl == 6 && strncasecmp(e, "DIRECT", 6) == 0;
+    int k = -1;
+    for (size_t i = 0; !is_direct && i < sizeof words / sizeof words[0]; i++)
+      if (strlen(words[i].word) == wl && strncasecmp(e, words[i].word, wl) == 0) k = words[i].kind;
+    const char *a = e + wl;
+    size_t al = n - wl;
+    while (al && (*a == ' ' || *a == '\t')) a++, al--;
+    if (!is_direct && (k < 0 || al == 0 || al >= cap || memchr(a, ' ', al))) continue; /* skip */
+    if (seen++ != index) continue;
+    *direct = is_direct;
+    *kind = k;
+    if (!is_direct) {
+      memcpy(authority, a, al);
+      authority[al] = '\0';
+    }
+    return true;
+  }
+  return false;
+}
+
+/* Makes list entry list_pos this hop's proxy; returns TERN_EPROXY when the list has no usable
+ * entry there. */
+static int apply_list_entry(tern_request_t *req) {
+  bool direct = false;
+  int kind = TERN__PROXY_KIND_HTTP;
+  char authority[300];
+  if (!list_entry(req->proxy.list, req->proxy.list_pos, &direct, &kind, authority,
+                  sizeof authority)) {
+    tern__request_set_error(req, TERN_EPROXY, "no usable proxy for %s in \"%.200s\"",
+                            req->url.hostport, req->proxy.list);
+    return TERN_EPROXY;
+  }
+  tern__proxy_conf c = { 0 };
+  if (!direct) {
+    static const char *const schemes[] = { "http", "socks4", "socks4a", "socks5", "socks5h" };
+    tern__str u = { 0 };
+    if (tern__str_appendf(&u, "%s://%s", schemes[kind], authority)) return TERN_ENOMEM;
+    int r = tern__proxy_conf_set(&c, u.data);
+    tern__str_free(&u);
+    if (r) {
+      tern__request_set_error(req, TERN_EPROXY, "bad proxy \"%s\" for %s", authority,
+                              req->url.hostport);
+      return TERN_EPROXY;
+    }
+  }
+  bool same = direct ? req->proxy.host == NULL
+                     : req->proxy.host && strcmp(req->proxy.host, c.host) == 0 &&
+                           req->proxy.port == c.port && req->proxy.kind == c.kind;
+  if (same) {
+    tern__proxy_conf_clear(&c);
+    return 0;
+  }
+  tern__auth_clear(&req->auth.proxy);
+  free(req->proxy.host);
+  req->proxy.host = c.host; /* taken over */
+  req->proxy.port = c.port;
+  req->proxy.kind = c.kind;
+  c.host = NULL;
+  tern__proxy_conf_clear(&c);
+  const tern__auth *g = &req->proxy.given;
+  if (req->proxy.host && g->user)
+    return tern__auth_set(&req->auth.proxy, g->user, g->password, g->schemes);
+  return 0;
+}
+
+/* This hop's list: the callback's answer for its URL (asked again only when the URL changed),
+ * else the fixed one. */
+static int choose_from_list(tern_request_t *req) {
+  const char *url = tern_request_get_effective_url(req);
+  if (req->proxy.list_cb) {
+    if (req->proxy.list_url == NULL || strcmp(req->proxy.list_url, url) != 0) {
+      char out[4096];
+      out[0] = '\0';
+      int r = req->proxy.list_cb(req, url, req->url.host, out, sizeof out, req->proxy.list_cb_data);
+      out[sizeof out - 1] = '\0';
+      if (r < 0) {
+        tern__request_set_error(req, r, "proxy for %s: %s", url, out[0] ? out : tern_strerror(r));
+        return r;
+      }
+      char *list = tern__strdup(out), *copy = tern__strdup(url);
+      if (list == NULL || copy == NULL) {
+        free(list);
+        free(copy);
+        return TERN_ENOMEM;
+      }
+      free(req->proxy.list);
+      free(req->proxy.list_url);
+      req->proxy.list = list;
+      req->proxy.list_url = copy;
+      req->proxy.list_pos = 0;
+    }
+  } else if (req->proxy.list == NULL) {
+    if ((req->proxy.list = tern__strdup(req->proxy.list_fixed)) == NULL) return TERN_ENOMEM;
+    req->proxy.list_pos = 0;
+  }
+  return apply_list_entry(req);
+}
+
+bool tern__request_next_proxy(tern_request_t *req, int err) {
+  if (req->proxy.list == NULL || req->resp.status != 0) return false;
+  if (err != TERN_ECONNREFUSED && err != TERN_ECONNECT && err != TERN_ECONNECTTIMEOUT &&
+      err != TERN_ERESOLVE)
+    return false;
+  bool direct;
+  int kind;
+  char authority[300];
+  if (!list_entry(req->proxy.list, req->proxy.list_pos + 1, &direct, &kind, authority,
+                  sizeof authority))
+    return false;
+  req->proxy.list_pos++;
+  return true;
+}
+
 int tern__request_choose_proxy(tern_request_t *req) {
+  if (req->proxy.list_cb || req->proxy.list_fixed) return choose_from_list(req);
   int slot = TERN__PROXY_NONE;
   if (!tern__no_proxy_match(req->proxy.no_proxy, req->url.host)) {
     int scheme = req->url.tls ? TERN__PROXY_HTTPS : TERN__PROXY_HTTP;

@@ -290,8 +290,12 @@ int tern__proxy_conf_set(tern__proxy_conf *out, const char *proxy_url);
 void tern__proxy_conf_clear(tern__proxy_conf *c);
 /* Chooses this hop's proxy (scheme proxy, else the general one; none for a no_proxy host) and,
  * when it differs from the last hop's, its credentials: the given ones, else its URL's; never
- * another proxy's. Returns 0 or a TERN_E* code. */
+ * another proxy's. With a proxy list (fixed or from the callback), its entry in use. Returns 0
+ * or a TERN_E* code. */
 int tern__request_choose_proxy(tern_request_t *req);
+/* After a failure to reach this hop's proxy (or the origin, for DIRECT): whether the hop's
+ * proxy list has another entry, now chosen (the hop goes again through it). */
+bool tern__request_next_proxy(tern_request_t *req, int err);
 
 enum { TERN__HOP_NONE, TERN__HOP_REDIRECT, TERN__HOP_AUTH, TERN__HOP_PROXY_AUTH };
 /* After the response head: whether it leads to another hop (redirect, challenge). Sets
@@ -501,6 +505,15 @@ struct tern_request {
     char *no_proxy;           /* hosts reached directly, curl's NO_PROXY syntax */
     tern__auth given;         /* tern_request_set_proxy_auth: for whichever proxy applies */
     int connect_status;       /* the proxy's answer to this request's last CONNECT, or 0 */
+    /* A PAC-style list ("PROXY a:3128; SOCKS5 b:1080; DIRECT") replaces the settings above:
+     * given once (list_fixed), or asked of the callback for every hop's URL. The entry in use
+     * is list_pos; a connection failure moves on to the next one. */
+    tern_proxy_cb list_cb;
+    void *list_cb_data;
+    char *list_fixed;
+    char *list;     /* this hop's list */
+    char *list_url; /* the URL it was made for */
+    unsigned list_pos;
   } proxy;
 
   /* ---- TLS settings, and facts of the connection that carried the request (tls.c) ---- */

@@ -65,6 +65,9 @@ static void destroy(tern_request_t *req) {
   free(req->proxy.host);
   for (int i = 0; i < 3; i++) tern__proxy_conf_clear(&req->proxy.conf[i]);
   free(req->proxy.no_proxy);
+  free(req->proxy.list_fixed);
+  free(req->proxy.list);
+  free(req->proxy.list_url);
   tern__auth_clear(&req->proxy.given);
   tern__auth_clear(&req->auth.www);
   tern__auth_clear(&req->auth.proxy);
@@ -410,6 +413,22 @@ int tern_request_set_scheme_proxy(tern_request_t *req, const char *scheme, const
   if (strcasecmp(scheme, "https") == 0)
     return tern__proxy_conf_set(&req->proxy.conf[TERN__PROXY_HTTPS], proxy_url);
   return TERN_EINVAL;
+}
+
+int tern_request_set_proxy_list(tern_request_t *req, const char *list) {
+  CHECK_NEW(req);
+  char *copy = NULL;
+  if (list && list[0] && (copy = tern__strdup(list)) == NULL) return TERN_ENOMEM;
+  free(req->proxy.list_fixed);
+  req->proxy.list_fixed = copy;
+  return 0;
+}
+
+int tern_request_set_proxy_callback(tern_request_t *req, tern_proxy_cb cb, void *user_data) {
+  CHECK_NEW(req);
+  req->proxy.list_cb = cb;
+  req->proxy.list_cb_data = user_data;
+  return 0;
 }
 
 int tern_request_set_no_proxy(tern_request_t *req, const char *hosts) {

@@ -14,10 +14,10 @@ enum {
 };
 
 enum {
-  TERN__SOCKS_MORE = 0,          /* incomplete: wait for more bytes */
-  TERN__SOCKS_BAD_VERSION = -1,  /* the version byte is not the expected one */
-  TERN__SOCKS_BAD_ADDRESS = -2,  /* a SOCKS5 reply with an unknown address type */
-  TERN__SOCKS_BAD_STEP = -3      /* no such step */
+  TERN__SOCKS_MORE = 0,         /* incomplete: wait for more bytes */
+  TERN__SOCKS_BAD_VERSION = -1, /* the version byte is not the expected one */
+  TERN__SOCKS_BAD_ADDRESS = -2, /* a SOCKS5 reply with an unknown address type */
+  TERN__SOCKS_BAD_STEP = -3     /* no such step */
 };
 
 /* The answer at `step` in p[0..n): TERN__SOCKS_MORE while it is incomplete, its length once it

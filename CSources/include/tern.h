@@ -542,6 +542,28 @@ TERN_API int tern_request_set_scheme_proxy(tern_request_t *req, const char *sche
  *  matches by suffix), ports ignored, case ignored; "*" alone matches every host. NULL or ""
  *  clears the list. Thread: the request's owner, before submit. Since 0.2. */
 TERN_API int tern_request_set_no_proxy(tern_request_t *req, const char *hosts);
+/** The proxies to try, in the syntax of a proxy auto-configuration (PAC) script's answer:
+ *  entries separated by ";", each "DIRECT", "PROXY host:port" (or "HTTP host:port": an HTTP
+ *  proxy), "SOCKS host:port" or "SOCKS4 host:port" (SOCKS4), "SOCKS5 host:port" (SOCKS5, names
+ *  resolved by the proxy); others (e.g. "HTTPS") are skipped. The first entry is used; when it
+ *  cannot be reached (refused, unreachable, unresolvable, connect timeout) the hop goes again
+ *  through the next one, as browsers fail over. Replaces tern_request_set_proxy, the scheme
+ *  proxies and the no-proxy list for every hop; proxy credentials
+ *  (tern_request_set_proxy_auth) go to whichever proxy is used. NULL or "": no list.
+ *  Thread: the request's owner, before submit. Since 0.2. */
+TERN_API int tern_request_set_proxy_list(tern_request_t *req, const char *list);
+/** Asked for every hop (the first, and each redirect), on the loop thread: which proxies to try
+ *  for `url` (whose host is `host`), written into `out` (`cap` bytes, NUL-terminated) in the
+ *  syntax of tern_request_set_proxy_list; return 0. Return a negative TERN_E* code to end the
+ *  request with it, `out` then holding the message. It may take time (a PAC script's
+ *  evaluation), which holds the loop meanwhile: keep it bounded.
+ *  Thread: the loop thread. Since 0.2. */
+typedef int (*tern_proxy_cb)(tern_request_t *req, const char *url, const char *host, char *out,
+                             size_t cap, void *user_data);
+/** Sets the callback above (NULL: none); it wins over tern_request_set_proxy_list.
+ *  Thread: the request's owner, before submit. Since 0.2. */
+TERN_API int tern_request_set_proxy_callback(tern_request_t *req, tern_proxy_cb cb,
+                                             void *user_data);
 /** The status of the proxy's answer to the last CONNECT this request sent (200 when a tunnel
  *  opened, 407, 403, ...), or 0 when it sent none (no proxy, plain http, or a tunnel reused
  *  from the pool): curl's %{http_connect}.

@@ -319,3 +319,125 @@ TEST(socks_proxy_unreachable_and_bad_urls) {
   free(url);
   test_finish(eng);
 }
+
+/* ==== proxy lists (a PAC script's answer) and failover ===================================== */
+
+static tern_request_t *request_with_list(const char *url, const char *listfmt, ...) {
+  va_list ap;
+  va_start(ap, listfmt);
+  char list[512];
+  vsnprintf(list, sizeof list, listfmt, ap);
+  va_end(ap);
+  tern_request_t *req = test_request_url(url);
+  ASSERT_EQ(tern_request_set_proxy_list(req, list), 0);
+  return req;
+}
+
+TEST(proxy_list_fails_over_to_the_next_entry) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  int nginx = testsrv_port("NGINX_PORT"), socks = testsrv_port("SOCKS_PORT");
+  int squid = testsrv_port("SQUID_PORT");
+  char *url = fmt("http://127.0.0.1:%d/1k.bin", nginx);
+  /* a dead proxy first, then Dante: the request goes through Dante */
+  int before = dante_connects_to("open", nginx);
+  tern_request_t *req =
+      request_with_list(url, "PROXY 127.0.0.1:1; SOCKS5 127.0.0.1:%d; DIRECT", socks);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  test_assert_req_body_sha(req, "SHA_1K");
+  ASSERT_EQ(dante_connects_to("open", nginx), before + 1);
+  tern_request_free(req);
+  /* two dead ones, then DIRECT */
+  req = request_with_list(url, "PROXY 127.0.0.1:1 ; SOCKS 127.0.0.1:1;DIRECT");
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(tern_request_get_header(req, "Via") == NULL);
+  tern_request_free(req);
+  /* entries that cannot be used are skipped; PROXY is an HTTP proxy (squid adds Via) */
+  req = request_with_list(url, "HTTPS 127.0.0.1:1; QUIC x:1; PROXY; PROXY 127.0.0.1:%d", squid);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT(strstr(tern_request_get_header(req, "Via"), "tern-squid-") != NULL);
+  tern_request_free(req);
+  /* every entry dead: the last failure is the request's */
+  req = request_with_list(url, "PROXY 127.0.0.1:1; SOCKS5 127.0.0.1:1");
+  ASSERT_EQ(test_run(eng, req), TERN_ECONNREFUSED);
+  assert_error_says(req, "proxy 127.0.0.1:1");
+  tern_request_free(req);
+  /* nothing usable at all */
+  req = request_with_list(url, "HTTPS 127.0.0.1:1");
+  ASSERT_EQ(test_run(eng, req), TERN_EPROXY);
+  assert_error_says(req, "no usable proxy");
+  tern_request_free(req);
+  /* a proxy that answers but refuses is not failed over (only unreachable ones are) */
+  req = request_with_list(url, "SOCKS5 127.0.0.1:%d; DIRECT", testsrv_port("SOCKS_AUTH_PORT"));
+  ASSERT_EQ(test_run(eng, req), TERN_EPROXY);
+  tern_request_free(req);
+  free(url);
+  test_finish(eng);
+}
+
+typedef struct {
+  int calls;
+  char urls[4][256];
+  int socks_port, fault_port;
+  const char *fail;
+} list_cb_state;
+
+/* Plain hosts on the fault server's port go direct, the rest through Dante (SOCKS5). */
+static int choose_proxies(tern_request_t *req, const char *url, const char *host, char *out,
+                          size_t cap, void *data) {
+  (void)req;
+  (void)host;
+  list_cb_state *st = data;
+  if (st->calls < 4) snprintf(st->urls[st->calls], sizeof st->urls[0], "%s", url);
+  st->calls++;
+  if (st->fail) {
+    snprintf(out, cap, "%s", st->fail);
+    return TERN_EPROXY;
+  }
+  char fault[32];
+  snprintf(fault, sizeof fault, ":%d/", st->fault_port);
+  if (strstr(url, fault))
+    snprintf(out, cap, "DIRECT");
+  else
+    snprintf(out, cap, "SOCKS5 127.0.0.1:%d", st->socks_port);
+  return 0;
+}
+
+TEST(proxy_list_callback_asked_for_every_hop) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  int nginx = testsrv_port("NGINX_PORT");
+  list_cb_state st = { .socks_port = testsrv_port("SOCKS_PORT"),
+                       .fault_port = testsrv_port("FAULT_PORT") };
+  char *target = fmt("http://127.0.0.1:%d/1k.bin", nginx);
+  char *url =
+      fmt("http://127.0.0.1:%d/redirect?status=302&to=http%%3A%%2F%%2F127.0.0.1%%3A%d%%2F1k.bin",
+          st.fault_port, nginx);
+  int before = dante_connects_to("open", nginx),
+      fault_before = dante_connects_to("open", st.fault_port);
+  tern_request_t *req = test_request_url(url);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(tern_request_set_proxy_callback(req, choose_proxies, &st), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  test_assert_req_body_sha(req, "SHA_1K");
+  ASSERT_EQ(st.calls, 2);
+  ASSERT_STR_EQ(st.urls[0], url);
+  ASSERT_STR_EQ(st.urls[1], target);
+  ASSERT_EQ(dante_connects_to("open", nginx), before + 1);           /* the second hop */
+  ASSERT_EQ(dante_connects_to("open", st.fault_port), fault_before); /* not the first */
+  tern_request_free(req);
+  /* a callback that fails the request: its code and message */
+  st.fail = "the PAC script threw: ReferenceError";
+  st.calls = 0;
+  req = test_request_url(target);
+  ASSERT_EQ(tern_request_set_proxy_callback(req, choose_proxies, &st), 0);
+  ASSERT_EQ(test_run(eng, req), TERN_EPROXY);
+  assert_error_says(req, "the PAC script threw: ReferenceError");
+  ASSERT_EQ(st.calls, 1);
+  tern_request_free(req);
+  free(url);
+  free(target);
+  test_finish(eng);
+}
