@@ -220,6 +220,21 @@ extension Request {
         set { set(\.proxyEnvironment, newValue) }
     }
 
+    /// A proxy auto-configuration script that chooses this request's proxies, asked for the
+    /// first hop and for every redirect; it wins over ``proxy`` and ``proxyEnvironment``
+    /// (default `nil`: none). A proxy of its answer that cannot be reached fails over to the
+    /// next one (`"PROXY a:3128; PROXY b:3128; DIRECT"`); ``proxy``'s credential, if any, goes
+    /// to whichever proxy is used. The script runs on the engine's thread for each hop, in its
+    /// own process (see ``ProxyAutoConfiguration``).
+    ///
+    /// ```swift
+    /// request.proxyAutoConfiguration = try ProxyAutoConfiguration(contentsOfFile: "proxy.pac")
+    /// ```
+    public var proxyAutoConfiguration: ProxyAutoConfiguration? {
+        get { setting(\.proxyAutoConfiguration) }
+        set { set(\.proxyAutoConfiguration, newValue) }
+    }
+
     // MARK: - Rates, budgets and order
 
     /// Caps the response body's receive rate at about this many bytes per second (default 0:

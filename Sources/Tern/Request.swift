@@ -198,6 +198,7 @@ public final class Request: Sendable {
         var proxy: ProxyConfiguration?
         var proxyAuthenticationSchemes = AuthenticationSchemes.any
         var proxyEnvironment: ProxyEnvironment?
+        var proxyAutoConfiguration: ProxyAutoConfiguration?
         var omittedHeaderFields: [String] = []
         var callbackQueue: DispatchQueue = .global()
         var engine: Engine?

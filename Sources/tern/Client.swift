@@ -69,6 +69,8 @@ final class CommandRunner: Sendable {
     let board: TransferBoard?
     /// --cache DIR: the HTTP cache every transfer of the run reads and writes.
     let cache: HTTPCache?
+    /// --proxy-pac: the script, loaded once when the run starts (before any transfer).
+    private let pac = PACHolder()
 
     init(
         options: TernCommand, dataItems: [DataItem], formItems: [(value: String, literal: Bool)],
@@ -146,6 +148,17 @@ final class CommandRunner: Sendable {
     /// path is never touched, and files already complete stay), start no more, and then end
     /// the process by that signal, as curl does.
     func run() async -> Int32 {
+        if let source = options.proxyPAC {
+            do {
+                pac.value = try await Self.loadPAC(source)
+            } catch let error as TernError {
+                Output.stderr("tern: (5) \(error.message)\n")
+                return 5
+            } catch {
+                Output.stderr("tern: (5) cannot load the PAC script \(source): \(error)\n")
+                return 5
+            }
+        }
         let interrupts = Interrupts.install()
         let parallel = options.parallel
         let failEarly = options.failEarly
@@ -310,6 +323,15 @@ final class CommandRunner: Sendable {
         }
         // With the rules, the engine chooses the proxy again for every redirect hop, as curl.
         if let proxyRules { request.proxyEnvironment = proxyRules } else { request.proxy = proxy }
+        // --proxy-pac chooses every hop's proxies; -U's credential goes to the one chosen.
+        if let script = pac.value {
+            request.proxyAutoConfiguration = script
+            if let user = options.proxyUser {
+                let (name, password) = Self.userAndPassword(user)
+                request.proxy = ProxyConfiguration(
+                    host: "pac", credential: Credential(user: name, password: password, persistence: .none))
+            }
+        }
         request.proxyAuthenticationSchemes = proxyAuthSchemes
         if let referer = options.referer {
             request.referrer = referer.hasSuffix(";auto") ? String(referer.dropLast(5)) : referer
@@ -557,6 +579,18 @@ final class CommandRunner: Sendable {
             && request.responseHeaders[.location] != nil
     }
 
+    /// --proxy-pac's script: from an http(s) URL (fetched directly), else a file.
+    static func loadPAC(_ source: String) async throws -> ProxyAutoConfiguration {
+        let lower = source.lowercased()
+        if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
+            guard let url = URL(string: source) else {
+                throw TernError(code: .badURL, message: "bad PAC URL \(source)")
+            }
+            return try await ProxyAutoConfiguration.load(from: url)
+        }
+        return try ProxyAutoConfiguration(contentsOfFile: source)
+    }
+
     /// USER[:PASSWORD] split at the first colon; no colon means an empty password (curl
     /// would prompt).
     static func userAndPassword(_ text: String) -> (String, String) {
@@ -652,4 +686,10 @@ struct StarLogHandler: LogHandler {
     func log(event: LogEvent) {
         Output.stderr("* \(event.message)\n")
     }
+}
+
+/// Holds --proxy-pac's script: written once by `run()` before any transfer task starts, read by
+/// the transfers afterwards (task creation orders the two).
+final class PACHolder: @unchecked Sendable {
+    var value: ProxyAutoConfiguration?
 }

@@ -29,6 +29,8 @@ enum ExitCodes {
         case .tooManyRedirects: return 47  // too many redirects
         case .redirectRefused: return 3  // a Location curl cannot parse: URL malformed
         case .authenticationFailed: return 67  // login denied
+        case .proxyError where error.message.contains("PAC script"):
+            return 5  // the proxy could not be worked out: curl's "couldn't resolve proxy"
         case .proxyError:
             // curl: a refused CONNECT is a receive failure (56); a SOCKS handshake that fails
             // is CURLE_PROXY (97). The engine's SOCKS messages all say "SOCKS".

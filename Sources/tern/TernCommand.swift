@@ -237,6 +237,10 @@ struct TernCommand: ParsableCommand {
             help: ArgumentHelp("Proxy [SCHEME://][user:password@]host[:port], SCHEME http (the default), socks4, socks4a, socks5 or socks5h (\"\": none, not even from the environment).", valueName: "proxy"))
     var proxy: String?
 
+    @Option(name: .customLong("proxy-pac"), parsing: .unconditional,
+            help: ArgumentHelp("A proxy auto-configuration script (a file, or an http(s) URL) that chooses the proxies of every transfer and redirect; wins over -x and the proxy variables (exit 5 when it fails).", valueName: "file|url"))
+    var proxyPAC: String?
+
     @Option(name: .customLong("socks4"), parsing: .unconditional,
             help: ArgumentHelp("SOCKS4 proxy [user@]host[:port] (the name resolved here); the last of -x and --socks* wins.", valueName: "host[:port]"))
     var socks4: String?
@@ -395,7 +399,7 @@ enum CurlArguments {
         "--connect-timeout", "--max-time", "--retry", "--data-raw", "--data-urlencode",
         "--form", "--form-string", "--upload-file", "--cacert", "--capath", "--cert", "--key",
         "--pass", "--max-redirs", "--user", "--cookie", "--cookie-jar", "--proxy",
-        "--proxy-user", "--noproxy", "--limit-rate", "--parallel-max", "--cache", "--socks4",
+        "--proxy-user", "--noproxy", "--limit-rate", "--parallel-max", "--cache", "--proxy-pac", "--socks4",
         "--socks4a", "--socks5", "--socks5-hostname",
     ]
 

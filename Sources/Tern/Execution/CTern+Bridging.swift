@@ -284,6 +284,30 @@ private let authCallback: tern_auth_cb = { handle, isProxy, scheme, realm, conte
         realm: realm.map { String(cString: $0) } ?? "")
 }
 
+/// The PAC script's answer for a hop, copied into the engine's buffer; a failure ends the
+/// request with its message.
+private let proxyListCallback: tern_proxy_cb = { _, url, host, out, capacity, context in
+    guard let context, let out, capacity > 0 else { return TERN_EINVAL.rawValue }
+    let execution = execution(context)
+    let answer: String
+    var code: Int32 = 0
+    if let pac = execution.plan.proxyAutoConfiguration {
+        do throws(TernError) {
+            answer = try pac.findProxy(
+                url: url.map { String(cString: $0) } ?? "", host: host.map { String(cString: $0) } ?? "")
+        } catch {
+            answer = error.message
+            code = error.code.rawValue
+        }
+    } else {
+        answer = "DIRECT"
+    }
+    let bytes = Array(answer.utf8.prefix(capacity - 1))
+    for (i, byte) in bytes.enumerated() { out[i] = CChar(bitPattern: byte) }
+    out[bytes.count] = 0
+    return code < 0 ? code : 0
+}
+
 private let dataCallback: tern_data_cb = { _, bytes, count, context in
     guard let context else { return 0 }
     let execution = execution(context)
@@ -470,7 +494,18 @@ extension Execution {
                     Self.schemeBits(stored: scheme, allowed: p.authSchemes)),
                 "stored credential")
         }
-        if let rules = p.proxyRules, p.maxRedirects > 0, try configureProxyRules(h, rules) {
+        if p.proxyAutoConfiguration != nil {
+            try check(
+                tern_request_set_proxy_callback(
+                    h, proxyListCallback, Unmanaged.passUnretained(self).toOpaque()),
+                "PAC callback")
+            if let credential = p.proxyAutoConfigurationCredential {
+                try check(
+                    tern_request_set_proxy_auth(
+                        h, credential.user, credential.password, p.proxySchemes.rawValue),
+                    "proxy credential")
+            }
+        } else if let rules = p.proxyRules, p.maxRedirects > 0, try configureProxyRules(h, rules) {
             // The engine picks each hop's proxy by the environment's rules, each proxy with its
             // own credentials; the first hop's is known to the coordinator.
             if let proxy = p.proxy, let credential = proxy.credential {

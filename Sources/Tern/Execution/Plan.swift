@@ -59,6 +59,10 @@ struct Plan: Sendable {
     /// The environment ``proxy`` came from (none when the request set its own): the engine
     /// applies its rules again for every redirect hop.
     let proxyRules: ProxyEnvironment?
+    /// A PAC script that chooses every hop's proxies instead of ``proxy`` and ``proxyRules``.
+    let proxyAutoConfiguration: ProxyAutoConfiguration?
+    /// With a PAC script: ``Request/proxy``'s credential, for whichever proxy it chooses.
+    let proxyAutoConfigurationCredential: Credential?
     let omittedFields: [String]
     let maxReceiveSpeed: UInt64
     let maxSendSpeed: UInt64
@@ -199,7 +203,14 @@ struct Plan: Sendable {
 
         // The proxy: the request's, else the rules of its (or the engine's) environment.
         omittedFields = s.omittedHeaderFields
-        if let own = s.proxy {
+        proxyAutoConfiguration = s.proxyAutoConfiguration
+        proxyAutoConfigurationCredential =
+            s.proxyAutoConfiguration != nil ? s.proxy?.credential : nil
+        if s.proxyAutoConfiguration != nil {
+            // The engine asks the script for every hop.
+            proxy = nil
+            proxyRules = nil
+        } else if let own = s.proxy {
             proxy = own
             proxyRules = nil
         } else {

@@ -1,0 +1,157 @@
+// Proxy auto-configuration: ProxyAutoConfiguration with real scripts run by tern-pac (built by
+// SwiftPM beside the tests), choosing per host, per URL and per redirect hop among squid, Dante
+// and DIRECT; failover past a dead proxy; scripts that throw, do not compile or loop for ever;
+// and `tern --proxy-pac`.
+
+import Foundation
+import Testing
+@testable import Tern
+
+extension TernTests.Hops {
+    func pac(_ script: String, timeout: Duration = .seconds(2)) throws -> ProxyAutoConfiguration {
+        try ProxyAutoConfiguration(script: script, timeout: timeout)
+    }
+
+    @Test func pacChoosesPerHostAndPerURL() async throws {
+        let servers = try Servers.get()
+        let socks = try servers.must("SOCKS_PORT")
+        let squid = try servers.must("SQUID_PORT")
+        let script = try pac("""
+            function FindProxyForURL(url, host) {
+              if (host == "localhost") return "SOCKS5 127.0.0.1:\(socks)";
+              if (shExpMatch(url, "*/echo?via=squid*")) return "PROXY 127.0.0.1:\(squid)";
+              return "DIRECT";
+            }
+            """)
+        #expect(try script.findProxy(for: url("http://localhost/")) == "SOCKS5 127.0.0.1:\(socks)")
+        #expect(try script.findProxy(for: url("http://example.com/echo?via=squid")) == "PROXY 127.0.0.1:\(squid)")
+
+        let faultPort = String(servers.faultPort)
+        let before = try danteConnections(servers, "open", to: faultPort)
+        let bySocks = isolated(url("http://localhost:\(faultPort)/echo"))
+        bySocks.proxyAutoConfiguration = script
+        #expect(try await bySocks.response().statusCode == 200)
+        #expect(try danteConnections(servers, "open", to: faultPort) == before + 1)
+
+        let bySquid = isolated(servers.fault("/echo?via=squid"))
+        bySquid.proxyAutoConfiguration = script
+        #expect(viaSquid(try await bySquid.response()))
+
+        let direct = isolated(servers.fault("/echo?via=none"))
+        direct.proxyAutoConfiguration = script
+        #expect(!viaSquid(try await direct.response()))
+        #expect(try danteConnections(servers, "open", to: faultPort) == before + 1)
+    }
+
+    @Test func pacFailsOverPastADeadProxy() async throws {
+        let servers = try Servers.get()
+        let squid = try servers.must("SQUID_PORT")
+        let script = try pac("""
+            function FindProxyForURL(url, host) {
+              return "PROXY 127.0.0.1:1; PROXY 127.0.0.1:\(squid); DIRECT";
+            }
+            """)
+        let request = isolated(servers.fault("/echo"))
+        request.proxyAutoConfiguration = script
+        #expect(viaSquid(try await request.response()))
+    }
+
+    @Test func pacIsAskedForEveryRedirectHop() async throws {
+        let servers = try Servers.get()
+        let socks = try servers.must("SOCKS_PORT")
+        let faultPort = String(servers.faultPort)
+        let nginx = String(servers.nginxPort)
+        // The first hop (the fault server) goes direct, the redirect's target through Dante.
+        let script = try pac("""
+            function FindProxyForURL(url, host) {
+              return url.indexOf(":\(nginx)/") >= 0 ? "SOCKS5 127.0.0.1:\(socks)" : "DIRECT";
+            }
+            """)
+        let target = "http://127.0.0.1:\(nginx)/1k.bin"
+        let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let before = try danteConnections(servers, "open", to: nginx)
+        let faultBefore = try danteConnections(servers, "open", to: faultPort)
+        let request = isolated(servers.fault("/redirect?status=302&to=\(encoded)"))
+        request.proxyAutoConfiguration = script
+        let response = try await request.response()
+        #expect(response.statusCode == 200)
+        #expect(response.data == (try fixture(servers, "1k.bin")))
+        #expect(try danteConnections(servers, "open", to: nginx) == before + 1)
+        #expect(try danteConnections(servers, "open", to: faultPort) == faultBefore)
+    }
+
+    @Test func badScriptsFailWithAClearError() async throws {
+        let servers = try Servers.get()
+        // Does not compile: refused when loaded.
+        let syntax = #expect(throws: TernError.self) {
+            try ProxyAutoConfiguration(script: "function FindProxyForURL(url, host) { return ")
+        }
+        #expect(syntax?.code == .proxyError)
+        // Defines no FindProxyForURL.
+        #expect(throws: TernError.self) { try ProxyAutoConfiguration(script: "var x = 1;") }
+
+        // Throws for one host, loops for ever for another; the rest go direct.
+        let script = try pac(
+            """
+            function FindProxyForURL(url, host) {
+              if (host == "throws.example") throw new Error("no proxy for you");
+              if (host == "loops.example") { while (true) {} }
+              return "DIRECT";
+            }
+            """, timeout: .milliseconds(500))
+        let thrower = isolated(url("http://throws.example/"))
+        thrower.proxyAutoConfiguration = script
+        guard case .failure(let thrown) = await outcome(thrower) else {
+            Issue.record("a throwing PAC script let the request through")
+            return
+        }
+        #expect(thrown == .proxyError)
+        #expect(thrown.message.contains("no proxy for you"))
+
+        let looper = isolated(url("http://loops.example/"))
+        looper.proxyAutoConfiguration = script
+        let started = ContinuousClock.now
+        guard case .failure(let stuck) = await outcome(looper) else {
+            Issue.record("a looping PAC script let the request through")
+            return
+        }
+        #expect(stuck == .proxyError)
+        #expect(stuck.message.contains("did not return within"))
+        #expect(ContinuousClock.now - started < .seconds(5))
+
+        // The evaluator was replaced: the same configuration still answers.
+        let fine = isolated(servers.fault("/echo"))
+        fine.proxyAutoConfiguration = script
+        #expect(try await fine.response().statusCode == 200)
+    }
+
+    @Test func cliProxyPAC() throws {
+        let servers = try Servers.get()
+        let squid = try servers.must("SQUID_PORT")
+        let file = temporaryPath("proxy.pac")
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        try """
+            function FindProxyForURL(url, host) {
+              return isPlainHostName(host) ? "DIRECT" : "PROXY 127.0.0.1:1; PROXY 127.0.0.1:\(squid)";
+            }
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+        let run = try ternTool(["-s", "--proxy-pac", file, servers.fault("/echo").absoluteString])
+        #expect(run.status == 0)
+        #expect(run.text.contains("tern-squid-"), "the echo shows squid's Via")
+        // -x loses to the script.
+        let both = try ternTool([
+            "-s", "-x", "http://127.0.0.1:1", "--proxy-pac", file, servers.fault("/echo").absoluteString,
+        ])
+        #expect(both.status == 0)
+
+        // A script that cannot be loaded, or that fails: exit 5, and a message that says why.
+        try "function FindProxyForURL(url, host) { throw new Error('down'); }"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let failing = try ternTool(["-sS", "--proxy-pac", file, servers.fault("/echo").absoluteString])
+        #expect(failing.status == 5)
+        #expect(failing.stderr.contains("down"))
+        let missing = try ternTool(["-sS", "--proxy-pac", "/nonexistent.pac", servers.fault("/echo").absoluteString])
+        #expect(missing.status == 5)
+        #expect(missing.stderr.contains("/nonexistent.pac"))
+    }
+}
