@@ -23,6 +23,8 @@ let package = Package(
         // on OpenAPIRuntime: the Tern product does not.
         .library(name: "TernOpenAPI", targets: ["TernOpenAPI"]),
         .executable(name: "tern", targets: ["tern"]),
+        // Evaluates proxy auto-config scripts in a process of its own (docs/pac.md).
+        .executable(name: "tern-pac", targets: ["tern-pac"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -51,6 +53,21 @@ let package = Package(
                 .linkedLibrary("zstd"),
                 .linkedLibrary("pthread"),
             ]
+        ),
+        // Debian's libduktape (duktape-dev), for tern-pac only.
+        .systemLibrary(
+            name: "CDuktape",
+            path: "Sources/CDuktape",
+            pkgConfig: "duktape",
+            providers: [.apt(["duktape-dev"])]
+        ),
+        // The PAC evaluator: a C program talking a line protocol on stdin and stdout, so that
+        // a script that never returns can be stopped by killing the process (docs/pac.md).
+        .executableTarget(
+            name: "tern-pac",
+            dependencies: ["CDuktape"],
+            path: "Sources/tern-pac",
+            linkerSettings: [.linkedLibrary("m")]
         ),
         .target(
             name: "Tern",

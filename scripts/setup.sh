@@ -13,6 +13,8 @@ PKGS="$PKGS wrk libcurl4-openssl-dev libhttp-parser-dev gnuplot-nox"
 # The cache conformance run (scripts/check-cache-conformance.sh): the cache-tests corpus's
 # server and client are Node.js modules (no npm packages). Debian's nodejs (18) or a newer one.
 PKGS="$PKGS nodejs"
+# tern-pac, the proxy auto-config evaluator (docs/pac.md), runs scripts with duktape.
+PKGS="$PKGS duktape-dev"
 # The SOCKS tests' proxy (Dante: SOCKS4, 4A and 5, with RFC 1929 user name and password).
 PKGS="$PKGS dante-server"
 missing=""
