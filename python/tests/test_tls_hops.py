@@ -135,6 +135,37 @@ def test_http_and_https_through_squid(servers):
         assert sha(r.content) == servers.must("SHA_1K")
 
 
+def _dante_connects_to(servers, log: str, port: int) -> int:
+    path = f"{servers.must('STATE')}/dante/{log}.log"
+    try:
+        with open(path) as f:
+            return sum(1 for line in f if line.rstrip("\n").endswith(f" 127.0.0.1.{port}"))
+    except OSError:
+        return 0
+
+
+def test_http_and_https_through_socks(servers):
+    # Dante (SOCKS_PORT) opens a plain tunnel per connection; its log names each target.
+    nginx, tls = servers.port("NGINX_PORT"), servers.port("TLS_PORT")
+    before = (_dante_connects_to(servers, "open", nginx), _dante_connects_to(servers, "open", tls))
+    proxy = f"socks5h://127.0.0.1:{servers.port('SOCKS_PORT')}"
+    with tern.Client(proxy=proxy, verify=servers.must("CA_PEM")) as c:
+        r = c.get(servers.nginx("/1k.bin"))
+        assert r.status_code == 200 and sha(r.content) == servers.must("SHA_1K")
+        r = c.get(servers.https("TLS_PORT", "/1k.bin"))
+        assert r.status_code == 200 and sha(r.content) == servers.must("SHA_1K")
+    assert _dante_connects_to(servers, "open", nginx) == before[0] + 1
+    assert _dante_connects_to(servers, "open", tls) == before[1] + 1
+    # SOCKS5 with a user name and password (RFC 1929), and a wrong one.
+    user, password = servers.must("SOCKS_USER"), servers.must("SOCKS_PASSWORD")
+    auth_port = servers.port("SOCKS_AUTH_PORT")
+    with tern.Client(proxy=f"socks5://{user}:{password}@127.0.0.1:{auth_port}") as c:
+        assert c.get(servers.nginx("/1k.bin")).status_code == 200
+    with pytest.raises(tern.ProxyError) as info:
+        tern.get(servers.nginx("/1k.bin"), proxy=f"socks5h://{user}:wrong@127.0.0.1:{auth_port}")
+    assert "refused the user name and password" in str(info.value)
+
+
 def test_proxy_authentication(servers):
     proxy = f"http://127.0.0.1:{servers.port('SQUID_AUTH_PORT')}"
     assert tern.get(servers.nginx("/1k.bin"), proxy=proxy).status_code == 407

@@ -194,7 +194,8 @@ class Client:
     - ``follow_redirects`` (default True) up to ``max_redirects`` (20);
     - ``verify``: True (system CAs), False (no verification), or a CA file or directory;
       ``cert``: a client certificate file, ``(cert, key)`` or ``(cert, key, password)``;
-    - ``proxy``: ``"http://[user:pass@]host:port"`` for every scheme, ``proxies``: per scheme
+    - ``proxy``: ``"http://[user:pass@]host:port"`` for every scheme (or a SOCKS proxy:
+      ``socks5h://``, ``socks5://``, ``socks4a://``, ``socks4://``), ``proxies``: per scheme
       (``{"http": ..., "https": ...}``), ``no_proxy``: hosts reached directly (curl's syntax),
       ``proxy_auth``: ``(user, password)`` for the proxy (Basic or Digest);
     - ``decompress``: ask for gzip/deflate (and br, zstd when built in) and decode (default);
