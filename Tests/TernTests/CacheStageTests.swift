@@ -4,6 +4,7 @@
 
 import Dispatch
 import Foundation
+import HTTPTypes
 import Testing
 @testable import Tern
 
@@ -259,5 +260,138 @@ extension TernTests {
             #expect(eventually { completed.all == [true] })
             #expect(events.all.last == 100 && events.all.filter { $0 == 100 }.count == 1, "\(events.all)")
         }
-    }
+    
+        // MARK: Bodies streamed to a data handler (the CLI without -o)
+
+        @Test func aStreamedBodyIsStoredAndAHitIsHandedOverInPieces() async throws {
+            let target = url("cc=max-age=60&size=1000000")
+            var bodies: [Data] = []
+            for round in 0..<2 {
+                let pieces = Recorder<Int>()
+                let body = Locked(Data())
+                let request = Request(url: target)
+                request.cache = cache
+                request.dataHandler = { data in
+                    pieces.append(data.count)
+                    body.withLock { $0.append(data) }
+                    return true
+                }
+                let response = try await request.response()
+                #expect(response.statusCode == 200)
+                #expect(response.isFromCache == (round == 1))
+                bodies.append(body.withLock { $0 })
+                if round == 1 {
+                    #expect(pieces.all.count >= 15 && pieces.all.allSatisfy { $0 <= 65536 }, "\(pieces.all.count) pieces")
+                }
+            }
+            #expect(bodies[0].count == 1_000_002 && bodies[0] == bodies[1])
+            #expect(try await count().requests == 1, "the second request went to the network")
+        }
+
+        @Test func aStreamedRequestFallsBackWithoutTheErrorBody() async throws {
+            // The 503's body is held back: the data handler sees the stored body only.
+            let target = url("cc=max-age=0,stale-if-error=60&fail_after=1")
+            let stored = try await get(target)
+            let body = Locked(Data())
+            let request = Request(url: target)
+            request.cache = cache
+            request.dataHandler = { data in
+                body.withLock { $0.append(data) }
+                return true
+            }
+            let response = try await request.response()
+            #expect(response.statusCode == 200 && response.isFromCache)
+            #expect(body.withLock { $0 } == stored.data)
+            #expect(try await count().requests == 2)
+        }
+
+        @Test func theCLIWithoutOutputFileReadsAndStoresTheCache() async throws {
+            let folder = temporaryPath("cli-cache-stdout")
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let target = url("cc=max-age=60&size=300000").absoluteString
+            let first = try tern(["-s", "--cache", folder, target])
+            let second = try tern(["-s", "--cache", folder, target])
+            #expect(first.status == 0 && second.status == 0)
+            #expect(first.stdout.count == 300_002 && first.stdout == second.stdout)
+            #expect(try await count().requests == 1, "the second run went to the network")
+        }
+
+        @Test func theCLIsHeadAndWriteOutOfAHitAreTheNetworkRunsPlusAge() async throws {
+            let folder = temporaryPath("cli-cache-idw")
+            let heads = [temporaryPath("cli-cache-D0"), temporaryPath("cli-cache-D1")]
+            defer { for path in [folder] + heads { try? FileManager.default.removeItem(atPath: path) } }
+            let target = url("cc=max-age=60&size=70000").absoluteString
+            var outputs: [String] = []
+            var dumped: [String] = []
+            for round in 0..<2 {
+                let run = try tern([
+                    "-s", "-i", "--cache", folder, "-D", heads[round],
+                    "-w", "\n%{http_code} %{size_download} %{content_type} %{http_version} %{num_redirects} %{url_effective}|%{num_connects} %{size_header}", target,
+                ])
+                #expect(run.status == 0)
+                outputs.append(String(decoding: run.stdout, as: UTF8.self))
+                dumped.append((try? String(contentsOfFile: heads[round], encoding: .utf8)) ?? "")
+            }
+            #expect(try await count().requests == 1)
+            // RFC 9111 5.1: a response served from a cache carries Age; nothing else differs.
+            func withoutAge(_ text: String) -> String {
+                text.replacingOccurrences(of: #"\r\nAge: \d+"#, with: "", options: .regularExpression)
+            }
+            #expect(!outputs[0].contains("\r\nAge: ") && outputs[1].contains("\r\nAge: "))
+            #expect(dumped[1].contains("\r\nAge: "))
+            #expect(dumped[0] == withoutAge(dumped[1]))
+            // -w: the same, except what a hit does not do (no connection) and the Age line's bytes.
+            let lines = outputs.map { $0.split(separator: "\n").last.map(String.init) ?? "" }
+            let same = lines.map { $0.split(separator: "|").first.map(String.init) ?? "" }
+            #expect(same[0] == same[1] && same[0] == "200 70002 application/octet-stream 1.1 0 \(target)", "\(lines)")
+            let rest = lines.map { $0.split(separator: "|").last?.split(separator: " ").compactMap { Int($0) } ?? [] }
+            let ageLine = dumped[1].utf8.count - dumped[0].utf8.count
+            #expect(rest[0].count == 2 && rest[1].count == 2 && rest[0][0] == 1 && rest[1][0] == 0, "\(lines)")
+            #expect(rest.count == 2 && rest[1].last == (rest[0].last ?? 0) + ageLine, "\(lines)")
+            let headAndBody = outputs.map { withoutAge(String($0[..<($0.lastIndex(of: "\n") ?? $0.endIndex)])) }
+            #expect(headAndBody[0] == headAndBody[1])
+            #expect(outputs[0].count > 70002)
+        }
+
+        // MARK: HEAD responses
+
+        @Test func aHEADResponseRefreshesTheStoredGET() async throws {
+            // Stored stale without validators; the HEAD's 200 (RFC 9111 4.3.5) brings a new
+            // lifetime and a new X-Request-Number into the stored GET's header.
+            let target = url("cc=max-age=0&then_cc=max-age=600")
+            let first = try await get(target)
+            #expect(first.result.flatMap { try? $0.get().headerFields[HTTPField.Name("X-Request-Number")!] } == "1")
+            let head = Request(url: target, method: .head)
+            head.cache = cache
+            let headResponse = try await head.response()
+            #expect(headResponse.statusCode == 200)
+            #expect(headResponse.headerFields[.cacheControl] == "max-age=600")
+            let after = try await get(target)
+            #expect(after.isFromCache, "the HEAD did not refresh the stored GET")
+            #expect(after.data == first.data)
+            let fields = try #require(after.result.flatMap { try? $0.get().headerFields })
+            #expect(fields[HTTPField.Name("X-Request-Number")!] == "2" && fields[.cacheControl] == "max-age=600")
+            #expect(try await count().requests == 2)
+        }
+
+        @Test func aHEADWithAnotherLengthLeavesTheStoredGETAlone() async throws {
+            let target = url("cc=max-age=0&then_cc=max-age=600&size=10")
+            _ = try await get(target)
+            // Stored for the HEAD: a GET whose Content-Length (5) disagrees with the HEAD's (12).
+            let writer = try #require(
+                cache.writer(
+                    method: .get, url: target, request: [:], status: 200, reason: "OK",
+                    response: [.cacheControl: "max-age=0", .contentLength: "5"], requestTime: Date(),
+                    responseTime: Date()))
+            writer.append(Data("short".utf8))
+            try writer.commit()
+            let head = Request(url: target, method: .head)
+            head.cache = cache
+            _ = try await head.response()
+            let after = try await get(target)
+            #expect(!after.isFromCache, "a HEAD that describes another body refreshed the stored GET")
+            #expect(after.data?.count == 12)
+        }
+
+}
 }
