@@ -353,7 +353,226 @@ extension TernTests {
             #expect(outputs[0].count > 70002)
         }
 
-        // MARK: HEAD responses
+        // MARK: Policies end to end
+
+        /// Requests nginx's access log shows for paths containing `token`.
+        func nginxRequests(_ token: String) -> [String] {
+            let log = (try? String(contentsOfFile: servers.state + "/access.log", encoding: .utf8)) ?? ""
+            return log.split(separator: "\n").filter { $0.contains(token) }.map(String.init)
+        }
+
+        @Test func nginxStaticFilesWithALifetimeAreServedAndRevalidated() async throws {
+            let token = "t=\(key)"
+            let target = servers.nginx("/cached/64k.txt?\(token)")
+            let first = try await get(target)
+            #expect(first.statusCode == 200 && !first.isFromCache && first.data?.count == 65536)
+            #expect(first.result.flatMap { try? $0.get().headerFields[.cacheControl] } == "max-age=3600")
+            let hit = try await get(target)
+            #expect(hit.isFromCache && hit.data == first.data)
+            #expect(nginxRequests(token).count == 1)
+            // askServerIfModified: a conditional GET, nginx's 304, the stored body.
+            let asked = try await get(target, policy: .askServerIfModified)
+            #expect(asked.isFromCache && asked.statusCode == 200 && asked.data == first.data)
+            let lines = nginxRequests(token)
+            #expect(lines.count == 2 && lines.last?.contains("\" 304 ") == true, "\(lines)")
+            // A plain static file has no lifetime but Last-Modified: secondsToCache makes it fresh.
+            let plain = servers.nginx("/1k.bin?\(token)-plain")
+            let request = Request(url: plain)
+            request.cache = cache
+            request.secondsToCache = 60
+            _ = try await request.response()
+            let again = Request(url: plain)
+            again.cache = cache
+            let response = try await again.response()
+            #expect(response.isFromCache)
+            #expect(nginxRequests("\(token)-plain").count == 1)
+        }
+
+        @Test func mesibosReadAndUpdateFlags() async throws {
+            let target = url("cc=max-age=60")
+            // readCache alone reads but never writes.
+            _ = try await get(target, policy: .readCache)
+            #expect(!cache.hasResponse(for: target))
+            // updateCache alone writes but never reads.
+            _ = try await get(target, policy: .updateCache)
+            #expect(cache.hasResponse(for: target))
+            let written = try await get(target, policy: .updateCache)
+            #expect(!written.isFromCache)
+            #expect(try await count().requests == 3)
+            let read = try await get(target, policy: .readCache)
+            #expect(read.isFromCache)
+            #expect(try await count().requests == 3)
+
+            // updateCache honours no-store; updateCacheForced stores it anyway, stale at once:
+            // readCache does not use it, readCacheForced does.
+            let forbidden = url("cc=no-store", key: key + "-ns")
+            _ = try await get(forbidden, policy: .updateCache)
+            #expect(!cache.hasResponse(for: forbidden))
+            _ = try await get(forbidden, policy: .updateCacheForced)
+            #expect(cache.hasResponse(for: forbidden))
+            let standard = try await get(forbidden, policy: .readCache)
+            #expect(!standard.isFromCache)
+            let forced = try await get(forbidden, policy: .readCacheForced)
+            #expect(forced.isFromCache && forced.statusCode == 200)
+            #expect(try await count(key + "-ns").requests == 3)
+        }
+
+        @Test func onlyLoadIfNotCachedServesStaleAndLoadsTheRest() async throws {
+            let target = url("cc=max-age=0")
+            _ = try await get(target)
+            let stale = try await get(target, policy: .onlyLoadIfNotCached)
+            #expect(stale.isFromCache && stale.statusCode == 200)
+            #expect(try await count().requests == 1)
+            let other = url("cc=max-age=0", key: key + "-new")
+            let loaded = try await get(other, policy: .onlyLoadIfNotCached)
+            #expect(!loaded.isFromCache && loaded.statusCode == 200)
+            #expect(try await count(key + "-new").requests == 1)
+        }
+
+        @Test func sessionOnlyEntriesGoAwayWithTheirCache() async throws {
+            let folder = temporaryPath("cache-session")
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let target = url("cc=max-age=60")
+            let byDefault = url("cc=max-age=60", key: key + "-default")
+            nonisolated(unsafe) weak var released: HTTPCache?
+            do {
+                let session = try HTTPCache(folder: folder)
+                released = session
+                session.defaultStoragePolicy = .sessionOnly
+                let request = Request(url: target)
+                request.cache = session
+                request.cacheStoragePolicy = .sessionOnly
+                _ = try await request.response()
+                let other = Request(url: byDefault)
+                other.cache = session
+                _ = try await other.response()
+                #expect(session.hasResponse(for: target) && session.hasResponse(for: byDefault))
+                let hit = Request(url: target)
+                hit.cache = session
+                #expect(try await hit.response().isFromCache)
+                #expect(!((try? FileManager.default.contentsOfDirectory(atPath: folder + "/sessions")) ?? []).isEmpty)
+            }
+            // Once the instance is gone (the finished requests let go of it a moment after
+            // their answers), so are its entries: its folder is removed in deinit.
+            // (A weak reference is cleared as deinit starts: its removal may still be going on.)
+            #expect(eventually { released == nil }, "the HTTPCache instance stayed alive")
+            #expect(eventually { (FileManager.default.subpaths(atPath: folder + "/sessions") ?? []).isEmpty },
+                "\(FileManager.default.subpaths(atPath: folder + "/sessions") ?? [])")
+            let reopened = try HTTPCache(folder: folder)
+            #expect(!reopened.hasResponse(for: target) && !reopened.hasResponse(for: byDefault))
+            let request = Request(url: target)
+            request.cache = reopened
+            #expect(try await !request.response().isFromCache)
+            #expect(try await count().requests == 2)
+        }
+
+        @Test func secondsToCacheMakesAResponseFreshForThatLong() async throws {
+            // max-age=0 would be stale at once: the request's, then the cache's secondsToCache win.
+            let target = url("cc=max-age=0")
+            let request = Request(url: target)
+            request.cache = cache
+            request.secondsToCache = 60
+            _ = try await request.response()
+            #expect(try await get(target).isFromCache)
+            let other = url("cc=max-age=0", key: key + "-cache")
+            cache.secondsToCache = 60
+            _ = try await get(other)
+            #expect(try await get(other).isFromCache)
+            cache.secondsToCache = nil
+            let unset = url("cc=max-age=0", key: key + "-unset")
+            _ = try await get(unset)
+            #expect(try await !get(unset).isFromCache)
+            #expect(try await count().requests == 1)
+            #expect(try await count(key + "-cache").requests == 1)
+            #expect(try await count(key + "-unset").requests == 2)
+        }
+
+        @Test func ignoringCacheControlStoresAndServesEverything() async throws {
+            let folder = temporaryPath("cache-ignore")
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let ignoring = try HTTPCache(folder: folder)
+            ignoring.shouldRespectCacheControlHeaders = false
+            let target = url("cc=no-store,no-cache,max-age=0")
+            for round in 0..<3 {
+                let request = Request(url: target)
+                request.cache = ignoring
+                let response = try await request.response()
+                #expect(response.isFromCache == (round > 0))
+            }
+            #expect(try await count().requests == 1)
+            // The same response through a cache that respects the headers: never stored.
+            _ = try await get(target)
+            #expect(!cache.hasResponse(for: target))
+        }
+
+        @Test func theCachesDefaultPolicyAppliesToRequestsWithoutOne() async throws {
+            let target = url("cc=max-age=60")
+            _ = try await get(target)
+            cache.defaultPolicy = .doNotReadFromCache
+            let bypass = try await get(target)
+            #expect(!bypass.isFromCache)
+            let own = try await get(target, policy: .askServerIfModifiedWhenStale)
+            #expect(own.isFromCache, "a request's own policy wins over the default")
+            cache.defaultPolicy = .dontLoad
+            let nothing = try await get(url("cc=max-age=60", key: key + "-none"))
+            #expect(nothing.statusCode == 504)
+            #expect(try await count().requests == 2)
+            #expect(try await count(key + "-none").requests == 0)
+        }
+
+        @Test func fallbackToCacheAfterAConnectionFailure() async throws {
+            // A stale response stored for a port nothing listens on (connections are refused).
+            let target = URL(string: "http://127.0.0.1:9/down-\(key)")!
+            let writer = try #require(
+                cache.writer(
+                    method: .get, url: target, request: [:], status: 200, reason: "OK",
+                    response: [.cacheControl: "max-age=0", .contentType: "text/plain"],
+                    requestTime: Date(), responseTime: Date()))
+            writer.append(Data("stored body".utf8))
+            try writer.commit()
+            let plain = Request(url: target)
+            plain.cache = cache
+            await #expect(throws: TernError.self) { _ = try await plain.response() }
+            let fallback = Request(url: target)
+            fallback.cache = cache
+            fallback.cachePolicy = .fallbackToCacheIfLoadFails
+            let response = try await fallback.response()
+            #expect(response.statusCode == 200 && response.isFromCache)
+            #expect(response.data == Data("stored body".utf8))
+            // The same through a data handler, and through the cache's default policy.
+            cache.defaultPolicy = .fallbackToCacheIfLoadFails
+            let body = Locked(Data())
+            let streamed = Request(url: target)
+            streamed.cache = cache
+            streamed.dataHandler = { data in
+                body.withLock { $0.append(data) }
+                return true
+            }
+            #expect(try await streamed.response().isFromCache)
+            #expect(body.withLock { $0 } == Data("stored body".utf8))
+        }
+
+        @Test func staleWhileRevalidateAnswersAndRevalidatesInTheBackground() async throws {
+            let target = url("cc=max-age=0,stale-while-revalidate=60&etag=auto")
+            let first = try await get(target)
+            let second = try await get(target)
+            #expect(second.isFromCache && second.data == first.data)
+            #expect(try await eventuallyAsync { try await count().requests == 2 }, "the background request never came")
+            let counts = try await count()
+            #expect(counts.not_modified == 1 && counts.full == 1, "\(counts)")
+        }
+
+        @Test func theProgressHandlerSeesACachedAnswer() async throws {
+            let target = url("cc=max-age=60&size=50000")
+            _ = try await get(target)
+            let seen = Recorder<UInt64>()
+            let request = Request(url: target)
+            request.cache = cache
+            request.progressHandler = { _, progress in seen.append(progress.bytesReceived) }
+            let response = try await request.response()
+            #expect(response.isFromCache)
+            #expect(eventually { seen.all.last == 50002 }, "\(seen.all)")
+        }
 
         @Test func aHEADResponseRefreshesTheStoredGET() async throws {
             // Stored stale without validators; the HEAD's 200 (RFC 9111 4.3.5) brings a new
