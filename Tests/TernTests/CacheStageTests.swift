@@ -612,5 +612,31 @@ extension TernTests {
             #expect(after.data?.count == 12)
         }
 
+        // MARK: Two processes
+
+        @Test func twoCLIProcessesShareOneFolder() async throws {
+            let folder = temporaryPath("cli-cache-two")
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let targets = (0..<40).map { i in
+                url("cc=max-age=600&size=\(1000 + i * 7919)", key: "\(key)-\(i)").absoluteString
+            }
+            async let a = Task.detached { try tern(["-s", "--cache", folder] + targets) }.value
+            async let b = Task.detached { try tern(["-s", "--cache", folder] + targets.reversed()) }.value
+            let (runA, runB) = try await (a, b)
+            #expect(runA.status == 0 && runB.status == 0)
+            let expected = (0..<40).map { i in 1000 + i * 7919 + 2 }
+            #expect(runA.stdout.count == expected.reduce(0, +) && runB.stdout.count == runA.stdout.count)
+            // Every entry read back whole, equal to what each process printed for it.
+            let reader = try HTTPCache(folder: folder, sizeLimit: 1 << 30)
+            var offset = 0
+            for (i, target) in targets.enumerated() {
+                let entry = try #require(reader.lookup(url: URL(string: target)!, request: [:]), "entry \(i) missing")
+                let body = try entry.readBody()
+                #expect(body.count == expected[i])
+                #expect(body == runA.stdout.subdata(in: offset..<offset + expected[i]), "entry \(i)")
+                offset += expected[i]
+                #expect(try await count("\(key)-\(i)").requests <= 2)
+            }
+        }
 }
 }
