@@ -252,7 +252,7 @@ extension Execution {
             }
             if heldBack { deliverHead() }  // the stored response could not be read after all
             if let streamWriter {
-                // The body went into the writer as it arrived (streamedHeadArrived).
+                // The body went into the writer as it arrived (cacheHoldsHead, didReceive).
                 _ = try? streamWriter.commit()
             } else if !settings.streamsBody {
                 store(response, stage: stage)
@@ -279,10 +279,12 @@ extension Execution {
 
     /// RFC 9111 4.3.5: a HEAD response of the stored GET response's status, which its
     /// validators select (4.3.3) and whose `Content-Length`, if both have one, agrees,
-    /// refreshes the stored header; the refreshed entry, or `nil`.
+    /// refreshes the stored header (unless the policy writes nothing); the refreshed entry, or
+    /// `nil`.
     private func refreshStoredGET(from response: Response, stage: CacheStage) -> CacheEntry? {
         let cache = stage.settings.cache
-        guard let entry = cache.lookup(url: response.url, request: stage.settings.requestFields),
+        guard cache.behaviour(for: stage.settings.policy).write != .never,
+            let entry = cache.lookup(url: response.url, request: stage.settings.requestFields),
             entry.head.status == response.statusCode
         else { return nil }
         if let length = response.headerFields[.contentLength], let stored = entry.head.headers[.contentLength],
