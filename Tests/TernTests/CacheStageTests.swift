@@ -1,6 +1,9 @@
 // The cache as a stage of a request, against the fault-injection server's /cacheable endpoint
-// (caching headers of the test's choosing, requests counted per key): fresh hits, revalidation
-// with 304, no-store, downloads to a file, invalidation, policies, Vary, stale-if-error.
+// (caching headers of the test's choosing, requests counted per key) and nginx's static files
+// (/cached/: expires 1h; requests counted in its access log): fresh hits, revalidation with 304,
+// no-store, downloads to a file, bodies streamed to a data handler and the CLI's stdout,
+// invalidation, every policy, Vary, stale-if-error, HEAD refreshing a stored GET, and two CLI
+// processes on one folder.
 
 import Dispatch
 import Foundation
