@@ -10,9 +10,12 @@ extension Request {
     /// The HTTP cache that answers and stores this request's responses (default `nil`: none,
     /// as curl). GET and HEAD requests are answered from it when RFC 9111 and
     /// ``cachePolicy`` allow, revalidated with `If-None-Match`/`If-Modified-Since` when stale,
-    /// and their responses stored (to memory and to a ``downloadFile`` alike); unsafe methods
-    /// invalidate what they change. A ranged or resumed download and a body streamed to a
-    /// ``dataHandler`` pass the cache by.
+    /// and their responses stored (to memory, to a ``downloadFile`` and through a
+    /// ``dataHandler`` alike: a streamed body goes into the cache as it arrives, and a stored
+    /// one reaches the handler in pieces of at most 64 KiB); a HEAD response refreshes the
+    /// stored GET response it describes (RFC 9111 4.3.5); unsafe methods invalidate what they
+    /// change. A ranged or resumed download, and a request with its own `Range` field, pass
+    /// the cache by.
     ///
     /// ```swift
     /// let cache = try HTTPCache(folder: "/var/cache/myapp", sizeLimit: 100 << 20)

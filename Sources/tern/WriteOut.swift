@@ -51,7 +51,7 @@ enum WriteOut {
             "url": url,
             "content_type": request.responseHeaders[.contentType] ?? "",
             "http_version": request.responseHTTPMinorVersion.map { "1.\($0)" } ?? "0",
-            "num_connects": request.statusCode == 0 || request.isReused ? "0" : "1",
+            "num_connects": request.statusCode == 0 || request.isReused || request.attempts == 0 ? "0" : "1",
             "filename_effective": outputPath ?? "",
             "exitcode": "\(exitCode)",
             "errormsg": errorMessage,

@@ -909,8 +909,11 @@ class Connection:
         (/cacheable-count?key= tells them as JSON {"requests", "full", "not_modified"}):
         `cc` (Cache-Control), `etag`, `lm` (Last-Modified), `expires`, `vary`, `status` (200),
         `size` pattern bytes (default 100), `v` (a version number that ends the body and the
-        ETag when `etag=auto`), `fail_after` (N: the key's requests after the N-th get a 503). A request whose If-None-Match matches the ETag, or whose
-        If-Modified-Since equals `lm`, gets a 304 with the same caching headers."""
+        ETag when `etag=auto`), `fail_after` (N: the key's requests after the N-th get a 503),
+        `then_cc` (the Cache-Control of the key's requests after the first, instead of `cc`).
+        Every answer carries X-Request-Number (the key's requests so far, this one included).
+        A request whose If-None-Match matches the ETag, or whose If-Modified-Since equals `lm`,
+        gets a 304 with the same caching headers."""
         key = req.q("key", "")
         counts = self.server.stats.cache_hits.setdefault(key, [0, 0, 0])
         counts[0] += 1
@@ -918,9 +921,10 @@ class Connection:
         etag = req.q("etag")
         if etag == "auto":
             etag = '"%s-v%s"' % (key, version)
-        headers = []
-        if req.q("cc") is not None:
-            headers.append(("Cache-Control", req.q("cc")))
+        headers = [("X-Request-Number", str(counts[0]))]
+        cc = req.q("then_cc") if counts[0] > 1 and req.q("then_cc") is not None else req.q("cc")
+        if cc is not None:
+            headers.append(("Cache-Control", cc))
         if etag:
             headers.append(("ETag", etag))
         if req.q("lm"):

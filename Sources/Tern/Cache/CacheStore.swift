@@ -110,17 +110,29 @@ package final class CacheEntry: Sendable {
     /// Hands the body to `body` in pieces of at most 64 KiB, read through one buffer;
     /// false if the file ended early.
     func forEachBodyChunk(_ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
+        forEachBodyChunk(while: { body($0); return true }) != .endedEarly
+    }
+
+    /// How a piecewise read of the body ended.
+    package enum ChunkedRead: Equatable {
+        case complete, stopped, endedEarly
+    }
+
+    /// Hands the body to `body` in pieces of at most 64 KiB, read through one buffer, until
+    /// `body` returns false (``ChunkedRead/stopped``) or the file ends early.
+    package func forEachBodyChunk(while body: (UnsafeRawBufferPointer) -> Bool) -> ChunkedRead {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var offset = Int64(0)
         while offset < bodyLength {
             let want = Int(min(Int64(buffer.count), bodyLength - offset))
             let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, want, off_t(bodyOffset + offset)) }
             if n < 0, errno == EINTR { continue }
-            if n <= 0 { return false }
-            buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            if n <= 0 { return .endedEarly }
+            let goOn = buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             offset += Int64(n)
+            if !goOn { return .stopped }
         }
-        return true
+        return .complete
     }
 }
 

@@ -26,6 +26,8 @@ final class CacheStage: @unchecked Sendable {
     private var entryStorage: CacheEntry?
     private var conditionsStorage: HTTPFields?
     private var requestTimeStorage = Date()
+    private var writerStorage: CacheWriter?
+    private var holdsBackStorage = false
 
     init(_ settings: CacheSettings) {
         self.settings = settings
@@ -41,7 +43,48 @@ final class CacheStage: @unchecked Sendable {
     var requestTime: Date { lock.withLock { requestTimeStorage } }
 
     func attemptStarted() {
-        lock.withLock { requestTimeStorage = Date() }
+        let dropped: CacheWriter? = lock.withLock {
+            requestTimeStorage = Date()
+            holdsBackStorage = false
+            defer { writerStorage = nil }
+            return writerStorage
+        }
+        dropped?.discard()
+    }
+
+    /// The writer a streamed body goes into as it arrives (set at the final hop's head).
+    var streamWriter: CacheWriter? { lock.withLock { writerStorage } }
+
+    /// Replaces the stream writer (an earlier attempt's is discarded).
+    func setStreamWriter(_ writer: CacheWriter?) {
+        let old: CacheWriter? = lock.withLock {
+            defer { writerStorage = writer }
+            return writerStorage
+        }
+        if let old, old !== writer { old.discard() }
+    }
+
+    /// Takes the stream writer out, to commit or discard it.
+    func takeStreamWriter() -> CacheWriter? {
+        lock.withLock {
+            defer { writerStorage = nil }
+            return writerStorage
+        }
+    }
+
+    /// True while a streamed 5xx is held back from the handlers because the stored response
+    /// will answer instead (the data handler must not see two bodies).
+    var holdsBack: Bool {
+        get { lock.withLock { holdsBackStorage } }
+        set { lock.withLock { holdsBackStorage = newValue } }
+    }
+
+    /// Whether a 5xx (or a failure: `nil`) may be answered from the stored response: the
+    /// fallback policy or `stale-if-error`.
+    func servesStoredOnError(status: Int?) -> Bool {
+        guard let entry else { return false }
+        return settings.cache.behaviour(for: settings.policy).fallbackOnFailure
+            || CacheRules.canServeStale(entry.head, onErrorStatus: status, request: settings.requestFields, now: Date())
     }
 
     enum Start {
@@ -92,17 +135,75 @@ extension Execution {
             finishWithoutAttempt(.success(response))
             return true
         case .answer(let entry):
-            guard let response = responseFromCache(entry) else { return false }
-            deliverHead()
-            finishWithoutAttempt(.success(response))
+            guard let result = serveFromCache(entry) else { return false }
+            finishWithoutAttempt(result)
             return true
         case .answerAndRevalidate(let entry):
-            guard let response = responseFromCache(entry) else { return false }
-            deliverHead()
-            finishWithoutAttempt(.success(response))
+            guard let result = serveFromCache(entry) else { return false }
+            finishWithoutAttempt(result)
             request.revalidationCopy()?.execute()
             return true
         }
+    }
+
+    /// Answers with a stored response: its head to the head handler, then, when the request
+    /// streams, its body to the data handler in pieces of at most 64 KiB (coalesced as network
+    /// bodies are with `concatData`), never as one buffer. `nil` when the stored body cannot
+    /// be read (checked before anything is handed over, so the network can still answer).
+    func serveFromCache(_ entry: CacheEntry) -> Result<Response, TernError>? {
+        let streams = plan.cache?.streamsBody == true && plan.method != "HEAD"
+        if streams, (try? entry.bodyIsIntact()) != true { return nil }
+        guard let response = responseFromCache(entry, streamed: streams) else { return nil }
+        let headAccepted = deliverHead()
+        guard streams else { return .success(response) }
+        guard headAccepted else { return .failure(cancelledError()) }
+        var accepted = true
+        let read = entry.forEachBodyChunk(while: { piece in
+            accepted = didReceive(piece)
+            return accepted
+        })
+        if accepted, !local.pending.isEmpty {
+            accepted = deliverData(local.pending)
+            local.pending = Data()
+        }
+        if !accepted { return .failure(cancelledError()) }
+        guard read == .complete else {
+            return .failure(TernError(code: .fileReadFailed, message: "cache entry \(entry.path): the body ended early"))
+        }
+        return .success(response)
+    }
+
+    /// A response head arrived: true when the cache answers instead of it, so the head
+    /// handler is not called now (afterExchange gives it the head of what is served).
+    /// - a 304 to the cache's own revalidation: the stored response it refreshes answers;
+    /// - a 2xx to a HEAD with a stored GET response: the stored head it refreshes answers
+    ///   (RFC 9111 4.3.5), or this head if it does not describe the stored response;
+    /// - a 5xx to a streamed request that the stored response will answer for.
+    /// On the final hop of a streamed request, a storable response also gets the cache
+    /// writer its body is fed into as it arrives.
+    func cacheHoldsHead(_ head: ResponseHead, status: Int, finalHop: Bool, stage: CacheStage) -> Bool {
+        if status == 304, stage.conditionalFields != nil { return true }
+        let settings = stage.settings
+        if settings.method == .head, settings.readsAndWrites, stage.entry != nil, (200...299).contains(status) {
+            return true
+        }
+        guard finalHop, settings.readsAndWrites, settings.streamsBody else { return false }
+        if status >= 500, stage.servesStoredOnError(status: status) {
+            stage.setStreamWriter(nil)
+            stage.holdsBack = true
+            return true
+        }
+        guard settings.method == .get, status != 304 else {
+            stage.setStreamWriter(nil)
+            return false
+        }
+        stage.setStreamWriter(
+            settings.cache.writer(
+                method: settings.method, url: local.hopURL, request: settings.requestFields, status: status,
+                reason: head.reason, response: head.fields, requestTime: stage.requestTime, responseTime: Date(),
+                policy: settings.policy, storagePolicy: settings.storagePolicy,
+                secondsToCache: settings.secondsToCache, expectedLength: head.contentLength))
+        return false
     }
 
     /// The cache's part in the end of an exchange; returns the result to finish with.
@@ -117,50 +218,81 @@ extension Execution {
             }
             return result
         }
+        let streamWriter = stage.takeStreamWriter()
+        let heldBack = stage.holdsBack
+        stage.holdsBack = false
         switch result {
         case .success(let response):
             if response.statusCode == 304, stage.conditionalFields != nil, let entry = stage.entry {
+                streamWriter?.discard()
                 // The 304's head was held back from the head handler (didReceiveHead): the
                 // handler sees the stored response's, or the 304's when it cannot be served.
                 let refreshed = cache.refresh(
                     entry, with: response.headerFields, requestTime: stage.requestTime, responseTime: Date())
-                if let refreshed, let served = responseFromCache(refreshed) {
-                    deliverHead()
-                    return .success(served)
+                if let refreshed, let served = serveFromCache(refreshed) {
+                    return served
                 }
                 deliverHead()
                 return result
             }
-            if response.statusCode >= 500, let entry = stage.entry,
-                cache.behaviour(for: settings.policy).fallbackOnFailure
-                    || CacheRules.canServeStale(
-                        entry.head, onErrorStatus: response.statusCode, request: settings.requestFields,
-                        now: Date()),
-                let served = responseFromCache(entry)
+            if response.statusCode >= 500, let entry = stage.entry, stage.servesStoredOnError(status: response.statusCode),
+                let served = serveFromCache(entry)
             {
-                deliverHead()
-                return .success(served)
+                streamWriter?.discard()
+                return served
             }
-            store(response, stage: stage)
+            if settings.method == .head, stage.entry != nil, (200...299).contains(response.statusCode) {
+                // The head was held back (cacheHoldsHead): a stored GET it describes is
+                // refreshed and answers; otherwise this response does.
+                if let refreshed = refreshStoredGET(from: response, stage: stage), let served = serveFromCache(refreshed) {
+                    return served
+                }
+                deliverHead()
+                return result
+            }
+            if heldBack { deliverHead() }  // the stored response could not be read after all
+            if let streamWriter {
+                // The body went into the writer as it arrived (cacheHoldsHead, didReceive).
+                _ = try? streamWriter.commit()
+            } else if !settings.streamsBody {
+                store(response, stage: stage)
+            }
             return result
         case .failure(let error):
-            guard error.code != .cancelled, let entry = stage.entry else { return result }
-            let allowed =
-                cache.behaviour(for: settings.policy).fallbackOnFailure
-                || CacheRules.canServeStale(entry.head, onErrorStatus: nil, request: settings.requestFields, now: Date())
-            if allowed, let served = responseFromCache(entry) {
-                deliverHead()
-                return .success(served)
-            }
-            return result
+            streamWriter?.discard()
+            // A streamed body some of which reached the data handler cannot be followed by
+            // another.
+            guard error.code != .cancelled, !hasStreamedBody, let entry = stage.entry,
+                stage.servesStoredOnError(status: nil)
+            else { return result }
+            return serveFromCache(entry) ?? result
         }
     }
 
     /// Gives the head handler the head of a response the cache answers with (set in the
     /// outcome by responseFromCache or gatewayTimeout), as a network response's head is given:
-    /// `-D` and `-i` then show what was served.
-    private func deliverHead() {
-        _ = callOnEngineThread({ $0.headHandler }) { $0(request) }
+    /// `-D` and `-i` then show what was served. False when the handler asks to stop.
+    @discardableResult
+    private func deliverHead() -> Bool {
+        callOnEngineThread({ $0.headHandler }) { $0(request) }
+    }
+
+    /// RFC 9111 4.3.5: a HEAD response of the stored GET response's status, which its
+    /// validators select (4.3.3) and whose `Content-Length`, if both have one, agrees,
+    /// refreshes the stored header (unless the policy writes nothing); the refreshed entry, or
+    /// `nil`.
+    private func refreshStoredGET(from response: Response, stage: CacheStage) -> CacheEntry? {
+        let cache = stage.settings.cache
+        guard cache.behaviour(for: stage.settings.policy).write != .never,
+            let entry = cache.lookup(url: response.url, request: stage.settings.requestFields),
+            entry.head.status == response.statusCode
+        else { return nil }
+        if let length = response.headerFields[.contentLength], let stored = entry.head.headers[.contentLength],
+            length != stored
+        {
+            return nil
+        }
+        return cache.refresh(entry, with: response.headerFields, requestTime: stage.requestTime, responseTime: Date())
     }
 
     /// Writes a response to the cache when the policy and RFC 9111 allow: the body from
@@ -210,14 +342,16 @@ extension Execution {
     /// The response a stored entry gives, with its body in memory or written to the download
     /// file (through a `.part` file, as the engine does), and the request's fields set as after
     /// a network response; `nil` when the stored body cannot be read (then the network answers).
-    func responseFromCache(_ entry: CacheEntry) -> Response? {
+    func responseFromCache(_ entry: CacheEntry, streamed: Bool = false) -> Response? {
         let head = entry.head
         var fields = head.headers
         fields[.age] = CacheRules.ageField(head, now: Date())
         let isHead = plan.method == "HEAD"
         var data = Data()
         var downloadFile: String?
-        if !isHead, let download = plan.download, (200...299).contains(head.status) || download.anyStatus {
+        if streamed {
+            // The body goes to the data handler afterwards (serveFromCache).
+        } else if !isHead, let download = plan.download, (200...299).contains(head.status) || download.anyStatus {
             guard Self.writeBody(of: entry, to: download.path) else { return nil }
             downloadFile = download.path
         } else if !isHead {

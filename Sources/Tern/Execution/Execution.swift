@@ -436,9 +436,11 @@ final class Execution: @unchecked Sendable {
             s.outcome.interimHeads = interim
             if let sent { s.outcome.sentHead = sent }
         }
-        // A 304 to the cache's own revalidation is not the answer: the stored response it
-        // refreshes is, and its head goes to the handler then (afterExchange).
-        if status == 304, cacheStage?.conditionalFields != nil { return true }
+        if let stage = cacheStage,
+            cacheHoldsHead(head, status: status, finalHop: tern_request_is_final_hop(handle) != 0, stage: stage)
+        {
+            return true
+        }
         return callOnEngineThread({ $0.headHandler }) { $0(request) }
     }
 
@@ -488,6 +490,12 @@ final class Execution: @unchecked Sendable {
 
     /// Body bytes for the data handler; coalesced to exactly the buffer size with concatData.
     func didReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if let stage = cacheStage, stage.settings.streamsBody {
+            // A 5xx the stored response answers for is not handed over; a storable body
+            // goes into the cache as it arrives.
+            if stage.holdsBack { return true }
+            stage.streamWriter?.append(bytes)
+        }
         let limit = plan.concatData ? plan.effectiveBufferSize : 0
         guard limit > 0 else { return deliverData(Data(bytes)) }
         var rest = bytes[...]
@@ -504,7 +512,10 @@ final class Execution: @unchecked Sendable {
         return true
     }
 
-    private func deliverData(_ data: Data) -> Bool {
+    /// Whether some of the body reached the data handler.
+    var hasStreamedBody: Bool { lock.withLock { streamedBytes > 0 } }
+
+    func deliverData(_ data: Data) -> Bool {
         lock.withLock { streamedBytes += UInt64(data.count) }
         return callOnEngineThread({ $0.dataHandler }) { $0(data) }
     }

@@ -324,19 +324,24 @@ struct CacheSettings: Sendable {
     let method: HTTPRequest.Method
     /// The request's own fields: directives (`Cache-Control`, `Pragma`) and `Vary` values.
     let requestFields: HTTPFields
-    /// GET or HEAD whose whole response goes to memory or a file: read and written. Other
-    /// methods only invalidate (RFC 9111 4.4).
+    /// GET or HEAD whose whole response goes to memory, a file or a data handler: read and
+    /// written. Other methods only invalidate (RFC 9111 4.4).
     let readsAndWrites: Bool
+    /// The body goes to a data handler: a response is fed to the cache as it arrives, and a
+    /// stored one is handed to the handler in pieces.
+    let streamsBody: Bool
 
-    /// `nil` without a cache. A ranged or resumed download, or a body streamed to a data
-    /// handler, passes the cache by.
+    /// `nil` without a cache. A ranged or resumed download, or a request with its own
+    /// `Range` field, passes the cache by (a 206 is never stored, and a stored whole
+    /// response is not the part asked for).
     init?(settings s: Request.Settings, method: String, fields: HTTPFields, download: Plan.Download?) {
         guard let cache = s.cache, let parsed = HTTPRequest.Method(method) else { return nil }
         let wholeResponse =
-            s.dataHandler == nil
+            fields[.range] == nil
             && (download.map { $0.offset == 0 && $0.end == 0 && !$0.resume } ?? true)
         let safe = parsed == .get || parsed == .head
         guard !safe || wholeResponse else { return nil }
+        streamsBody = s.dataHandler != nil
         self.cache = cache
         policy = s.cachePolicy
         storagePolicy = s.cacheStoragePolicy

@@ -30,6 +30,9 @@ public enum Workload: Sendable {
     /// The `cachehit URL N` extension: N GETs, one at a time, answered from the client's HTTP
     /// cache (one request first stores the response; it is not counted).
     case cacheHit(url: String, count: Int)
+    /// The `cachedownload URL PATH` extension: the body stored in the client's HTTP cache by
+    /// one download first (not timed), then served from the cache to PATH (timed).
+    case cacheDownload(url: String, path: String)
 }
 
 /// Exit codes of the driver contract.
@@ -77,9 +80,11 @@ public struct Driver: Sendable {
             return Driver(name: name, workload: .upload(url: args[1], path: args[2]), caFile: caFile)
         case ("cachehit", 3) where supportsCacheHit:
             return Driver(name: name, workload: .cacheHit(url: args[1], count: count(args[2], "N")), caFile: caFile)
+        case ("cachedownload", 3) where supportsCacheHit:
+            return Driver(name: name, workload: .cacheDownload(url: args[1], path: args[2]), caFile: caFile)
         case (let verb?, _)
         where verb != "get" && verb != "fanout" && verb != "download" && (verb != "upload" || !supportsUpload)
-            && (verb != "cachehit" || !supportsCacheHit):
+            && ((verb != "cachehit" && verb != "cachedownload") || !supportsCacheHit):
             exitWith(.unsupported, "\(name): unsupported workload: \(verb)")
         default:
             exitWith(

@@ -13,6 +13,10 @@
 //                                 counts the body in-process instead
 //   tern-swift upload URL FILE    (extension) a `MultipartForm` with FILE as its one file part,
 //                                 `requestBody = .multipart(form)`, method PUT
+//   tern-swift cachehit URL N     (extension) N GETs answered from an `HTTPCache`, one at a time
+//   tern-swift cachedownload URL PATH  (extension) the body stored in an `HTTPCache` first (its
+//                                 GET streamed through a `dataHandler`, not timed), then served
+//                                 from the cache to PATH (timed)
 //
 // Started as tern-swift-queue (bench/run makes the symlink), `get` sends each request through
 // one `RequestQueue` of C slots (`queue.response(for:)`); every other workload exits 3.
@@ -239,6 +243,67 @@ func runCacheHit(url: URL, count: Int) async -> ExitCode {
     return .ok
 }
 
+/// The body of URL (100 MiB in bench/run) stored in an `HTTPCache` by one GET whose body
+/// streams through a `dataHandler` into the cache (not timed), then served from the cache to
+/// PATH (timed): the stored body copied to the file in the kernel, its checksum checked. The
+/// process's peak RSS (bench/run's /usr/bin/time) covers both phases.
+func runCacheDownload(url: URL, path: String) async -> ExitCode {
+    let engine = makeEngine(connections: 1)
+    let folder = "/tmp/tern-swift-cache-dl-\(getpid())"
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let cache: HTTPCache
+    do {
+        cache = try HTTPCache(folder: folder, sizeLimit: 1 << 30)
+    } catch {
+        driver.warn("cache folder \(folder): \(error)")
+        return .failed
+    }
+    let primed = ByteCount()
+    let prime = Request(url: url)
+    prime.engine = engine
+    prime.callbackQueue = listenerQueue
+    prime.cache = cache
+    prime.secondsToCache = 3600
+    prime.dataHandler = { data in
+        primed.value.add(data.count, ordering: .relaxed)
+        return true
+    }
+    do {
+        let response = try await prime.response()
+        if let failure = check(response, bytes: primed.value.load(ordering: .relaxed)) {
+            driver.warn("\(url): \(failure)")
+            return .failed
+        }
+    } catch {
+        driver.warn("\(url): \(error)")
+        return .failed
+    }
+    let request = Request(url: url)
+    request.engine = engine
+    request.callbackQueue = listenerQueue
+    request.cache = cache
+    request.secondsToCache = 3600
+    request.downloadFile = path
+    var failure: String?
+    var bytes = 0
+    let start = monotonicNow()
+    do {
+        let response = try await request.response()
+        bytes = Int(response.bytesReceived)
+        failure = check(response, bytes: bytes) ?? (response.isFromCache ? nil : "not answered from the cache")
+    } catch {
+        failure = "\(error)"
+    }
+    let elapsed = monotonicNow() - start
+    driver.report(elapsed: elapsed, requests: 1, bytes: bytes)
+    if engine._stats.requestsCompleted > 1 { failure = failure ?? "the cached download went to the network" }
+    if let failure {
+        driver.warn("\(url): \(failure)")
+        return .failed
+    }
+    return .ok
+}
+
 switch driver.workload {
 case let .get(url, count, connections):
     exitProcess(await runGet(url: parseURL(url), count: count, connections: connections))
@@ -250,4 +315,6 @@ case let .upload(url, path):
     exitProcess(await runUpload(url: parseURL(url), path: path))
 case let .cacheHit(url, count):
     exitProcess(await runCacheHit(url: parseURL(url), count: count))
+case let .cacheDownload(url, path):
+    exitProcess(await runCacheDownload(url: parseURL(url), path: path))
 }

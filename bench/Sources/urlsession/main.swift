@@ -186,4 +186,6 @@ case .upload:
     exitWith(.unsupported, "\(driver.name): unsupported workload: upload")
 case .cacheHit:
     exitWith(.unsupported, "\(driver.name): unsupported workload: cachehit (no HTTP cache of its own here)")
+case .cacheDownload:
+    exitWith(.unsupported, "\(driver.name): unsupported workload: cachedownload (no HTTP cache of its own here)")
 }
