@@ -16,20 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* malloc'd printf. */
-static char *fmt(const char *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int n = vsnprintf(NULL, 0, f, ap);
-  va_end(ap);
-  ASSERT(n >= 0);
-  char *s = malloc((size_t)n + 1);
-  ASSERT(s != NULL);
-  va_start(ap, f);
-  vsnprintf(s, (size_t)n + 1, f, ap);
-  va_end(ap);
-  return s;
-}
+#define fmt test_fmt
 
 /* "SCHEME://[userinfo@]127.0.0.1:PORT" for a proxy port of the env file. */
 static char *socks_url(const char *scheme, const char *portkey, const char *userinfo) {

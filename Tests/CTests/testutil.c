@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -205,5 +206,19 @@ char *test_req_body_str(const tern_request_t *req) {
   ASSERT(s != NULL);
   if (len) memcpy(s, body, len);
   s[len] = '\0';
+  return s;
+}
+
+char *test_fmt(const char *f, ...) {
+  va_list ap;
+  va_start(ap, f);
+  int n = vsnprintf(NULL, 0, f, ap);
+  va_end(ap);
+  ASSERT(n >= 0);
+  char *s = malloc((size_t)n + 1);
+  ASSERT(s != NULL);
+  va_start(ap, f);
+  vsnprintf(s, (size_t)n + 1, f, ap);
+  va_end(ap);
   return s;
 }

@@ -102,4 +102,7 @@ void test_assert_file_sha(const char *path, const char *sha_key);
 /* Bodies are not NUL-terminated; strstr on the echo server's JSON needs a copy that is. */
 char *test_req_body_str(const tern_request_t *req);
 
+/* malloc'd printf (aborts when out of memory). */
+char *test_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+
 #endif /* TERN_TEST_TESTUTIL_H */

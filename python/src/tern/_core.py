@@ -158,39 +158,13 @@ class LocalEngine:
 
 
 class EngineHandle:
-    """Owns one ``tern_engine_t``: made from the client's options, freed once by close()."""
+    """Owns one ``tern_engine_t`` with its own loop thread: made from the client's engine
+    settings (see :func:`_config`), freed once by close()."""
 
-    def __init__(
-        self,
-        *,
-        user_agent: Optional[str],
-        max_connections_per_origin: int,
-        max_active_requests: int,
-        idle_timeout: Optional[float],
-        buffer_size: Optional[int],
-        resolve: Sequence[str],
-    ) -> None:
+    def __init__(self, **settings: Any) -> None:
         self.lock = threading.Lock()
-        cfgp = ffi.new("tern_config_t **")
-        check(lib.tern_config_new(cfgp), "tern_config_new")
-        cfg = cfgp[0]
+        cfg = _config(**settings)
         try:
-            if user_agent is not None:
-                check(lib.tern_config_set_user_agent(cfg, user_agent.encode()), "user_agent")
-            if max_connections_per_origin:
-                check(
-                    lib.tern_config_set_max_connections_per_origin(cfg, max_connections_per_origin),
-                    "max_connections_per_origin",
-                )
-            if max_active_requests:
-                check(lib.tern_config_set_max_active_requests(cfg, max_active_requests),
-                      "max_active_requests")
-            if idle_timeout is not None:
-                check(lib.tern_config_set_idle_timeout(cfg, int(idle_timeout * 1000)), "idle_timeout")
-            if buffer_size is not None:
-                check(lib.tern_config_set_buffer_size(cfg, buffer_size), "buffer_size")
-            for entry in resolve:
-                check(lib.tern_config_add_resolve(cfg, entry.encode()), f"resolve {entry!r}")
             engp = ffi.new("tern_engine_t **")
             check(lib.tern_engine_new(engp, cfg), "tern_engine_new")
         finally:
