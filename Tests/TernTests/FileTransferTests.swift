@@ -211,15 +211,28 @@ import Testing
                 callbackQueue: appQueue))
         let order = Locked<[UInt64]>([])
         manager.onResult = { transfer in order.withLock { $0.append(transfer.mid) } }
-        // A slow download (about 0.5 s) holds the only slot while the others wait.
+        // A slow download (10 s) holds the only slot while the others are queued; it is stopped
+        // once they are, so it never has to end on its own. (It used to take 0.5 s, polled for
+        // .running: a test task starved of the cooperative pool by the blocking process tests
+        // missed that window and polled for ever.)
         let blocker = manager.download(
-            url: URL(string: url.absoluteString + "?rate=400000")!, to: dir + "/slow.bin",
+            url: URL(string: url.absoluteString + "?rate=20000")!, to: dir + "/slow.bin",
             options: .init(mid: 1))
-        while blocker.status != .running { try await Task.sleep(for: .milliseconds(5)) }
+        while blocker.status != .running, !blocker.status.isFinished {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        try #require(blocker.status == .running)
         let low = manager.upload(file: dir + "/f.bin", options: .init(priority: .low, mid: 4))
         let normal = manager.upload(file: dir + "/f.bin", options: .init(mid: 3))
         let high = manager.upload(file: dir + "/f.bin", options: .init(priority: .high, mid: 2))
-        for transfer in [blocker, low, normal, high] { try await transfer.result() }
+        // .running is set on the app's queue just before the request is added to the queue, in
+        // the same block: a stop sent to that queue after it runs once all three are queued.
+        while [low, normal, high].contains(where: { $0.status == .waiting }) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        appQueue.async { blocker.stop() }
+        await #expect(throws: TernError.cancelled) { try await blocker.result() }
+        for transfer in [low, normal, high] { try await transfer.result() }
         #expect(order.withLock { $0 } == [1, 2, 3, 4])
     }
 
