@@ -307,7 +307,17 @@ import Testing
                 if DispatchQueue.getSpecific(key: Self.queueKey) != "app" { $0.offQueue += 1 }
             }
         }
+        // What the handler is given: every field of the transfer, as the app set it.
+        typealias Fields = (
+            isUpload: Bool, priority: RequestQueue.Priority, mid: UInt64, source: Int, ts: Int64,
+            origin: FileTransfer.Origin, path: String, url: URL, signed: Bool)
+        let offered = Locked<[Fields]>([])
         manager.handler = Handler { transfer, _ in
+            offered.withLock {
+                $0.append((
+                    transfer.isUpload, transfer.priority, transfer.mid, transfer.source,
+                    transfer.ts, transfer.origin, transfer.path, transfer.url, transfer.signed))
+            }
             DispatchQueue.global().async {
                 transfer.setProgress(30)
                 transfer.setProgress(70)
@@ -315,13 +325,34 @@ import Testing
             }
             return true
         }
-        let upload = manager.upload(file: "/nonexistent-handled-by-app")
+        let upload = manager.upload(
+            file: "/nonexistent-handled-by-app",
+            options: .init(
+                priority: .high, mid: 77, source: 3, ts: 1_700_000_123, origin: .database,
+                signed: true))
         #expect(try await upload.result() == URL(string: "https://cdn.example/x.jpg"))
         try await Task.sleep(for: .milliseconds(50))
         let s = seen.withLock { $0 }
         #expect(s.progress == [30, 70])
         #expect(s.offQueue == 0)
         #expect(upload.progress == 100)
+        let fields = try #require(offered.withLock { $0.first })
+        #expect(fields.isUpload && fields.priority == .high && fields.mid == 77 && fields.signed)
+        #expect(fields.source == 3)
+        #expect(fields.ts == 1_700_000_123)
+        #expect(fields.origin == .database)
+        #expect(fields.path == "/nonexistent-handled-by-app")
+        #expect(fields.url == (try Self.uploadURL(servers)))
+
+        // A download's fields, and the defaults (source 0, ts 0, real time).
+        let file = URL(string: "https://cdn.example/y.jpg")!
+        let download = manager.download(
+            url: file, to: "/nonexistent-download", options: .init(source: -2, ts: -5))
+        try await download.result()
+        let fields2 = try #require(offered.withLock { $0.count == 2 ? $0[1] : nil })
+        #expect(!fields2.isUpload && fields2.priority == .normal && fields2.mid == 0)
+        #expect(fields2.source == -2 && fields2.ts == -5 && fields2.origin == .realtime)
+        #expect(fields2.path == "/nonexistent-download" && fields2.url == file)
     }
 
     @Test func stopAbortsARunningDownloadAndCallsOnStopWithin100ms() async throws {
