@@ -297,6 +297,50 @@ import Testing
         #expect(given.status == .cancelled)
     }
 
+    /// The hand-back with the app's own URL and form fields: the built-in transfer posts those
+    /// fields (not the signed ones it makes itself) to that URL, and the server's JSON answer is
+    /// handled as usual (the file's URL, max_file_size remembered for that URL).
+    @Test func handBackWithItsOwnURLAndFieldsSendsThemThere() async throws {
+        let servers = try Servers.get()
+        let dir = try Self.folder()
+        let original = try Self.randomFile(dir + "/f.bin", size: 20_000)
+        // The manager on its own would send device 2 (iOS), signed 0, to the plain upload URL.
+        let (manager, _) = try Self.manager(servers)
+        let custom = try Self.uploadURL(servers, "?max_file_size=5000000")
+        let handler = Handler { transfer, _ in
+            // The app signs for the same user, but as a JavaScript client, asking for signed.
+            let ts = Int64(Date().timeIntervalSince1970) - 100
+            let sig = FileTransferSignature.upload(uid: "123", timestamp: ts, accessToken: "token")!
+            transfer.start(url: custom, post: [
+                "v": "1", "op": "upload", "uid": "123", "device": "5", "ts": String(ts),
+                "signed": "1", "sig": sig,
+            ])
+            return true
+        }
+        manager.handler = handler
+        let upload = manager.upload(file: dir + "/f.bin")
+        let url = try #require(try await upload.result())
+        #expect(upload.status == .succeeded && upload.resultURL == url)
+        #expect(upload.offerCount == 1)
+        #expect(url.path.hasSuffix("/f.bin"))
+        // The answer was the custom URL's: its max_file_size, remembered under that URL only.
+        #expect(manager.maxFileSize(for: custom) == 5_000_000)
+        #expect(manager.maxFileSize(for: try Self.uploadURL(servers)) == nil)
+        // The server stored what the app's fields said: device 5, signed.
+        let id = url.deletingLastPathComponent().lastPathComponent
+        let meta = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: servers.state + "/files/\(id)/.meta.json")))
+            as? [String: Any]
+        #expect(meta?["device"] as? String == "5")
+        #expect(meta?["signed"] as? Bool == true)
+        #expect(meta?["uid"] as? String == "123")
+        // Signed indeed: the bare URL is refused, the manager's signed download gets the file.
+        #expect(try Request(url: url).executeAndWait().statusCode == 403)
+        manager.handler = nil
+        try await manager.download(url: url, to: dir + "/copy.bin").result()
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/copy.bin")) == original)
+    }
+
     @Test func handlerReportsProgressAndResultOnTheAppsQueue() async throws {
         let servers = try Servers.get()
         let (manager, _) = try Self.manager(servers)
