@@ -341,6 +341,42 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/copy.bin")) == original)
     }
 
+    /// HTTP 200 with `{"result": false}`: the protocol's refusal fails the transfer with a
+    /// protocol error, run built in or handed back by the handler, and onResult sees it.
+    @Test func uploadAnsweredResultFalseFailsWithAProtocolError() async throws {
+        let servers = try Servers.get()
+        let dir = try Self.folder()
+        _ = try Self.randomFile(dir + "/f.bin", size: 20_000)
+        let query = "?result=false"
+        let (manager, _) = try Self.manager(servers, query: query)
+        let results = Locked<[(status: FileTransfer.Status, error: TernError?, onAppQueue: Bool)]>([])
+        manager.onResult = { transfer in
+            let onApp = DispatchQueue.getSpecific(key: Self.queueKey) == "app"
+            results.withLock { $0.append((transfer.status, transfer.error, onApp)) }
+        }
+        let builtIn = manager.upload(file: dir + "/f.bin")
+        await #expect(throws: TernError.protocolError) { try await builtIn.result() }
+        manager.handler = Handler { transfer, _ in
+            transfer.start()
+            return true
+        }
+        let handedBack = manager.upload(file: dir + "/f.bin")
+        await #expect(throws: TernError.protocolError) { try await handedBack.result() }
+        for transfer in [builtIn, handedBack] {
+            #expect(transfer.status == .failed)
+            #expect(transfer.resultURL == nil)
+            let error = try #require(transfer.error)
+            #expect(error.code == .protocolError && error.phase == .body)
+            #expect(error.message.contains("result false"), "\(error.message)")
+            #expect(error.message.contains("/upload"), "\(error.message)")
+        }
+        // The rest of the answer still counts: its max_file_size is remembered.
+        #expect(manager.maxFileSize(for: try Self.uploadURL(servers, query)) == 100 << 20)
+        let seen = results.withLock { $0 }
+        #expect(seen.count == 2)
+        #expect(seen.allSatisfy { $0.status == .failed && $0.error?.code == .protocolError && $0.onAppQueue })
+    }
+
     @Test func handlerReportsProgressAndResultOnTheAppsQueue() async throws {
         let servers = try Servers.get()
         let (manager, _) = try Self.manager(servers)
