@@ -377,6 +377,28 @@ import Testing
         #expect(seen.allSatisfy { $0.status == .failed && $0.error?.code == .protocolError && $0.onAppQueue })
     }
 
+    /// A uid the server has no access token for is refused with 403, upload and download alike,
+    /// even signed with a token that is good for another user.
+    @Test func anUnknownUidIsRefusedWith403() async throws {
+        let servers = try Servers.get()
+        let dir = try Self.folder()
+        _ = try Self.randomFile(dir + "/f.bin", size: 20_000)
+        let (owner, _) = try Self.manager(servers)
+        let url = try #require(
+            try await owner.upload(file: dir + "/f.bin", options: .init(signed: true)).result())
+        let (stranger, _) = try Self.manager(servers, uid: "999", token: "token")
+        let upload = stranger.upload(file: dir + "/f.bin")
+        await #expect(throws: TernError.authenticationFailed) { try await upload.result() }
+        #expect(upload.error?.message.contains("HTTP 403") == true, "\(String(describing: upload.error))")
+        let download = stranger.download(url: url, to: dir + "/copy.bin")
+        await #expect(throws: TernError.authenticationFailed) { try await download.result() }
+        #expect(download.error?.message.contains("HTTP 403") == true, "\(String(describing: download.error))")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/copy.bin"))
+        // Both reached the server, which refused them (not refused early by the client).
+        let stats = try Self.stats(servers, uid: "999")
+        #expect(stats.uploads == 1 && stats.downloads == 1)
+    }
+
     @Test func handlerReportsProgressAndResultOnTheAppsQueue() async throws {
         let servers = try Servers.get()
         let (manager, _) = try Self.manager(servers)
