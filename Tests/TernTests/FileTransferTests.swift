@@ -163,10 +163,22 @@ import Testing
         let (second, _) = try Self.manager(
             servers, uid: "456", token: "t0ken-456", query: query, state: state)
         #expect(second.maxFileSize(for: try Self.uploadURL(servers, query)) == 1000)
-        let refused = second.upload(file: dir + "/big.bin")
+        let refusedAt = Locked<ContinuousClock.Instant?>(nil)
+        let progressEvents = Locked(0)
+        second.onResult = { _ in refusedAt.withLock { $0 = .now } }
+        second.onProgress = { _, _ in progressEvents.withLock { $0 += 1 } }
         let clock = ContinuousClock.now
+        let refused = second.upload(file: dir + "/big.bin")
         await #expect(throws: TernError.fileTooLarge) { try await refused.result() }
-        #expect(ContinuousClock.now - clock < .seconds(5), "refused before any request (the server count below is the real check)")
+        // "At once": timed to onResult, on the app's dispatch queue, not to the end of the await
+        // (a test task can wait seconds for a thread of the cooperative pool when the other
+        // tests block it; 1.4 s was seen that way). Measured: under 10 ms. A time bound cannot
+        // prove that nothing was sent, though: this 5000-byte upload's 413 round trip over
+        // loopback takes 5 to 90 ms. So the bound is 1 s (no queue wait, no retry), and the
+        // proof of no request is the rest: no progress, the setup phase, the server's count.
+        let took = try #require(refusedAt.withLock { $0 }) - clock
+        #expect(took < .seconds(1), "refused in \(took)")
+        #expect(progressEvents.withLock { $0 } == 0)
         #expect(refused.error?.phase == .setup)
         #expect(refused.error?.message.contains("1000") == true)
         #expect(try Self.stats(servers, uid: "456").uploads == 0)
@@ -211,15 +223,28 @@ import Testing
                 callbackQueue: appQueue))
         let order = Locked<[UInt64]>([])
         manager.onResult = { transfer in order.withLock { $0.append(transfer.mid) } }
-        // A slow download (about 0.5 s) holds the only slot while the others wait.
+        // A slow download (10 s) holds the only slot while the others are queued; it is stopped
+        // once they are, so it never has to end on its own. (It used to take 0.5 s, polled for
+        // .running: a test task starved of the cooperative pool by the blocking process tests
+        // missed that window and polled for ever.)
         let blocker = manager.download(
-            url: URL(string: url.absoluteString + "?rate=400000")!, to: dir + "/slow.bin",
+            url: URL(string: url.absoluteString + "?rate=20000")!, to: dir + "/slow.bin",
             options: .init(mid: 1))
-        while blocker.status != .running { try await Task.sleep(for: .milliseconds(5)) }
+        while blocker.status != .running, !blocker.status.isFinished {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        try #require(blocker.status == .running)
         let low = manager.upload(file: dir + "/f.bin", options: .init(priority: .low, mid: 4))
         let normal = manager.upload(file: dir + "/f.bin", options: .init(mid: 3))
         let high = manager.upload(file: dir + "/f.bin", options: .init(priority: .high, mid: 2))
-        for transfer in [blocker, low, normal, high] { try await transfer.result() }
+        // .running is set on the app's queue just before the request is added to the queue, in
+        // the same block: a stop sent to that queue after it runs once all three are queued.
+        while [low, normal, high].contains(where: { $0.status == .waiting }) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        appQueue.async { blocker.stop() }
+        await #expect(throws: TernError.cancelled) { try await blocker.result() }
+        for transfer in [low, normal, high] { try await transfer.result() }
         #expect(order.withLock { $0 } == [1, 2, 3, 4])
     }
 
@@ -284,6 +309,108 @@ import Testing
         #expect(given.status == .cancelled)
     }
 
+    /// The hand-back with the app's own URL and form fields: the built-in transfer posts those
+    /// fields (not the signed ones it makes itself) to that URL, and the server's JSON answer is
+    /// handled as usual (the file's URL, max_file_size remembered for that URL).
+    @Test func handBackWithItsOwnURLAndFieldsSendsThemThere() async throws {
+        let servers = try Servers.get()
+        let dir = try Self.folder()
+        let original = try Self.randomFile(dir + "/f.bin", size: 20_000)
+        // The manager on its own would send device 2 (iOS), signed 0, to the plain upload URL.
+        let (manager, _) = try Self.manager(servers)
+        let custom = try Self.uploadURL(servers, "?max_file_size=5000000")
+        let handler = Handler { transfer, _ in
+            // The app signs for the same user, but as a JavaScript client, asking for signed.
+            let ts = Int64(Date().timeIntervalSince1970) - 100
+            let sig = FileTransferSignature.upload(uid: "123", timestamp: ts, accessToken: "token")!
+            transfer.start(url: custom, post: [
+                "v": "1", "op": "upload", "uid": "123", "device": "5", "ts": String(ts),
+                "signed": "1", "sig": sig,
+            ])
+            return true
+        }
+        manager.handler = handler
+        let upload = manager.upload(file: dir + "/f.bin")
+        let url = try #require(try await upload.result())
+        #expect(upload.status == .succeeded && upload.resultURL == url)
+        #expect(upload.offerCount == 1)
+        #expect(url.path.hasSuffix("/f.bin"))
+        // The answer was the custom URL's: its max_file_size, remembered under that URL only.
+        #expect(manager.maxFileSize(for: custom) == 5_000_000)
+        #expect(manager.maxFileSize(for: try Self.uploadURL(servers)) == nil)
+        // The server stored what the app's fields said: device 5, signed.
+        let id = url.deletingLastPathComponent().lastPathComponent
+        let meta = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: servers.state + "/files/\(id)/.meta.json")))
+            as? [String: Any]
+        #expect(meta?["device"] as? String == "5")
+        #expect(meta?["signed"] as? Bool == true)
+        #expect(meta?["uid"] as? String == "123")
+        // Signed indeed: the bare URL is refused, the manager's signed download gets the file.
+        #expect(try Request(url: url).executeAndWait().statusCode == 403)
+        manager.handler = nil
+        try await manager.download(url: url, to: dir + "/copy.bin").result()
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/copy.bin")) == original)
+    }
+
+    /// HTTP 200 with `{"result": false}`: the protocol's refusal fails the transfer with a
+    /// protocol error, run built in or handed back by the handler, and onResult sees it.
+    @Test func uploadAnsweredResultFalseFailsWithAProtocolError() async throws {
+        let servers = try Servers.get()
+        let dir = try Self.folder()
+        _ = try Self.randomFile(dir + "/f.bin", size: 20_000)
+        let query = "?result=false"
+        let (manager, _) = try Self.manager(servers, query: query)
+        let results = Locked<[(status: FileTransfer.Status, error: TernError?, onAppQueue: Bool)]>([])
+        manager.onResult = { transfer in
+            let onApp = DispatchQueue.getSpecific(key: Self.queueKey) == "app"
+            results.withLock { $0.append((transfer.status, transfer.error, onApp)) }
+        }
+        let builtIn = manager.upload(file: dir + "/f.bin")
+        await #expect(throws: TernError.protocolError) { try await builtIn.result() }
+        manager.handler = Handler { transfer, _ in
+            transfer.start()
+            return true
+        }
+        let handedBack = manager.upload(file: dir + "/f.bin")
+        await #expect(throws: TernError.protocolError) { try await handedBack.result() }
+        for transfer in [builtIn, handedBack] {
+            #expect(transfer.status == .failed)
+            #expect(transfer.resultURL == nil)
+            let error = try #require(transfer.error)
+            #expect(error.code == .protocolError && error.phase == .body)
+            #expect(error.message.contains("result false"), "\(error.message)")
+            #expect(error.message.contains("/upload"), "\(error.message)")
+        }
+        // The rest of the answer still counts: its max_file_size is remembered.
+        #expect(manager.maxFileSize(for: try Self.uploadURL(servers, query)) == 100 << 20)
+        let seen = results.withLock { $0 }
+        #expect(seen.count == 2)
+        #expect(seen.allSatisfy { $0.status == .failed && $0.error?.code == .protocolError && $0.onAppQueue })
+    }
+
+    /// A uid the server has no access token for is refused with 403, upload and download alike,
+    /// even signed with a token that is good for another user.
+    @Test func anUnknownUidIsRefusedWith403() async throws {
+        let servers = try Servers.get()
+        let dir = try Self.folder()
+        _ = try Self.randomFile(dir + "/f.bin", size: 20_000)
+        let (owner, _) = try Self.manager(servers)
+        let url = try #require(
+            try await owner.upload(file: dir + "/f.bin", options: .init(signed: true)).result())
+        let (stranger, _) = try Self.manager(servers, uid: "999", token: "token")
+        let upload = stranger.upload(file: dir + "/f.bin")
+        await #expect(throws: TernError.authenticationFailed) { try await upload.result() }
+        #expect(upload.error?.message.contains("HTTP 403") == true, "\(String(describing: upload.error))")
+        let download = stranger.download(url: url, to: dir + "/copy.bin")
+        await #expect(throws: TernError.authenticationFailed) { try await download.result() }
+        #expect(download.error?.message.contains("HTTP 403") == true, "\(String(describing: download.error))")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/copy.bin"))
+        // Both reached the server, which refused them (not refused early by the client).
+        let stats = try Self.stats(servers, uid: "999")
+        #expect(stats.uploads == 1 && stats.downloads == 1)
+    }
+
     @Test func handlerReportsProgressAndResultOnTheAppsQueue() async throws {
         let servers = try Servers.get()
         let (manager, _) = try Self.manager(servers)
@@ -294,7 +421,17 @@ import Testing
                 if DispatchQueue.getSpecific(key: Self.queueKey) != "app" { $0.offQueue += 1 }
             }
         }
+        // What the handler is given: every field of the transfer, as the app set it.
+        typealias Fields = (
+            isUpload: Bool, priority: RequestQueue.Priority, mid: UInt64, source: Int, ts: Int64,
+            origin: FileTransfer.Origin, path: String, url: URL, signed: Bool)
+        let offered = Locked<[Fields]>([])
         manager.handler = Handler { transfer, _ in
+            offered.withLock {
+                $0.append((
+                    transfer.isUpload, transfer.priority, transfer.mid, transfer.source,
+                    transfer.ts, transfer.origin, transfer.path, transfer.url, transfer.signed))
+            }
             DispatchQueue.global().async {
                 transfer.setProgress(30)
                 transfer.setProgress(70)
@@ -302,13 +439,34 @@ import Testing
             }
             return true
         }
-        let upload = manager.upload(file: "/nonexistent-handled-by-app")
+        let upload = manager.upload(
+            file: "/nonexistent-handled-by-app",
+            options: .init(
+                priority: .high, mid: 77, source: 3, ts: 1_700_000_123, origin: .database,
+                signed: true))
         #expect(try await upload.result() == URL(string: "https://cdn.example/x.jpg"))
         try await Task.sleep(for: .milliseconds(50))
         let s = seen.withLock { $0 }
         #expect(s.progress == [30, 70])
         #expect(s.offQueue == 0)
         #expect(upload.progress == 100)
+        let fields = try #require(offered.withLock { $0.first })
+        #expect(fields.isUpload && fields.priority == .high && fields.mid == 77 && fields.signed)
+        #expect(fields.source == 3)
+        #expect(fields.ts == 1_700_000_123)
+        #expect(fields.origin == .database)
+        #expect(fields.path == "/nonexistent-handled-by-app")
+        #expect(fields.url == (try Self.uploadURL(servers)))
+
+        // A download's fields, and the defaults (source 0, ts 0, real time).
+        let file = URL(string: "https://cdn.example/y.jpg")!
+        let download = manager.download(
+            url: file, to: "/nonexistent-download", options: .init(source: -2, ts: -5))
+        try await download.result()
+        let fields2 = try #require(offered.withLock { $0.count == 2 ? $0[1] : nil })
+        #expect(!fields2.isUpload && fields2.priority == .normal && fields2.mid == 0)
+        #expect(fields2.source == -2 && fields2.ts == -5 && fields2.origin == .realtime)
+        #expect(fields2.path == "/nonexistent-download" && fields2.url == file)
     }
 
     @Test func stopAbortsARunningDownloadAndCallsOnStopWithin100ms() async throws {

@@ -12,7 +12,9 @@ time), stores the file under DIR and answers JSON
     {"result": true, "url": "http://HOST/files/ID/NAME", "max_file_size": N}
 or {"result": false, "max_file_size": N, "error": "..."} (signature refused: status 403; file
 too large: 413). `?max_file_size=N` on the upload URL sets a smaller limit for that request
-(tests). The body is spooled to disk, never held in memory.
+(tests); `?result=false` answers a good upload with HTTP 200 {"result": false, ...} and stores
+nothing (tests: the protocol's refusal that is not an HTTP error). The body is spooled to disk,
+never held in memory.
 
 GET /files/ID/NAME serves a stored file, with Range (one range). When the upload said
 signed=1, the query must carry v=1&uid=&ts=&sig = sha256(url-uid-ts-token), url being
@@ -188,6 +190,9 @@ class Handler(BaseHTTPRequestHandler):
             if end - start > limit:
                 return self.answer_json(413, {"result": False, "max_file_size": limit,
                                               "error": "file too large"})
+            if query.get("result", [""])[0] == "false":
+                return self.answer_json(200, {"result": False, "max_file_size": limit,
+                                              "error": "refused on request (?result=false)"})
             fid = uuid.uuid4().hex
             name = os.path.basename(filename) or "file"
             folder = os.path.join(self.server.dir, fid)
