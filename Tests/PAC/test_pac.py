@@ -374,6 +374,8 @@ class DateTimeHelpers(unittest.TestCase):
             ("timeRange(14, 60, 15, 0)", False),
             ("timeRange(14, 0, 60, 15, 0, 0)", False),
             ("timeRange('two')", False),
+            ("timeRange(-1, 23)", False),
+            ("timeRange(14, -1, 15, 0)", False),
             ("timeRange(1, 2, 3, 4, 5, 6, 7)", False),
         ])
 
