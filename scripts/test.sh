@@ -33,6 +33,8 @@ run_ctest() {
   [ "$rc" = 0 ] && [ "$fails" = 0 ] || { echo "ctest in $dir failed"; echo "$passed passed, $((failed > 0 ? failed : 1)) failed"; exit 1; }
 }
 
+# ctest also runs pac.protocol (Tests/PAC/test_pac.py: tern-pac driven through its protocol) when
+# duktape is installed, so tern-pac is checked plain, under ASan+UBSan+LSan and under TSan.
 step "build (gcc, -Wall -Wextra -Werror) and ctest"
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR=ON >/dev/null
 cmake --build build/release -j"$JOBS"
