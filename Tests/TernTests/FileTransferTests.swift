@@ -253,6 +253,7 @@ import Testing
         var offers = 0
         var stops = 0
         var offQueue = 0
+        var stoppedAt: ContinuousClock.Instant?
         let decide: @Sendable (FileTransfer, Int) -> Bool
         init(decide: @escaping @Sendable (FileTransfer, Int) -> Bool) { self.decide = decide }
         func onStart(_ transfer: FileTransfer) -> Bool {
@@ -266,6 +267,7 @@ import Testing
         func onStop(_ transfer: FileTransfer) {
             lock.withLock {
                 stops += 1
+                stoppedAt = stoppedAt ?? .now
                 if DispatchQueue.getSpecific(key: FileTransferTests.queueKey) != "app" { offQueue += 1 }
             }
         }
@@ -477,12 +479,22 @@ import Testing
         let url = try #require(try await manager.upload(file: dir + "/f.bin").result())
         // 100 KB/s: 20 s for the whole file, so it is still running when stopped.
         let slow = URL(string: url.absoluteString + "?rate=100000")!
+        // Timed to onResult and onStop, which run on the app's queue, not to the moment the
+        // awaiting test task runs again: under ThreadSanitizer on a loaded machine a task's
+        // wake-up was seen 1 s late, though the stop itself took milliseconds.
+        let endedAt = Locked<ContinuousClock.Instant?>(nil)
+        manager.onResult = { _ in endedAt.withLock { $0 = $0 ?? .now } }
         let download = manager.download(url: slow, to: dir + "/copy.bin")
         while download.progress < 2 { try await Task.sleep(for: .milliseconds(20)) }
         let clock = ContinuousClock.now
         download.stop()
         await #expect(throws: TernError.cancelled) { try await download.result() }
-        #expect(ContinuousClock.now - clock < .milliseconds(100))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while endedAt.withLock({ $0 }) == nil && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        let ended = try #require(endedAt.withLock { $0 })
+        #expect(ended - clock < .milliseconds(100))
         #expect(download.status == .cancelled)
         #expect(!FileManager.default.fileExists(atPath: dir + "/copy.bin"))
 
@@ -496,7 +508,8 @@ import Testing
         while handler.lock.withLock({ handler.stops }) == 0 {
             try await Task.sleep(for: .milliseconds(2))
         }
-        #expect(ContinuousClock.now - stopClock < .milliseconds(100))
+        let stopped = try #require(handler.lock.withLock { handler.stoppedAt })
+        #expect(stopped - stopClock < .milliseconds(100))
         #expect(handled.status == .cancelled)
         #expect(handler.lock.withLock { handler.offQueue } == 0)
     }
