@@ -144,6 +144,23 @@ extension TernTests.Hops {
         ])
         #expect(both.status == 0)
 
+        // From a URL: fetched once when the run starts.
+        let www = try servers.must("WWW")
+        try FileManager.default.copyItem(atPath: file, toPath: www + "/tern-test.pac")
+        defer { try? FileManager.default.removeItem(atPath: www + "/tern-test.pac") }
+        let fromURL = try ternTool([
+            "-s", "--proxy-pac", "http://127.0.0.1:\(servers.nginxPort)/tern-test.pac",
+            servers.fault("/echo").absoluteString,
+        ])
+        #expect(fromURL.status == 0)
+        #expect(fromURL.text.contains("tern-squid-"))
+        let notFound = try ternTool([
+            "-sS", "--proxy-pac", "http://127.0.0.1:\(servers.nginxPort)/no-such.pac",
+            servers.fault("/echo").absoluteString,
+        ])
+        #expect(notFound.status == 5)
+        #expect(notFound.stderr.contains("404"))
+
         // A script that cannot be loaded, or that fails: exit 5, and a message that says why.
         try "function FindProxyForURL(url, host) { throw new Error('down'); }"
             .write(toFile: file, atomically: true, encoding: .utf8)

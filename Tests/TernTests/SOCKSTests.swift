@@ -117,6 +117,26 @@ extension TernTests.Hops {
         #expect(try danteConnections(servers, "open", to: faultPort) == before + 1)
     }
 
+    @Test func cliTakesSOCKSFromTheEnvironment() throws {
+        let servers = try Servers.get()
+        let faultPort = String(servers.faultPort)
+        let socksURL = "socks5h://127.0.0.1:\(try servers.must("SOCKS_PORT"))"
+        let before = try danteConnections(servers, "open", to: faultPort)
+        let run = try ternTool(
+            ["-s", servers.fault("/echo").absoluteString],
+            environment: toolEnvironment(["ALL_PROXY": socksURL]))
+        #expect(run.status == 0)
+        #expect(try danteConnections(servers, "open", to: faultPort) == before + 1)
+        // --noproxy exempts the host; -x "" ignores the variables.
+        for extra in [["--noproxy", "127.0.0.1"], ["-x", ""]] {
+            let direct = try ternTool(
+                ["-s"] + extra + [servers.fault("/echo").absoluteString],
+                environment: toolEnvironment(["ALL_PROXY": socksURL]))
+            #expect(direct.status == 0)
+        }
+        #expect(try danteConnections(servers, "open", to: faultPort) == before + 1)
+    }
+
     @Test func proxyConfigurationReadsSOCKSURLs() throws {
         let socks = try ProxyConfiguration("socks5h://ann:s%40cret@proxy.example")
         #expect(socks.kind == .socks5h)
