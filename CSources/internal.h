@@ -228,6 +228,42 @@ typedef struct {
   bool qop_auth, stale;
 } tern__challenge;
 
+/* ---- NTLM messages (ntlm.c) ---- */
+
+/* A server's CHALLENGE message (type 2): its flags, server challenge and target info (AV pairs,
+ * checked to end with MsvAvEOL inside the message; NULL when none). */
+typedef struct {
+  uint32_t flags;
+  unsigned char challenge[8];
+  unsigned char *target_info;
+  size_t target_info_len;
+} tern__ntlm_challenge;
+
+void tern__md4(const void *data, size_t len, unsigned char out[16]);
+/* "NTLM <base64 NEGOTIATE message>" appended to out. */
+int tern__ntlm_negotiate(tern__str *out);
+/* Parses a CHALLENGE message (network input: bounds-checked): 0, TERN_EAUTH when malformed, or
+ * TERN_ENOMEM. tern__ntlm_parse_header takes the base64 text after "NTLM ". */
+int tern__ntlm_parse_challenge(const unsigned char *m, size_t n, tern__ntlm_challenge *ch);
+int tern__ntlm_parse_header(const char *value, tern__ntlm_challenge *ch);
+void tern__ntlm_challenge_clear(tern__ntlm_challenge *ch);
+/* "NTLM <base64 AUTHENTICATE message>" for user ("DOMAIN\user" or "user") and password:
+ * NTLMv2 when the challenge has target info; else NTLMv1 if allow_v1, else TERN_EUNSUPPORTED. */
+int tern__ntlm_authenticate(const tern__ntlm_challenge *ch, const char *user, const char *password,
+                            bool allow_v1, tern__str *out);
+/* The pieces, for MS-NLMP's test vectors: NT hash (MD4 of UTF-16LE), NTOWFv2, the NTLMv2 NT
+ * response (NTProofStr || temp, appended to nt) with LMv2, and the NTLMv1 responses. */
+int tern__ntlm_nt_hash(const char *password, unsigned char out[16]);
+int tern__ntlm_v2_hash(const char *user, const char *domain, const char *password,
+                       unsigned char out[16]);
+int tern__ntlm_v2_response(const unsigned char v2hash[16], const unsigned char server[8],
+                           const unsigned char client[8], uint64_t timestamp,
+                           const unsigned char *target_info, size_t ti_len, tern__str *nt,
+                           unsigned char lm[24]);
+int tern__ntlm_v1_response(const unsigned char nt_hash[16], uint32_t flags,
+                           const unsigned char server[8], const unsigned char client[8],
+                           unsigned char nt[24], unsigned char lm[24]);
+
 /* Where a request stands with one server's authentication (the origin's or the proxy's). */
 typedef struct {
   char *user, *password;
