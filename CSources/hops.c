@@ -28,6 +28,10 @@ int tern__request_decide_hop(tern_request_t *req) {
     req->hop.next = TERN__HOP_PROXY_AUTH;
   }
   req->hop.discard_body = req->hop.next != TERN__HOP_NONE;
+  /* NTLM authenticates a connection: its next message goes on this one. */
+  req->hop.keep_conn =
+      (req->hop.next == TERN__HOP_AUTH && tern__auth_ntlm_pending(&req->auth.www)) ||
+      (req->hop.next == TERN__HOP_PROXY_AUTH && tern__auth_ntlm_pending(&req->auth.proxy));
   return 0;
 }
 
@@ -125,6 +129,16 @@ int tern__request_next_hop(tern_request_t *req) {
     free(req->tls.id); /* the new origin may differ in scheme */
     req->tls.id = NULL;
     req->hop.redirect_count++;
+  }
+  /* The AUTHENTICATE message answers a challenge given to one connection: without it, no use. */
+  const tern__auth *ntlm = req->hop.next == TERN__HOP_AUTH         ? &req->auth.www
+                           : req->hop.next == TERN__HOP_PROXY_AUTH ? &req->auth.proxy
+                                                                   : NULL;
+  if (ntlm && ntlm->scheme == TERN_AUTH_NTLM && ntlm->ntlm_step == 2 && req->hop.conn == NULL) {
+    tern__request_set_error(req, TERN_EAUTH,
+                            "%s: the %s closed the connection during the NTLM handshake", host,
+                            ntlm == &req->auth.proxy ? "proxy" : "server");
+    return TERN_EAUTH;
   }
   if (replay_body && !tern__request_can_replay(req)) {
     int code = req->hop.next == TERN__HOP_REDIRECT ? TERN_EREDIRECT : TERN_EAUTH;

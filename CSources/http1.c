@@ -144,6 +144,8 @@ static void response_done(tern__conn *c, tern_request_t *req) {
     tern_request_t *next = tern__conn_first(c);
     if (tern__request_out(next))
       tern__conn_set_timer(c, TERN__TIMER_HEADERS, next->timeouts[TERN_TIMEOUT_HEADERS]);
+  } else if (hop && req->hop.keep_conn) {
+    req->hop.conn = c; /* the NTLM handshake's next message goes here (pool.c) */
   } else {
     c->engine->ops->release(c);
   }

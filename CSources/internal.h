@@ -268,12 +268,14 @@ int tern__ntlm_v1_response(const unsigned char nt_hash[16], uint32_t flags,
 typedef struct {
   char *user, *password;
   unsigned schemes;    /* TERN_AUTH_* allowed */
-  int scheme;          /* TERN_AUTH_BASIC or TERN_AUTH_DIGEST once chosen, else 0 */
+  int scheme;          /* TERN_AUTH_BASIC, _DIGEST or _NTLM once chosen, else 0 */
   tern__challenge *ch; /* the Digest challenge answered (allocated only then: it is 800 bytes,
                         * and every request would zero two of them) */
   unsigned nc;         /* Digest nonce count */
   unsigned tries;      /* challenges answered in this exchange (a preemptive send counts) */
   bool stale_retried;  /* a stale=true challenge was answered once already */
+  int ntlm_step;       /* NTLM: 1 NEGOTIATE to send, 2 AUTHENTICATE to send, 3 it was sent */
+  tern__ntlm_challenge *ntlm; /* NTLM: the server's CHALLENGE (allocated only then) */
 } tern__auth;
 
 /* Sets a slot's credentials (copies; Basic alone is sent at once) or clears them (wiping the
@@ -296,6 +298,12 @@ int tern__auth_digest(const tern__challenge *ch, const char *user, const char *p
  * whether the request goes again with an answer. */
 bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const char *header,
                                     int slot);
+/* The Authorization (or Proxy-Authorization) value slot `a` answers with for this hop, or
+ * nothing: Basic, Digest, or the NTLM message of the handshake's step. */
+int tern__auth_credentials(tern_request_t *req, tern__auth *a, const char *method, const char *uri,
+                           tern__str *out);
+/* Whether this hop's NTLM handshake must stay on the connection that carried the challenge. */
+bool tern__auth_ntlm_pending(const tern__auth *a);
 /* Credentials for a CONNECT through the proxy, or "" (for the tunnel's request head). */
 int tern__request_proxy_authorization(tern_request_t *req, const char *method, const char *uri,
                                       tern__str *out);
@@ -499,6 +507,8 @@ struct tern_request {
     unsigned follow_max, redirect_flags, redirect_count;
     int next;          /* TERN__HOP_*: what the current response leads to */
     bool discard_body; /* an intermediate hop's body: read and dropped */
+    bool keep_conn;    /* the next hop goes on this hop's connection (an NTLM handshake) */
+    tern__conn *conn;  /* that connection, between this hop's end and the next one's dispatch */
     tern_hop_response_cb response_cb;
     void *response_data;
     tern_hop_request_cb request_cb;
@@ -755,6 +765,8 @@ struct tern__origin {
   uint16_t proxy_port;
   char *proxy_id;                 /* proxy credentials: a tunnel opened for one user is not
                                     * handed to a request with other (or no) credentials */
+  char *www_id;                   /* origin credentials that may answer NTLM, or NULL: NTLM
+                                    * authenticates the connection, so it stays with them */
   tern__tls_ctx *tls_ctx;         /* owned by the engine */
   struct ssl_session_st *session; /* the latest session, offered by new connections */
 };

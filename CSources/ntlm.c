@@ -377,12 +377,13 @@ static bool av_timestamp(const tern__ntlm_challenge *ch, uint64_t *ts) {
   return false;
 }
 
-int tern__ntlm_authenticate(const tern__ntlm_challenge *ch, const char *user,
-                            const char *password, bool allow_v1, tern__str *out) {
+int tern__ntlm_authenticate(const tern__ntlm_challenge *ch, const char *user, const char *password,
+                            bool allow_v1, tern__str *out) {
   /* "DOMAIN\user" names the domain; otherwise none (a "user@domain" name goes as it is). */
   const char *bs = strchr(user, '\\');
   tern__str dom = { 0 };
-  int r = bs ? tern__str_append(&dom, user, (size_t)(bs - user)) : tern__str_appendf(&dom, "%s", "");
+  int r =
+      bs ? tern__str_append(&dom, user, (size_t)(bs - user)) : tern__str_appendf(&dom, "%s", "");
   if (r) return r;
   const char *name = bs ? bs + 1 : user;
   unsigned char client[8];
@@ -422,7 +423,8 @@ int tern__ntlm_authenticate(const tern__ntlm_challenge *ch, const char *user,
   unsigned char *m = r || dn > 0xffff || un > 0xffff || nt.len > 0xffff || total > 0xffffffu
                          ? NULL
                          : tern__calloc(1, total);
-  if (!r && m == NULL) r = dn > 0xffff || un > 0xffff || total > 0xffffffu ? TERN_EAUTH : TERN_ENOMEM;
+  if (!r && m == NULL)
+    r = dn > 0xffff || un > 0xffff || total > 0xffffffu ? TERN_EAUTH : TERN_ENOMEM;
   if (!r) {
     memcpy(m, signature, 8);
     put32(m + 8, 3);
@@ -431,7 +433,9 @@ int tern__ntlm_authenticate(const tern__ntlm_challenge *ch, const char *user,
     struct {
       size_t at, len;
       const void *data;
-    } f[] = { { 12, 24, lm }, { 20, nt.len, nt.data }, { 28, dn, dp }, { 36, un, up }, { 44, 0, NULL } };
+    } f[] = {
+      { 12, 24, lm }, { 20, nt.len, nt.data }, { 28, dn, dp }, { 36, un, up }, { 44, 0, NULL }
+    };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
       put16(m + f[i].at, (unsigned)f[i].len);
       put16(m + f[i].at + 2, (unsigned)f[i].len);

@@ -100,13 +100,14 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (req->auth.proxy.scheme == TERN_AUTH_BASIC && req->auth.proxy.tries == 0)
     req->auth.proxy.tries = 1; /* a preemptive send is an answer: a 401 to it is final */
   if (!r && req->auth.www.scheme && req->auth.www.user && !req->user_authorization) {
-    r = cat(&h, "Authorization: ", NULL);
-    if (!r && req->auth.www.scheme == TERN_AUTH_BASIC)
-      r = tern__auth_basic(req->auth.www.user, req->auth.www.password, &h);
-    else if (!r)
-      r = tern__auth_digest(req->auth.www.ch, req->auth.www.user, req->auth.www.password,
-                            req->method, target, ++req->auth.www.nc, &h);
-    if (!r) r = cat(&h, "\r\n", NULL);
+    tern__str wa = { 0 };
+    r = tern__auth_credentials(req, &req->auth.www, req->method, target, &wa);
+    if (!r && wa.len) {
+      r = cat(&h, "Authorization: ", NULL);
+      if (!r) r = tern__str_append(&h, wa.data, wa.len);
+      if (!r) r = cat(&h, "\r\n", NULL);
+    }
+    tern__str_free(&wa);
   }
   if (!r && absolute && !req->user_proxy_authorization) {
     tern__str pa = { 0 };

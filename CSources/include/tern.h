@@ -486,8 +486,22 @@ TERN_API int tern_request_is_final_hop(const tern_request_t *req);
  *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API unsigned tern_request_get_redirect_count(const tern_request_t *req);
 
-/** Authentication schemes, OR-ed. Since 0.1. */
-typedef enum { TERN_AUTH_BASIC = 1, TERN_AUTH_DIGEST = 2, TERN_AUTH_ANY = 3 } tern_auth_scheme;
+/** Authentication schemes, OR-ed. TERN_AUTH_NTLM (since 0.3) authenticates the connection, not
+ *  the request (MS-NLMP): the NEGOTIATE and AUTHENTICATE messages go on the one kept-alive
+ *  connection that carried the challenge, and a connection that took part in it is never handed
+ *  to a request with other (or no) credentials. The user may name a domain ("DOMAIN\\user").
+ *  The response is NTLMv2; NTLMv1 only with TERN_AUTH_NTLM_V1 too, and only when the server's
+ *  challenge carries no target information (so NTLMv2 cannot be computed); otherwise such a
+ *  challenge is not answered. TERN_AUTH_ANY includes NTLM (as curl's CURLAUTH_ANY does; it was
+ *  Basic and Digest before 0.3) but not NTLMv1. With a choice, NTLM is preferred to Digest, and
+ *  Digest to Basic. Since 0.1. */
+typedef enum {
+  TERN_AUTH_BASIC = 1,
+  TERN_AUTH_DIGEST = 2,
+  TERN_AUTH_NTLM = 4,
+  TERN_AUTH_ANY = 7,
+  TERN_AUTH_NTLM_V1 = 8
+} tern_auth_scheme;
 /** Credentials for the origin (and only it: never sent to another origin after a redirect
  *  unless TERN_REDIRECT_TRUST_CROSS_ORIGIN). With TERN_AUTH_BASIC alone, Basic is sent
  *  preemptively; otherwise the server's 401 challenge picks the scheme (Digest: MD5, MD5-sess,

@@ -180,8 +180,9 @@ TEST(ntlm_ms_nlmp_vectors) {
   expect_hex(d, 16, "31d6cfe0d16ae931b73c59d7e0c089c0");
   tern__md4("abc", 3, d);
   expect_hex(d, 16, "a448017aaf21d8525fc10ae87aa6729d");
-  const char *digits = "1234567890123456789012345678901234567890123456789012345678901234567890"
-                       "1234567890";
+  const char *digits =
+      "1234567890123456789012345678901234567890123456789012345678901234567890"
+      "1234567890";
   tern__md4(digits, strlen(digits), d);
   expect_hex(d, 16, "e33b4ddc9c38f2199c3e7b164fcc0536");
 
@@ -196,9 +197,9 @@ TEST(ntlm_ms_nlmp_vectors) {
 
   const unsigned char server[8] = { 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef };
   const unsigned char client[8] = { 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa };
-  const unsigned char ti[] = { 0x02, 0x00, 0x0c, 0x00, 'D', 0, 'o', 0, 'm', 0, 'a', 0, 'i', 0,
-                               'n',  0,    0x01, 0x00, 0x0c, 0x00, 'S', 0, 'e', 0, 'r', 0, 'v',
-                               0,    'e',  0,    'r',  0,    0,    0,    0, 0 };
+  const unsigned char ti[] = { 0x02, 0x00, 0x0c, 0x00, 'D',  0,    'o',  0,    'm', 0, 'a', 0,
+                               'i',  0,    'n',  0,    0x01, 0x00, 0x0c, 0x00, 'S', 0, 'e', 0,
+                               'r',  0,    'v',  0,    'e',  0,    'r',  0,    0,   0, 0,   0 };
   tern__str nt = { 0 };
   unsigned char lm[24];
   ASSERT_EQ(tern__ntlm_v2_response(v2, server, client, 0, ti, sizeof ti, &nt, lm), 0);
@@ -222,9 +223,9 @@ TEST(ntlm_ms_nlmp_vectors) {
  * every bad offset or length is refused without reading past the message. */
 TEST(ntlm_challenge_parsing) {
   unsigned char m[48 + 36] = { 'N', 'T', 'L', 'M', 'S', 'S', 'P', 0, 2, 0, 0, 0 };
-  const unsigned char ti[] = { 0x02, 0x00, 0x0c, 0x00, 'D', 0, 'o', 0, 'm', 0, 'a', 0, 'i', 0,
-                               'n',  0,    0x01, 0x00, 0x0c, 0x00, 'S', 0, 'e', 0, 'r', 0, 'v',
-                               0,    'e',  0,    'r',  0,    0,    0,    0, 0 };
+  const unsigned char ti[] = { 0x02, 0x00, 0x0c, 0x00, 'D',  0,    'o',  0,    'm', 0, 'a', 0,
+                               'i',  0,    'n',  0,    0x01, 0x00, 0x0c, 0x00, 'S', 0, 'e', 0,
+                               'r',  0,    'v',  0,    'e',  0,    'r',  0,    0,   0, 0,   0 };
   m[20] = 0x01, m[22] = 0x80; /* UNICODE | TARGET_INFO */
   for (int i = 0; i < 8; i++) m[24 + i] = (unsigned char)(i + 1);
   m[40] = m[42] = (unsigned char)sizeof ti;

@@ -18,7 +18,7 @@ A served request's body is one line of facts the tests check:
 conn is this connection's number (counted from 1 by the server), requests how many requests it
 has carried, negotiate_conn and authenticate_conn the connections the two NTLM messages came on
 (the handshake is on one connection when both equal conn). A request body, if any, is counted
-(body_bytes=N). Paths beginning /close-after-challenge send the CHALLENGE with
+(body_bytes=N). Every response of the server itself names its connection: "X-NTLM-Conn: N". Paths beginning /close-after-challenge send the CHALLENGE with
 "Connection: close" (the client cannot finish the handshake).
 
 Proxy mode (--proxy): the same with 407 and Proxy-Authenticate/Proxy-Authorization; once the
@@ -90,6 +90,7 @@ class Handler(BaseHTTPRequestHandler):
         for k, v in headers:
             self.send_header(k, v)
         self.send_header("Content-Type", "text/plain")
+        self.send_header("X-NTLM-Conn", str(self.conn_id))
         self.send_header("Content-Length", str(len(body)))
         if close:
             self.send_header("Connection", "close")
