@@ -381,9 +381,8 @@ int tern__ntlm_authenticate(const tern__ntlm_challenge *ch, const char *user, co
                             bool allow_v1, tern__str *out) {
   /* "DOMAIN\user" names the domain; otherwise none (a "user@domain" name goes as it is). */
   const char *bs = strchr(user, '\\');
-  tern__str dom = { 0 };
-  int r =
-      bs ? tern__str_append(&dom, user, (size_t)(bs - user)) : tern__str_appendf(&dom, "%s", "");
+  tern__str dom = { 0 }; /* NUL-terminated: appendf terminates, append does not */
+  int r = tern__str_appendf(&dom, "%.*s", bs ? (int)(bs - user) : 0, user);
   if (r) return r;
   const char *name = bs ? bs + 1 : user;
   unsigned char client[8];

@@ -70,11 +70,11 @@ cmake -S . -B build/tsan -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DTERN_
 cmake --build build/tsan -j"$JOBS"
 run_ctest build/tsan env TSAN_OPTIONS=halt_on_error=1
 
-step "fuzz the response parser and the content decoders for ${FUZZ_SECONDS}s each"
+step "fuzz the response parser, the content decoders and the NTLM challenge parser for ${FUZZ_SECONDS}s each"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER="$CLANG" -DTERN_FUZZ=ON -DTERN_BUILD_TESTS=OFF \
   -DTERN_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build/fuzz -j"$JOBS" --target fuzz_http1_parse fuzz_decode 2>&1 | grep -v "Cannot export local symbol '__asan" || true
-for target in http1_parse decode; do
+cmake --build build/fuzz -j"$JOBS" --target fuzz_http1_parse fuzz_decode fuzz_ntlm 2>&1 | grep -v "Cannot export local symbol '__asan" || true
+for target in http1_parse decode ntlm; do
   corpus=$(mktemp -d)
   cp Tests/Fuzz/corpus/$target/* "$corpus"/
   dict=()

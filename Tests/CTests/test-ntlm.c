@@ -14,9 +14,7 @@
 #include <stdbool.h>
 #include <strings.h>
 
-static char *url_path(const char *portkey, const char *path) {
-  return testsrv_url(portkey, path);
-}
+static char *url_path(const char *portkey, const char *path) { return testsrv_url(portkey, path); }
 
 /* "DOMAIN\user" (domain != NULL) or "user", malloc'd. */
 static char *ntlm_user(const char *domain) {
@@ -132,8 +130,8 @@ TEST(ntlm_wrong_credentials_give_401) {
   ASSERT_EQ(tern_request_get_status(req), 401);
   tern_request_free(req);
   /* nor an unknown user */
-  req = ntlm_get(eng, "/doc", "TERNDOM\\mallory", testsrv_get("NTLM_PASSWORD"), TERN_AUTH_NTLM,
-                 NULL);
+  req =
+      ntlm_get(eng, "/doc", "TERNDOM\\mallory", testsrv_get("NTLM_PASSWORD"), TERN_AUTH_NTLM, NULL);
   ASSERT_EQ(tern_request_get_status(req), 401);
   tern_request_free(req);
   /* schemes without NTLM cannot answer: the first 401 is final */

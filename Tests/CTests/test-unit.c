@@ -241,7 +241,33 @@ TEST(ntlm_challenge_parsing) {
     if (n < 32 || n >= 48) ASSERT_EQ(r, TERN_EAUTH); /* short, or target info cut */
     tern__ntlm_challenge_clear(&ch);
   }
-  m[44] = 49; /* target info past the end */
+  /* The AUTHENTICATE message names the domain and user of "DOMAIN\\user" in UTF-16LE. */
+  ASSERT_EQ(tern__ntlm_parse_challenge(m, sizeof m, &ch), 0);
+  tern__str auth = { 0 };
+  ASSERT_EQ(tern__ntlm_authenticate(&ch, "TERNDOM\\alice", "pw", false, &auth), 0);
+  tern__ntlm_challenge_clear(&ch);
+  ASSERT(auth.len > 5 && memcmp(auth.data, "NTLM ", 5) == 0);
+  unsigned char t3[1024];
+  size_t t3n = 0;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 5; i < auth.len && auth.data[i] != '='; i++) {
+    const char *al = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    acc = acc << 6 | (uint32_t)(strchr(al, auth.data[i]) - al);
+    if ((bits += 6) >= 8) t3[t3n++] = (unsigned char)(acc >> (bits -= 8));
+  }
+  tern__str_free(&auth);
+  ASSERT(t3n > 64 && memcmp(t3, "NTLMSSP\0\3\0\0\0", 12) == 0);
+  size_t dlen = t3[28], doff = t3[32] | (size_t)t3[33] << 8;
+  size_t ulen = t3[36], uoff = t3[40] | (size_t)t3[41] << 8;
+  ASSERT_EQ(dlen, 14);
+  ASSERT_EQ(ulen, 10);
+  ASSERT(doff + dlen <= t3n && uoff + ulen <= t3n);
+  ASSERT(memcmp(t3 + doff, "T\0E\0R\0N\0D\0O\0M\0", 14) == 0);
+  ASSERT(memcmp(t3 + uoff, "a\0l\0i\0c\0e\0", 10) == 0);
+  size_t ntlen = t3[20] | (size_t)t3[21] << 8;
+  ASSERT_EQ(ntlen, 16 + 28 + sizeof ti + 4); /* NTLMv2: proof, temp with the target info */
+  m[44] = 49;                                /* target info past the end */
   ASSERT_EQ(tern__ntlm_parse_challenge(m, sizeof m, &ch), TERN_EAUTH);
   m[44] = 48;
   m[48 + 2] = 0xff; /* an AV pair longer than the field */
