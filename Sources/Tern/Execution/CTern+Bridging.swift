@@ -457,7 +457,7 @@ extension Execution {
         }
         if let credential = p.credential {
             try check(
-                tern_request_set_auth(h, credential.user, credential.password, p.authSchemes.rawValue),
+                tern_request_set_auth(h, credential.engineUser, credential.password, p.authSchemes.rawValue),
                 "credential")
             auth?.noteRequestCredential(
                 credential, for: p.url, isProxy: false, sentPreemptively: p.authSchemes.isPreemptive)
@@ -466,7 +466,7 @@ extension Execution {
         {
             try check(
                 tern_request_set_auth(
-                    h, credential.user, credential.password,
+                    h, credential.engineUser, credential.password,
                     Self.schemeBits(stored: scheme, allowed: p.authSchemes)),
                 "stored credential")
         }
@@ -482,7 +482,7 @@ extension Execution {
             if let credential = proxy.credential {
                 try check(
                     tern_request_set_proxy_auth(
-                        h, credential.user, credential.password, p.proxySchemes.rawValue),
+                        h, credential.engineUser, credential.password, p.proxySchemes.rawValue),
                     "proxy credential")
                 auth?.noteRequestCredential(
                     credential, for: proxy.url, isProxy: true,
@@ -492,7 +492,7 @@ extension Execution {
             {
                 try check(
                     tern_request_set_proxy_auth(
-                        h, credential.user, credential.password,
+                        h, credential.engineUser, credential.password,
                         Self.schemeBits(stored: scheme, allowed: p.proxySchemes)),
                     "stored proxy credential")
             }
@@ -523,7 +523,7 @@ extension Execution {
         func url(_ proxy: ProxyConfiguration?) -> String? {
             guard let proxy else { return nil }
             guard let credential = proxy.credential else { return proxy.url.absoluteString }
-            let user = credential.user.percentEncodedUserinfo()
+            let user = credential.engineUser.percentEncodedUserinfo()
             let password = credential.password.percentEncodedUserinfo()
             return "http://\(user):\(password)@"
                 + proxy.url.absoluteString.dropFirst("http://".count)
