@@ -347,3 +347,29 @@ TEST(ntlm_proxy_authentication) {
   free(user);
   test_finish(eng);
 }
+
+/* A server whose CHALLENGE has no target info (NTLMv2 cannot be computed): answered with NTLMv1
+ * only when the caller allows it with TERN_AUTH_NTLM_V1. */
+TEST(ntlm_v1_only_when_allowed) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *user = ntlm_user(testsrv_get("NTLM_DOMAIN"));
+  hops h = { 0 };
+  tern_request_t *req =
+      ntlm_get(eng, "/ntlmv1/a", user, testsrv_get("NTLM_PASSWORD"), TERN_AUTH_NTLM, &h);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(h.n, 2); /* the NEGOTIATE went; the v1-only CHALLENGE was not answered */
+  tern_request_free(req);
+  req = ntlm_get(eng, "/ntlmv1/b", user, testsrv_get("NTLM_PASSWORD"),
+                 TERN_AUTH_NTLM | TERN_AUTH_NTLM_V1, NULL);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  char *body = test_req_body_str(req);
+  ASSERT(strstr(body, "ok user=TERNDOM\\alice ") == body);
+  assert_one_connection(body, 0); /* on the first request's connection, kept alive */
+  free(body);
+  tern_request_free(req);
+  req = ntlm_get(eng, "/ntlmv1/c", user, "wrong", TERN_AUTH_NTLM | TERN_AUTH_NTLM_V1, NULL);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  tern_request_free(req);
+  free(user);
+  test_finish(eng);
+}

@@ -56,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(r == r2);
   if (r2 == 0) {
     CHECK(ch2.target_info_len == ch.target_info_len);
-    CHECK(ch2.target_info_len == 0 || memcmp(ch.target_info, ch2.target_info, ch2.target_info_len) == 0);
+    CHECK(ch2.target_info_len == 0 ||
+          memcmp(ch.target_info, ch2.target_info, ch2.target_info_len) == 0);
   }
   tern__ntlm_challenge_clear(&ch2);
   if (r == 0) {

@@ -18,7 +18,8 @@ A served request's body is one line of facts the tests check:
 conn is this connection's number (counted from 1 by the server), requests how many requests it
 has carried, negotiate_conn and authenticate_conn the connections the two NTLM messages came on
 (the handshake is on one connection when both equal conn). A request body, if any, is counted
-(body_bytes=N). Every response of the server itself names its connection: "X-NTLM-Conn: N". Paths beginning /close-after-challenge send the CHALLENGE with
+(body_bytes=N). Paths beginning /ntlmv1 send a CHALLENGE without target info (an old server:
+NTLMv2 cannot be computed) and accept NTLMv1 responses. Every response of the server itself names its connection: "X-NTLM-Conn: N". Paths beginning /close-after-challenge send the CHALLENGE with
 "Connection: close" (the client cannot finish the handshake).
 
 Proxy mode (--proxy): the same with 407 and Proxy-Authenticate/Proxy-Authorization; once the
@@ -46,6 +47,34 @@ except ImportError:  # servers.py runs this with the venv's python; say what is 
 
 COUNTER = itertools.count(1)
 COUNTER_LOCK = threading.Lock()
+ENV_LOCK = threading.Lock()
+
+
+def acceptor(v1):
+    """pyspnego's NTLM acceptor; with v1, one that accepts NTLMv1 too (LM_COMPAT_LEVEL 2, read
+    when the context is made)."""
+    if not v1:
+        return spnego.server(protocol="ntlm")
+    with ENV_LOCK:
+        old = os.environ.get("LM_COMPAT_LEVEL")
+        os.environ["LM_COMPAT_LEVEL"] = "2"
+        try:
+            return spnego.server(protocol="ntlm")
+        finally:
+            if old is None:
+                del os.environ["LM_COMPAT_LEVEL"]
+            else:
+                os.environ["LM_COMPAT_LEVEL"] = old
+
+
+def without_target_info(challenge):
+    """The CHALLENGE message with no target info (flag and field cleared), as an old server
+    sends it: the client cannot compute NTLMv2 then."""
+    m = bytearray(challenge)
+    flags = int.from_bytes(m[20:24], "little") & ~0x00800000
+    m[20:24] = flags.to_bytes(4, "little")
+    m[40:44] = b"\0\0\0\0"
+    return bytes(m)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -126,10 +155,13 @@ class Handler(BaseHTTPRequestHandler):
                 return
             msg_type = token[8] if len(token) > 8 and token[:8] == b"NTLMSSP\0" else 0
             if msg_type == 1:
-                self.ctx = spnego.server(protocol="ntlm")
+                v1 = self.path.startswith("/ntlmv1")
+                self.ctx = acceptor(v1)
                 self.negotiate_conn = self.conn_id
                 try:
                     out = self.ctx.step(token)
+                    if v1:
+                        out = without_target_info(out)
                 except Exception as e:  # noqa: BLE001  a test server says what went wrong
                     self.ctx = None
                     self._send(status, "NTLM negotiate refused: %s\n" % e, [(ask, "NTLM")])
