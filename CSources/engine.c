@@ -409,7 +409,7 @@ static void complete(tern_request_t *req, int err) {
   if (req->hop.conn) { /* kept for an NTLM hop that never went: back to the pool */
     tern__conn *c = req->hop.conn;
     req->hop.conn = NULL;
-    tern__pool_release(c);
+    tern__pool_unkeep(c);
   }
   if (req->admitted) {
     req->admitted = false;

@@ -65,6 +65,15 @@ void tern__http1_send(tern__conn *c, tern_request_t *req) {
   if (!c->writing) tern__http1_write_next(c);
 }
 
+void tern__http1_tunnel_again(tern__conn *c, tern_request_t *req) {
+  req->conn = c;
+  tern__list_remove(&req->node);
+  tern__list_insert_tail(&c->requests, &req->node);
+  c->nrequests++;
+  int r = tern__proxy_tunnel_start(c);
+  if (r < 0) tern__conn_fail(c, NULL, r);
+}
+
 /* A write of the request under way finished: account for it, then send what comes next. */
 static void on_written(tern__conn *c, int status) {
   tern_request_t *req = c->writing_req;

@@ -748,6 +748,8 @@ struct tern__conn {
   bool bw_wait[2];
   int bw_write_status;   /* of the write whose end waits for its debt */
   size_t tunnel_interim; /* bytes of 1xx heads the proxy sent before answering CONNECT */
+  uint64_t tunnel_skip;  /* bytes of a 407's body still to drop before CONNECT goes again on this
+                          * connection (an NTLM handshake with the proxy) */
 };
 
 struct tern__origin {
@@ -880,6 +882,9 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req);
 /* Sends or queues a request on its origin's pool. */
 void tern__pool_dispatch(tern_request_t *req);
 void tern__pool_release(tern__conn *c);
+/* A connection kept for an NTLM hop that will not use it: back to the pool, or closed when it
+ * is a tunnel not yet open. */
+void tern__pool_unkeep(tern__conn *c);
 void tern__pool_conn_gone(tern__origin *o);
 /* Shutdown: fails every waiting and active request with TERN_ESHUTDOWN, closes every
  * connection and frees the origins. */
@@ -891,6 +896,8 @@ tern__conn *tern__http1_open(tern__origin *o, tern_request_t *first, uint64_t co
 /* Queues a request on an idle or pipelining connection and writes it when its turn comes. */
 void tern__http1_send(tern__conn *c, tern_request_t *req);
 bool tern__http1_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth);
+/* Sends CONNECT again on a connection whose proxy answered the last one with an NTLM 407. */
+void tern__http1_tunnel_again(tern__conn *c, tern_request_t *req);
 /* Applies the request's receive pause or resume (loop thread). */
 void tern__http1_apply_pause(tern_request_t *req);
 /* The request's body callback has bytes again (loop thread). */

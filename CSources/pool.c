@@ -122,7 +122,11 @@ void tern__pool_dispatch(tern_request_t *req) {
       tern__http1_send(kept, req);
       return;
     }
-    tern__pool_release(kept); /* credentials came with this hop: another pool key */
+    if (kept->origin == o && kept->state == TERN__CONN_TUNNEL && !kept->writing) {
+      tern__http1_tunnel_again(kept, req);
+      return;
+    }
+    tern__pool_unkeep(kept); /* credentials came with this hop: another pool key */
   }
   if (!req->force_new_conn && !tern__list_empty(&o->idle)) {
     tern__conn *c = tern__container_of(o->idle.next, tern__conn, node);
@@ -168,6 +172,13 @@ void tern__pool_release(tern__conn *c) {
   c->timer_ms = idle;
   c->last_activity = uv_now(eng->loop);
   tern__conn_arm_timer(c);
+}
+
+void tern__pool_unkeep(tern__conn *c) {
+  if (c->state == TERN__CONN_TUNNEL)
+    tern__conn_close(c);
+  else
+    tern__pool_release(c);
 }
 
 void tern__pool_conn_gone(tern__origin *o) {

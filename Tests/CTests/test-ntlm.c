@@ -373,3 +373,47 @@ TEST(ntlm_v1_only_when_allowed) {
   free(user);
   test_finish(eng);
 }
+
+/* https through the proxy: the CONNECT requests carry the handshake, all on one connection,
+ * which then becomes the tunnel. */
+TEST(ntlm_proxy_connect_tunnel) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *user = ntlm_user(testsrv_get("NTLM_DOMAIN"));
+  char url[128], proxy[64];
+  snprintf(url, sizeof url, "https://localhost:%d/1k.bin", testsrv_port("TLS_PORT"));
+  snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", testsrv_port("NTLM_PROXY_PORT"));
+  for (int round = 0; round < 2; round++) {
+    tern_request_t *req = test_request_url(url);
+    ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+    ASSERT_EQ(tern_request_set_proxy(req, proxy), 0);
+    ASSERT_EQ(tern_request_set_proxy_auth(req, user, testsrv_get("NTLM_PASSWORD"), TERN_AUTH_NTLM),
+              0);
+    hops h = { 0 };
+    ASSERT_EQ(tern_request_set_hop_response_cb(req, on_hop, &h), 0);
+    ASSERT_EQ(test_run(eng, req), 0);
+    ASSERT_EQ(tern_request_get_status(req), 200);
+    test_assert_req_body_sha(req, "SHA_1K");
+    if (round == 0) {
+      /* 407 (bare), 407 (CHALLENGE) on one connection; then the tunnel's 200 */
+      ASSERT_EQ(h.n, 3);
+      ASSERT_EQ(h.status[0], 407);
+      ASSERT_EQ(h.status[1], 407);
+      ASSERT_STR_EQ(h.conn[0], h.conn[1]);
+      ASSERT_EQ(tern_request_get_connect_status(req), 200);
+    } else {
+      ASSERT_EQ(h.n, 1); /* the pooled tunnel */
+    }
+    tern_request_free(req);
+  }
+  /* a wrong password: the 407 stands */
+  tern_request_t *req = test_request_url(url);
+  ASSERT_EQ(tern_request_set_tls_ca_file(req, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(tern_request_set_proxy(req, proxy), 0);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, user, "wrong", TERN_AUTH_NTLM), 0);
+  int err = test_run(eng, req);
+  ASSERT_EQ(err, TERN_EPROXY);
+  ASSERT_EQ(tern_request_get_connect_status(req), 407);
+  tern_request_free(req);
+  free(user);
+  test_finish(eng);
+}

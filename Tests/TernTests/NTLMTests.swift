@@ -179,6 +179,20 @@ extension TernTests {
             #expect(facts.hasPrefix("ok user=TERNDOM\\alice "), "\(facts)")
             #expect(oneConnection(facts), "\(facts)")
             #expect(log.statuses == [407, 407, 200])
+
+            // https: the handshake on the CONNECT requests of the connection that becomes the
+            // tunnel.
+            let tls = isolated(url("https://localhost:\(try servers.must("TLS_PORT"))/1k.bin"))
+            tls.engine = try Engine()
+            tls.proxy = request.proxy
+            tls.proxyAuthenticationSchemes = .ntlm
+            tls.tls = TLSOptions(caFile: try servers.must("CA_PEM"))
+            let tlsLog = HopLog()
+            tlsLog.attach(to: tls)
+            let tlsResponse = try await tls.response()
+            #expect(tlsResponse.statusCode == 200)
+            #expect(tlsResponse.data == (try fixture(servers, "1k.bin")))
+            #expect(tlsLog.statuses == [407, 407, 200])
         }
 
         // MARK: - The command line
@@ -212,6 +226,11 @@ extension TernTests {
             let anyProxy = try ternTool(
                 ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-x", proxy, "--proxy-anyauth", "-U", user, target])
             #expect(anyProxy.text == "200")
+            let tunnel = try ternTool(
+                ["-sS", "-o", "/dev/null", "-w", "%{http_code} %{http_connect}", "-x", proxy,
+                 "--proxy-ntlm", "-U", user, "--cacert", try servers.must("CA_PEM"),
+                 "https://localhost:\(try servers.must("TLS_PORT"))/1k.bin"])
+            #expect(tunnel.text == "200 200", "\(tunnel.stderr)")
             let noNTLM = try ternTool(
                 ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-x", proxy, "--proxy-digest", "-U", user, target])
             #expect(noNTLM.text == "407")

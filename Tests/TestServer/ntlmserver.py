@@ -24,7 +24,8 @@ NTLMv2 cannot be computed) and accept NTLMv1 responses. Every response of the se
 
 Proxy mode (--proxy): the same with 407 and Proxy-Authenticate/Proxy-Authorization; once the
 connection is authenticated, absolute-form requests are forwarded to their origin (plain http)
-and the answer relayed with "X-NTLM-Proxy: <facts>" added. CONNECT is refused (405).
+and the answer relayed with "X-NTLM-Proxy: <facts>" added; CONNECT to a loopback port opens a
+tunnel (its 200 carries X-NTLM-Proxy), after the same handshake on CONNECT requests.
 
 Needs pyspnego (scripts/python-venv.sh installs it into build/python-venv).
 """
@@ -34,6 +35,8 @@ import base64
 import http.client
 import itertools
 import os
+import select
+import socket
 import socketserver
 import sys
 import threading
@@ -140,8 +143,8 @@ class Handler(BaseHTTPRequestHandler):
         status = 407 if self.proxy_mode else 401
         ask = "Proxy-Authenticate" if self.proxy_mode else "WWW-Authenticate"
         given = self.headers.get("Proxy-Authorization" if self.proxy_mode else "Authorization")
-        if self.command == "CONNECT":
-            self._send(405, "CONNECT is not supported by this test proxy\n", close=True)
+        if self.command == "CONNECT" and not self.proxy_mode:
+            self._send(405, "CONNECT is for the proxy\n", close=True)
             return
         if self.user is None:
             token = None
@@ -187,7 +190,51 @@ class Handler(BaseHTTPRequestHandler):
         if not self.proxy_mode:
             self._send(200, self.facts(len(body)) + "\n", [("X-NTLM-User", self.user)])
             return
+        if self.command == "CONNECT":
+            self.tunnel()
+            return
         self.forward(body)
+
+    def tunnel(self):
+        """CONNECT host:port (loopback only): 200 with the facts in X-NTLM-Proxy, then bytes
+        both ways until either side closes."""
+        host, _, port = self.path.rpartition(":")
+        host = host.strip("[]")
+        if host not in ("127.0.0.1", "localhost", "::1") or not port.isdigit():
+            self._send(403, "loopback targets only\n", close=True)
+            return
+        try:
+            upstream = socket.create_connection((host, int(port)), timeout=10)
+        except OSError as e:
+            self._send(502, "connect failed: %s\n" % e, close=True)
+            return
+        self.send_response(200, "Connection established")
+        self.send_header("X-NTLM-Proxy", self.facts(0))
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        client = self.connection
+        upstream.settimeout(None)
+        client.settimeout(None)
+        try:
+            while True:
+                readable, _, _ = select.select([client, upstream], [], [], 30)
+                if not readable:
+                    break
+                done = False
+                for src in readable:
+                    dst = upstream if src is client else client
+                    data = src.recv(65536)
+                    if not data:
+                        done = True
+                        break
+                    dst.sendall(data)
+                if done:
+                    break
+        except OSError:
+            pass
+        finally:
+            upstream.close()
 
     def forward(self, body):
         u = urllib.parse.urlsplit(self.path)
