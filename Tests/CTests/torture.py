@@ -45,6 +45,7 @@ CASES = [
     "hops:proxy_digest_auth",                         # proxy Digest authentication
     "ntlm:ntlm_domain_user_succeeds_on_one_connection",  # NTLM, the connection kept between hops
     "ntlm:ntlm_proxy_authentication",                 # NTLM to a proxy, wrong password too
+    "ntlm:ntlm_proxy_connect_tunnel",                 # NTLM on CONNECT, then TLS in the tunnel
     "body:body_gzip_compressible_text",               # gzip decoding
     "body:body_gzip_request_body",                    # gzip-compressed request body
     "body:body_expect_continue_answered",             # upload with Expect: 100-continue
