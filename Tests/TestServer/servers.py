@@ -1018,7 +1018,8 @@ def cmd_start(state):
         taken.update(hs.ports.values())
 
     def kill_all(*more):
-        kill_started(fault, filesrv, *[hs.proc for hs in hop_servers], *more)
+        kill_started(fault, filesrv, *[hs.proc for hs in hop_servers],
+                     *[proc for proc, _ in ntlm_procs.values()], *more)
 
     nginx_p = None
     for attempt in range(1, 4):  # a picked port can be taken before nginx binds it: retry
