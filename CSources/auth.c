@@ -354,6 +354,12 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
     a->ntlm_step = 2;
     return true;
   }
+  if (a->scheme == TERN_AUTH_NTLM && a->ntlm_step == 4 && have_ntlm) {
+    /* Accepted before, challenged now: a hop (a redirect, another origin through the proxy)
+     * went on a connection not yet authenticated. The same credentials start again there. */
+    a->ntlm_step = 1;
+    return true;
+  }
   if (a->scheme == TERN_AUTH_NTLM && a->ntlm_step == 3)
     tern__log(req->engine, TERN_LOG_WARN, req, "NTLM: %s refused the credentials of %s",
               slot == 2 ? "the proxy" : "the server", a->user ? a->user : "");

@@ -15,6 +15,9 @@ static bool is_redirect(int status) {
 int tern__request_decide_hop(tern_request_t *req) {
   req->hop.next = TERN__HOP_NONE;
   int status = req->resp.status;
+  /* An AUTHENTICATE message answered by anything but a challenge was accepted. */
+  if (req->auth.www.ntlm_step == 3 && status != 401) req->auth.www.ntlm_step = 4;
+  if (req->auth.proxy.ntlm_step == 3 && status != 407) req->auth.proxy.ntlm_step = 4;
   const char *location = tern__request_header_value(req, "location");
   while (location && (*location == ' ' || *location == '\t')) location++;
   /* An empty Location names no target: the 3xx is the response (curl does the same). */

@@ -274,7 +274,8 @@ typedef struct {
   unsigned nc;         /* Digest nonce count */
   unsigned tries;      /* challenges answered in this exchange (a preemptive send counts) */
   bool stale_retried;  /* a stale=true challenge was answered once already */
-  int ntlm_step;       /* NTLM: 1 NEGOTIATE to send, 2 AUTHENTICATE to send, 3 it was sent */
+  int ntlm_step;       /* NTLM: 1 NEGOTIATE to send, 2 AUTHENTICATE to send, 3 it was sent, 4 it was
+                  * accepted (a later challenge, on another connection, starts again) */
   tern__ntlm_challenge *ntlm; /* NTLM: the server's CHALLENGE (allocated only then) */
 } tern__auth;
 

@@ -417,3 +417,37 @@ TEST(ntlm_proxy_connect_tunnel) {
   free(user);
   test_finish(eng);
 }
+
+/* A redirect to another origin through the proxy takes another proxy connection, which the
+ * proxy challenges again: the same credentials do the handshake again there. */
+TEST(ntlm_proxy_redirect_to_another_origin) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  char *user = ntlm_user(testsrv_get("NTLM_DOMAIN"));
+  char url[256], proxy[64];
+  snprintf(url, sizeof url,
+           "http://127.0.0.1:%d/redirect?status=302&to=http%%3A%%2F%%2Flocalhost%%3A%d%%2F1k.bin",
+           testsrv_port("FAULT_PORT"), testsrv_port("NGINX_PORT"));
+  snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", testsrv_port("NTLM_PROXY_PORT"));
+  tern_request_t *req = test_request_url(url);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 3), 0);
+  ASSERT_EQ(tern_request_set_proxy(req, proxy), 0);
+  ASSERT_EQ(tern_request_set_proxy_auth(req, user, testsrv_get("NTLM_PASSWORD"), TERN_AUTH_NTLM),
+            0);
+  hops h = { 0 };
+  ASSERT_EQ(tern_request_set_hop_response_cb(req, on_hop, &h), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  test_assert_req_body_sha(req, "SHA_1K");
+  /* 407 407 302, then 407 407 200 on a second proxy connection */
+  ASSERT_EQ(h.n, 6);
+  ASSERT_EQ(h.status[2], 302);
+  ASSERT_EQ(h.status[3], 407);
+  ASSERT(strcmp(h.conn[0], h.conn[3]) != 0);
+  ASSERT_STR_EQ(h.conn[3], h.conn[4]);
+  const char *facts = tern_request_get_header(req, "X-NTLM-Proxy");
+  ASSERT(facts != NULL);
+  assert_one_connection(facts, 3);
+  tern_request_free(req);
+  free(user);
+  test_finish(eng);
+}
