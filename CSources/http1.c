@@ -94,7 +94,7 @@ static void on_written(tern__conn *c, int status) {
     return;
   }
   bool body_out =
-      req->upload.kind == TERN__BODY_NONE ||
+      req->upload.kind == TERN__BODY_NONE || req->upload.held ||
       (req->upload.len == UINT64_MAX ? c->last_chunk_pending : req->upload.sent >= req->upload.len);
   if (was_head && req->expect_continue && !body_out) {
     /* Hold the body until the server's 100 (or its final answer) or the wait runs out. */
@@ -106,7 +106,7 @@ static void on_written(tern__conn *c, int status) {
     if (c->len > 0 || c->ssl) after_pump(c, pump(c));
     return;
   }
-  if (req->upload.kind != TERN__BODY_NONE) {
+  if (req->upload.kind != TERN__BODY_NONE && !req->upload.held) {
     int r = tern__request_progress_upload(req);
     if (r) {
       tern__conn_fail(c, req, r);

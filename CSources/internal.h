@@ -455,6 +455,7 @@ struct tern_request {
     tern__encoder *encoder;
     int fd;
     bool waiting; /* the callback had no bytes yet: sending resumes on tern_request_resume_send */
+    bool held;    /* this hop goes without the body ("Content-Length: 0"): an NTLM NEGOTIATE */
   } upload;
 
   /* ---- the response (response.c, http1_read.c) ---- */

@@ -91,6 +91,16 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     if (r) return r;
     target = abs_target.data;
   }
+  /* An NTLM NEGOTIATE goes without the body, which the AUTHENTICATE hop sends whole (as curl
+   * does): a server answering it before reading a large body would end the connection the
+   * handshake needs. */
+  const tern__auth *ww = &req->auth.www, *pp = &req->auth.proxy;
+  req->upload.held = req->upload.kind != TERN__BODY_NONE &&
+                     ((ww->user && ww->scheme == TERN_AUTH_NTLM && ww->ntlm_step == 1 &&
+                       !req->user_authorization) ||
+                      (absolute && pp->user && pp->scheme == TERN_AUTH_NTLM && pp->ntlm_step == 1 &&
+                       !req->user_proxy_authorization));
+  bool body = req->upload.kind != TERN__BODY_NONE && !req->upload.held;
   tern__str h = { 0 };
   char n1[21], n2[21];
   r = tern__str_reserve(&h, 256 + strlen(target) + req->headers.len + req->hop.headers.len);
@@ -138,21 +148,22 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     if (!r && req->sink.resume_from > 0 && validator[0])
       r = cat(&h, "If-Range: ", validator, "\r\n", NULL);
   }
-  if (!r && req->upload.gzip && req->upload.kind != TERN__BODY_NONE)
-    r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
+  if (!r && req->upload.gzip && body) r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
   if (!r && req->sink.decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding &&
       !(req->omit & TERN__OMIT_ACCEPT_ENCODING))
     r = cat(&h, "Accept-Encoding: ", tern__accept_encoding(), "\r\n", NULL);
   if (!r) {
-    if (req->upload.len == UINT64_MAX)
+    if (req->upload.held)
+      r = cat(&h, "Content-Length: 0\r\n", NULL);
+    else if (req->upload.len == UINT64_MAX)
       r = cat(&h, "Transfer-Encoding: chunked\r\n", NULL);
     else if (req->upload.kind != TERN__BODY_NONE || method_is(req, "POST") ||
              method_is(req, "PUT") || method_is(req, "PATCH"))
       r = cat(&h, "Content-Length: ", u64_text(req->upload.len, n1), "\r\n", NULL);
   }
   req->expect_continue =
-      req->upload.kind != TERN__BODY_NONE && req->expect_min >= 0 && !req->http10 &&
-      !(req->omit & TERN__OMIT_EXPECT) && req->upload.len > 0 &&
+      body && req->expect_min >= 0 && !req->http10 && !(req->omit & TERN__OMIT_EXPECT) &&
+      req->upload.len > 0 &&
       (req->upload.len == UINT64_MAX || req->upload.len >= (uint64_t)req->expect_min);
   if (!r && req->expect_continue) r = cat(&h, "Expect: 100-continue\r\n", NULL);
   if (!r && !req->user_connection_close && !(req->omit & TERN__OMIT_CONNECTION)) {

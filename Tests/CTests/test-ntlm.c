@@ -231,8 +231,30 @@ TEST(ntlm_post_body_sent_again) {
   ASSERT_EQ(tern_request_get_status(req), 200);
   char *body = test_req_body_str(req);
   ASSERT_EQ(fact(body, "body_bytes"), 10);
+  ASSERT_EQ(fact(body, "negotiate_body"), 0); /* the NEGOTIATE went without it (as curl) */
   assert_one_connection(body, 3);
   free(body);
+  tern_request_free(req);
+  /* 2 MiB (Expect: 100-continue): sent with the first request and the AUTHENTICATE */
+  size_t n = 2u << 20;
+  char *big = malloc(n);
+  ASSERT(big != NULL);
+  memset(big, 'x', n);
+  url = url_path("NTLM_PORT", "/post-big");
+  req = test_request_url(url);
+  free(url);
+  ASSERT_EQ(tern_request_set_method(req, "POST"), 0);
+  ASSERT_EQ(tern_request_set_body(req, big, n), 0);
+  ASSERT_EQ(tern_request_set_auth(req, user, testsrv_get("NTLM_PASSWORD"), TERN_AUTH_NTLM), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  body = test_req_body_str(req);
+  ASSERT_EQ(fact(body, "body_bytes"), (long)n);
+  ASSERT_EQ(fact(body, "negotiate_body"), 0);
+  ASSERT_EQ(fact(body, "negotiate_conn"), fact(body, "conn"));
+  ASSERT_EQ(fact(body, "authenticate_conn"), fact(body, "conn"));
+  free(body);
+  free(big);
   tern_request_free(req);
   free(user);
   test_finish(eng);

@@ -18,7 +18,7 @@ A served request's body is one line of facts the tests check:
 conn is this connection's number (counted from 1 by the server), requests how many requests it
 has carried, negotiate_conn and authenticate_conn the connections the two NTLM messages came on
 (the handshake is on one connection when both equal conn). A request body, if any, is counted
-(body_bytes=N). Paths beginning /ntlmv1 send a CHALLENGE without target info (an old server:
+(body_bytes=N), and the body of the NEGOTIATE request (negotiate_body=N). Paths beginning /ntlmv1 send a CHALLENGE without target info (an old server:
 NTLMv2 cannot be computed) and accept NTLMv1 responses. Every response of the server itself names its connection: "X-NTLM-Conn: N". Paths beginning /close-after-challenge send the CHALLENGE with
 "Connection: close" (the client cannot finish the handshake).
 
@@ -93,6 +93,7 @@ class Handler(BaseHTTPRequestHandler):
         self.user = None
         self.negotiate_conn = 0
         self.authenticate_conn = 0
+        self.negotiate_body = -1
 
     def log_message(self, fmt, *args):  # stderr goes to the state dir's log
         sys.stderr.write("conn %d: %s\n" % (self.conn_id, fmt % args))
@@ -133,9 +134,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def facts(self, body_bytes):
         return ("ok user=%s conn=%d requests=%d negotiate_conn=%d authenticate_conn=%d "
-                "method=%s path=%s body_bytes=%d" % (
+                "method=%s path=%s body_bytes=%d negotiate_body=%d" % (
                     self.user, self.conn_id, self.requests, self.negotiate_conn,
-                    self.authenticate_conn, self.command, self.path, body_bytes))
+                    self.authenticate_conn, self.command, self.path, body_bytes,
+                    self.negotiate_body))
 
     def handle_any(self):
         self.requests += 1
@@ -158,6 +160,7 @@ class Handler(BaseHTTPRequestHandler):
                 return
             msg_type = token[8] if len(token) > 8 and token[:8] == b"NTLMSSP\0" else 0
             if msg_type == 1:
+                self.negotiate_body = len(body)
                 v1 = self.path.startswith("/ntlmv1")
                 self.ctx = acceptor(v1)
                 self.negotiate_conn = self.conn_id
