@@ -505,14 +505,17 @@ typedef enum {
 /** Credentials for the origin (and only it: never sent to another origin after a redirect
  *  unless TERN_REDIRECT_TRUST_CROSS_ORIGIN). With TERN_AUTH_BASIC alone, Basic is sent
  *  preemptively; otherwise the server's 401 challenge picks the scheme (Digest: MD5, MD5-sess,
- *  SHA-256, SHA-512-256, qop=auth, stale=true). A body already sent is sent again whole.
+ *  SHA-256, SHA-512-256, qop=auth, stale=true; NTLM: see tern_auth_scheme, its NEGOTIATE goes
+ *  without the body). A body already sent is sent again whole.
  *  user:password in the URL count as credentials when none are set.
  *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_auth(tern_request_t *req, const char *user, const char *password,
                                    unsigned schemes);
 /** Called on a 401 or 407 challenge for which no (more) credentials are known; supply them with
  *  tern_request_supply_auth inside the callback and return non-zero to retry, or return 0 to
- *  stop and complete with the challenge response. Thread: called on the loop thread. Since 0.1. */
+ *  stop and complete with the challenge response. `scheme` is the one the engine would answer
+ *  ("NTLM", "Digest", "Basic", or "" when none; NTLM since 0.3, with realm "").
+ *  Thread: called on the loop thread. Since 0.1. */
 typedef int (*tern_auth_cb)(tern_request_t *req, int is_proxy, const char *scheme,
                             const char *realm, void *user_data);
 /** The callback asked for credentials on a 401 or 407 challenge (see tern_auth_cb).
