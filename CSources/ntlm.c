@@ -307,15 +307,19 @@ int tern__ntlm_v2_response(const unsigned char v2hash[16], const unsigned char s
 /* NTLMv1's DESL: three DES encryptions of `data` with keys from the 16-byte hash (padded to 21
  * bytes). Single DES lives in OpenSSL 3's legacy provider, loaded into a private library
  * context so the application's OpenSSL stays as it was. */
+static EVP_CIPHER *des_ecb;
+static uv_once_t des_once = UV_ONCE_INIT;
+
+static void des_load(void) {
+  OSSL_LIB_CTX *lib = OSSL_LIB_CTX_new();
+  if (lib && OSSL_PROVIDER_load(lib, "legacy") && OSSL_PROVIDER_load(lib, "default"))
+    des_ecb = EVP_CIPHER_fetch(lib, "DES-ECB", NULL);
+}
+
 static int desl(const unsigned char hash[16], const unsigned char data[8], unsigned char out[24]) {
-  static OSSL_LIB_CTX *lib;
-  static EVP_CIPHER *des;
-  if (des == NULL) {
-    if (lib == NULL) lib = OSSL_LIB_CTX_new();
-    if (lib && OSSL_PROVIDER_load(lib, "legacy") && OSSL_PROVIDER_load(lib, "default"))
-      des = EVP_CIPHER_fetch(lib, "DES-ECB", NULL);
-    if (des == NULL) return TERN_EUNSUPPORTED;
-  }
+  uv_once(&des_once, des_load); /* engines on several threads may get here at once */
+  EVP_CIPHER *des = des_ecb;
+  if (des == NULL) return TERN_EUNSUPPORTED;
   unsigned char k21[21] = { 0 };
   memcpy(k21, hash, 16);
   int r = 0;
