@@ -473,3 +473,33 @@ TEST(ntlm_proxy_redirect_to_another_origin) {
   free(user);
   test_finish(eng);
 }
+
+/* Malformed NTLM challenges from the fault server (the same one every time): the NEGOTIATE
+ * goes once, the CHALLENGE that is not one is refused, and the 401 stands. */
+TEST(ntlm_malformed_challenges) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  static const char *const values[] = {
+    "NTLM",
+    "NTLM%20!!!!",
+    "NTLM%20TlRMTVNTUAACAAAA",                 /* truncated */
+    "NTLM%20TlRMTVNTUAABAAAAB4IIAAAAAAAAAAAA", /* a NEGOTIATE, not a CHALLENGE */
+    "Negotiate%2C%20NTLM",
+    "NTLM%20%3D%3D%3D%3D",
+  };
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+    char path[160];
+    snprintf(path, sizeof path, "/challenge?www=%s", values[i]);
+    char *url = url_path("FAULT_PORT", path);
+    tern_request_t *req = test_request_url(url);
+    free(url);
+    ASSERT_EQ(tern_request_set_auth(req, "DOM\\u", "p", TERN_AUTH_NTLM), 0);
+    hops h = { 0 };
+    ASSERT_EQ(tern_request_set_hop_response_cb(req, on_hop, &h), 0);
+    int err = test_run(eng, req);
+    if (err != 0 || tern_request_get_status(req) != 401 || h.n != 2)
+      TEST_FAIL_("challenge %s: error %s, status %d, %d hops", values[i], tern_err_name(err),
+                 tern_request_get_status(req), h.n);
+    tern_request_free(req);
+  }
+  test_finish(eng);
+}
