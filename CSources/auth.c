@@ -1,6 +1,7 @@
 /* Authentication: the credentials a request holds for the origin and the proxy, parsing
- * challenges (WWW-Authenticate, Proxy-Authenticate) and choosing which to answer, and the Basic
- * (RFC 7617) and Digest (RFC 7616) credentials computed for them. */
+ * challenges (WWW-Authenticate, Proxy-Authenticate) and choosing which to answer, the Basic
+ * (RFC 7617) and Digest (RFC 7616) credentials computed for them, and the steps of an NTLM
+ * handshake (its messages are ntlm.c's). */
 #include "internal.h"
 
 #include <ctype.h>
@@ -19,6 +20,8 @@ void tern__auth_clear(tern__auth *a) {
   free(a->user);
   free(a->password);
   free(a->ch);
+  if (a->ntlm) tern__ntlm_challenge_clear(a->ntlm);
+  free(a->ntlm);
   memset(a, 0, sizeof *a);
 }
 
@@ -52,7 +55,7 @@ int tern__auth_set(tern__auth *a, const char *user, const char *password, unsign
   tern__auth_clear(a);
   a->user = u;
   a->password = p;
-  a->schemes = schemes & TERN_AUTH_ANY;
+  a->schemes = schemes & (TERN_AUTH_ANY | TERN_AUTH_NTLM_V1);
   /* Basic alone is sent at once; with a choice, the server's challenge picks. */
   a->scheme = u && a->schemes == TERN_AUTH_BASIC ? TERN_AUTH_BASIC : 0;
   return 0;
@@ -160,6 +163,22 @@ bool tern__challenge_find(const char *value, const char *scheme, tern__challenge
       ch->stale = strcasecmp(val, "true") == 0;
   }
   return found;
+}
+
+/* Finds an "NTLM" challenge in a header value (among others, comma-separated). *token is the
+ * base64 CHALLENGE message after it, or NULL when the challenge is bare. */
+static bool ntlm_find(const char *value, const char **token) {
+  for (const char *p = value; p && *p;) {
+    p = skip_ws(p);
+    if (strncasecmp(p, "NTLM", 4) == 0 && (p[4] == '\0' || p[4] == ' ' || p[4] == ',')) {
+      const char *t = skip_ws(p + 4);
+      *token = *t && *t != ',' ? t : NULL;
+      return true;
+    }
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  return false;
 }
 
 /* ---- credentials ---- */
@@ -299,9 +318,11 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
   /* Several header fields may carry challenges: the first one that has what we need wins. */
   char **pairs = (char **)(void *)req->resp.block;
   tern__challenge digest, basic;
-  bool have_digest = false, have_basic = false;
+  bool have_digest = false, have_basic = false, have_ntlm = false;
+  const char *ntlm_token = NULL;
   for (size_t i = 0; i < req->resp.count; i++) {
     if (strcasecmp(pairs[2 * i], header) != 0) continue;
+    if (!have_ntlm) have_ntlm = ntlm_find(pairs[2 * i + 1], &ntlm_token);
     tern__challenge ch;
     if (!have_digest && tern__challenge_find(pairs[2 * i + 1], "Digest", &ch) &&
         tern__digest_supported(&ch))
@@ -309,6 +330,39 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
     if (!have_basic && tern__challenge_find(pairs[2 * i + 1], "Basic", &ch))
       basic = ch, have_basic = true;
   }
+  if (a->scheme == TERN_AUTH_NTLM && a->ntlm_step == 1) {
+    /* The NEGOTIATE was answered: the server's CHALLENGE, answered on the same connection. */
+    tern__ntlm_challenge ntlm;
+    int r = have_ntlm && ntlm_token ? tern__ntlm_parse_header(ntlm_token, &ntlm) : TERN_EAUTH;
+    if (r == 0 && a->ntlm == NULL && (a->ntlm = tern__calloc(1, sizeof *a->ntlm)) == NULL) {
+      tern__ntlm_challenge_clear(&ntlm);
+      r = TERN_ENOMEM;
+    }
+    if (r) {
+      tern__log(req->engine, TERN_LOG_INFO, req, "NTLM: %s sent no usable CHALLENGE message",
+                slot == 2 ? "the proxy" : "the server");
+      return false;
+    }
+    if (a->ntlm->target_info) tern__ntlm_challenge_clear(a->ntlm);
+    *a->ntlm = ntlm;
+    if (ntlm.target_info == NULL && !(a->schemes & TERN_AUTH_NTLM_V1)) {
+      tern__log(req->engine, TERN_LOG_WARN, req,
+                "NTLM: %s accepts only NTLMv1, which TERN_AUTH_NTLM_V1 did not allow",
+                slot == 2 ? "the proxy" : "the server");
+      return false;
+    }
+    a->ntlm_step = 2;
+    return true;
+  }
+  if (a->scheme == TERN_AUTH_NTLM && a->ntlm_step == 4 && have_ntlm) {
+    /* Accepted before, challenged now: a hop (a redirect, another origin through the proxy)
+     * went on a connection not yet authenticated. The same credentials start again there. */
+    a->ntlm_step = 1;
+    return true;
+  }
+  if (a->scheme == TERN_AUTH_NTLM && a->ntlm_step == 3)
+    tern__log(req->engine, TERN_LOG_WARN, req, "NTLM: %s refused the credentials of %s",
+              slot == 2 ? "the proxy" : "the server", a->user ? a->user : "");
   /* Only the nonce aged (stale=true with a new nonce): answer again with the same credentials,
    * once. */
   bool stale = have_digest && digest.stale && a->scheme == TERN_AUTH_DIGEST && a->tries > 0 &&
@@ -327,8 +381,10 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
     a->user = NULL;
   }
   if (a->user == NULL && req->auth.cb && !atomic_load(&req->released)) {
-    const char *scheme = have_digest ? "Digest" : have_basic ? "Basic" : "";
-    const char *realm = have_digest ? digest.realm : have_basic ? basic.realm : "";
+    unsigned may = a->schemes ? a->schemes : TERN_AUTH_ANY;
+    bool ntlm = have_ntlm && (may & TERN_AUTH_NTLM);
+    const char *scheme = ntlm ? "NTLM" : have_digest ? "Digest" : have_basic ? "Basic" : "";
+    const char *realm = ntlm ? "" : have_digest ? digest.realm : have_basic ? basic.realm : "";
     req->auth.in_cb = slot;
     int go = req->auth.cb(req, slot == 2, scheme, realm, req->auth.cb_data);
     req->auth.in_cb = 0;
@@ -336,7 +392,10 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
   }
   if (a->user == NULL) return false;
   unsigned allowed = a->schemes ? a->schemes : TERN_AUTH_ANY;
-  if (have_digest && (allowed & TERN_AUTH_DIGEST)) {
+  if (have_ntlm && (allowed & TERN_AUTH_NTLM)) {
+    a->scheme = TERN_AUTH_NTLM;
+    a->ntlm_step = 1;
+  } else if (have_digest && (allowed & TERN_AUTH_DIGEST)) {
     if (a->ch == NULL && (a->ch = tern__malloc(sizeof *a->ch)) == NULL) return false;
     a->scheme = TERN_AUTH_DIGEST;
     *a->ch = digest;
@@ -350,10 +409,29 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
   return true;
 }
 
-int tern__request_proxy_authorization(tern_request_t *req, const char *method, const char *uri,
-                                      tern__str *out) {
-  tern__auth *a = &req->auth.proxy;
+bool tern__auth_ntlm_pending(const tern__auth *a) {
+  return a->user && a->scheme == TERN_AUTH_NTLM && (a->ntlm_step == 1 || a->ntlm_step == 2);
+}
+
+int tern__auth_credentials(tern_request_t *req, tern__auth *a, const char *method, const char *uri,
+                           tern__str *out) {
   if (a->user == NULL || a->scheme == 0) return 0;
   if (a->scheme == TERN_AUTH_BASIC) return tern__auth_basic(a->user, a->password, out);
-  return tern__auth_digest(a->ch, a->user, a->password, method, uri, ++a->nc, out);
+  if (a->scheme == TERN_AUTH_DIGEST)
+    return tern__auth_digest(a->ch, a->user, a->password, method, uri, ++a->nc, out);
+  if (a->ntlm_step == 1) return tern__ntlm_negotiate(out);
+  if (a->ntlm_step != 2) return 0; /* the connection is authenticated: nothing more to send */
+  int r = tern__ntlm_authenticate(a->ntlm, a->user, a->password,
+                                  (a->schemes & TERN_AUTH_NTLM_V1) != 0, out);
+  if (r == 0) a->ntlm_step = 3;
+  if (r && r != TERN_ENOMEM)
+    tern__request_set_error(req, TERN_EAUTH, "%s: cannot answer the NTLM challenge (%s)",
+                            req->url.hostport,
+                            r == TERN_EUNSUPPORTED ? "NTLMv1 only" : "malformed");
+  return r == TERN_ENOMEM ? r : r ? TERN_EAUTH : 0;
+}
+
+int tern__request_proxy_authorization(tern_request_t *req, const char *method, const char *uri,
+                                      tern__str *out) {
+  return tern__auth_credentials(req, &req->auth.proxy, method, uri, out);
 }

@@ -432,6 +432,11 @@ static void complete(tern_request_t *req, int err) {
   tern__wait_leave(eng, req);
   tern__list_remove(&req->node);
   req->conn = NULL;
+  if (req->hop.conn) { /* kept for an NTLM hop that never went: back to the pool */
+    tern__conn *c = req->hop.conn;
+    req->hop.conn = NULL;
+    tern__pool_unkeep(c);
+  }
   if (req->admitted) {
     req->admitted = false;
     eng->nadmitted--;

@@ -16,6 +16,9 @@ static bool is_redirect(int status) {
 int tern__request_decide_hop(tern_request_t *req) {
   req->hop.next = TERN__HOP_NONE;
   int status = req->resp.status;
+  /* An AUTHENTICATE message answered by anything but a challenge was accepted. */
+  if (req->auth.www.ntlm_step == 3 && status != 401) req->auth.www.ntlm_step = 4;
+  if (req->auth.proxy.ntlm_step == 3 && status != 407) req->auth.proxy.ntlm_step = 4;
   const char *location = tern__request_header_value(req, "location");
   while (location && (*location == ' ' || *location == '\t')) location++;
   /* An empty Location names no target: the 3xx is the response (curl does the same). */
@@ -29,6 +32,10 @@ int tern__request_decide_hop(tern_request_t *req) {
     req->hop.next = TERN__HOP_PROXY_AUTH;
   }
   req->hop.discard_body = req->hop.next != TERN__HOP_NONE;
+  /* NTLM authenticates a connection: its next message goes on this one. */
+  req->hop.keep_conn =
+      (req->hop.next == TERN__HOP_AUTH && tern__auth_ntlm_pending(&req->auth.www)) ||
+      (req->hop.next == TERN__HOP_PROXY_AUTH && tern__auth_ntlm_pending(&req->auth.proxy));
   return 0;
 }
 
@@ -126,6 +133,16 @@ int tern__request_next_hop(tern_request_t *req) {
     free(req->tls.id); /* the new origin may differ in scheme */
     req->tls.id = NULL;
     req->hop.redirect_count++;
+  }
+  /* The AUTHENTICATE message answers a challenge given to one connection: without it, no use. */
+  const tern__auth *ntlm = req->hop.next == TERN__HOP_AUTH         ? &req->auth.www
+                           : req->hop.next == TERN__HOP_PROXY_AUTH ? &req->auth.proxy
+                                                                   : NULL;
+  if (ntlm && ntlm->scheme == TERN_AUTH_NTLM && ntlm->ntlm_step == 2 && req->hop.conn == NULL) {
+    tern__request_set_error(req, TERN_EAUTH,
+                            "%s: the %s closed the connection during the NTLM handshake", host,
+                            ntlm == &req->auth.proxy ? "proxy" : "server");
+    return TERN_EAUTH;
   }
   if (replay_body && !tern__request_can_replay(req)) {
     int code = req->hop.next == TERN__HOP_REDIRECT ? TERN_EREDIRECT : TERN_EAUTH;

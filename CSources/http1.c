@@ -67,6 +67,15 @@ void tern__http1_send(tern__conn *c, tern_request_t *req) {
   if (!c->writing) tern__http1_write_next(c);
 }
 
+void tern__http1_tunnel_again(tern__conn *c, tern_request_t *req) {
+  req->conn = c;
+  tern__list_remove(&req->node);
+  tern__list_insert_tail(&c->requests, &req->node);
+  c->nrequests++;
+  int r = tern__proxy_tunnel_start(c);
+  if (r < 0) tern__conn_fail(c, NULL, r);
+}
+
 /* A write of the request under way finished: account for it, then send what comes next. */
 static void on_written(tern__conn *c, int status) {
   tern_request_t *req = c->writing_req;
@@ -87,7 +96,7 @@ static void on_written(tern__conn *c, int status) {
     return;
   }
   bool body_out =
-      req->upload.kind == TERN__BODY_NONE ||
+      req->upload.kind == TERN__BODY_NONE || req->upload.held ||
       (req->upload.len == UINT64_MAX ? c->last_chunk_pending : req->upload.sent >= req->upload.len);
   if (was_head && req->expect_continue && !body_out) {
     /* Hold the body until the server's 100 (or its final answer) or the wait runs out. */
@@ -99,7 +108,7 @@ static void on_written(tern__conn *c, int status) {
     if (c->len > 0 || c->ssl) after_pump(c, pump(c));
     return;
   }
-  if (req->upload.kind != TERN__BODY_NONE) {
+  if (req->upload.kind != TERN__BODY_NONE && !req->upload.held) {
     int r = tern__request_progress_upload(req);
     if (r) {
       tern__conn_fail(c, req, r);
@@ -146,6 +155,8 @@ static void response_done(tern__conn *c, tern_request_t *req) {
     tern_request_t *next = tern__conn_first(c);
     if (tern__request_out(next))
       tern__conn_set_timer(c, TERN__TIMER_HEADERS, next->timeouts[TERN_TIMEOUT_HEADERS]);
+  } else if (hop && req->hop.keep_conn) {
+    req->hop.conn = c; /* the NTLM handshake's next message goes here (pool.c) */
   } else {
     c->engine->ops->release(c);
   }

@@ -55,7 +55,7 @@ void tern__http1_write_next(tern__conn *c) {
   tern_request_t *req = next_unsent(c);
   if (req == NULL || req->upload.waiting) return;
   c->writing_req = req;
-  bool has_body = req->upload.kind != TERN__BODY_NONE;
+  bool has_body = req->upload.kind != TERN__BODY_NONE && !req->upload.held;
   bool chunked = req->upload.len == UINT64_MAX;
   uv_buf_t bufs[5];
   unsigned nb = 0;
@@ -132,7 +132,7 @@ void tern__http1_write_next(tern__conn *c) {
     return;
   }
   c->write_ends_body =
-      !req->upload.waiting && (req->upload.kind == TERN__BODY_NONE || c->last_chunk_pending ||
+      !req->upload.waiting && (!has_body || c->last_chunk_pending ||
                                (!chunked && req->upload.sent + c->pending_body >= req->upload.len));
   int r = tern__conn_write(c, req, bufs, nb);
   if (r) {

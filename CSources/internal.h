@@ -228,16 +228,55 @@ typedef struct {
   bool qop_auth, stale;
 } tern__challenge;
 
+/* ---- NTLM messages (ntlm.c) ---- */
+
+/* A server's CHALLENGE message (type 2): its flags, server challenge and target info (AV pairs,
+ * checked to end with MsvAvEOL inside the message; NULL when none). */
+typedef struct {
+  uint32_t flags;
+  unsigned char challenge[8];
+  unsigned char *target_info;
+  size_t target_info_len;
+} tern__ntlm_challenge;
+
+void tern__md4(const void *data, size_t len, unsigned char out[16]);
+/* "NTLM <base64 NEGOTIATE message>" appended to out. */
+int tern__ntlm_negotiate(tern__str *out);
+/* Parses a CHALLENGE message (network input: bounds-checked): 0, TERN_EAUTH when malformed, or
+ * TERN_ENOMEM. tern__ntlm_parse_header takes the base64 text after "NTLM ". */
+int tern__ntlm_parse_challenge(const unsigned char *m, size_t n, tern__ntlm_challenge *ch);
+int tern__ntlm_parse_header(const char *value, tern__ntlm_challenge *ch);
+void tern__ntlm_challenge_clear(tern__ntlm_challenge *ch);
+/* "NTLM <base64 AUTHENTICATE message>" for user ("DOMAIN\user" or "user") and password:
+ * NTLMv2 when the challenge has target info; else NTLMv1 if allow_v1, else TERN_EUNSUPPORTED. */
+int tern__ntlm_authenticate(const tern__ntlm_challenge *ch, const char *user, const char *password,
+                            bool allow_v1, tern__str *out);
+/* The pieces, for MS-NLMP's test vectors: NT hash (MD4 of UTF-16LE), NTOWFv2, the NTLMv2 NT
+ * response (NTProofStr || temp, appended to nt) with LMv2, and the NTLMv1 responses. */
+int tern__ntlm_nt_hash(const char *password, unsigned char out[16]);
+int tern__ntlm_v2_hash(const char *user, const char *domain, const char *password,
+                       unsigned char out[16]);
+int tern__ntlm_v2_response(const unsigned char v2hash[16], const unsigned char server[8],
+                           const unsigned char client[8], uint64_t timestamp,
+                           const unsigned char *target_info, size_t ti_len, tern__str *nt,
+                           unsigned char lm[24]);
+int tern__ntlm_v1_response(const unsigned char nt_hash[16], uint32_t flags,
+                           const unsigned char server[8], const unsigned char client[8],
+                           unsigned char nt[24], unsigned char lm[24]);
+
 /* Where a request stands with one server's authentication (the origin's or the proxy's). */
 typedef struct {
   char *user, *password;
   unsigned schemes;    /* TERN_AUTH_* allowed */
-  int scheme;          /* TERN_AUTH_BASIC or TERN_AUTH_DIGEST once chosen, else 0 */
+  int scheme;          /* TERN_AUTH_BASIC, _DIGEST or _NTLM once chosen, else 0 */
   tern__challenge *ch; /* the Digest challenge answered (allocated only then: it is 800 bytes,
                         * and every request would zero two of them) */
   unsigned nc;         /* Digest nonce count */
   unsigned tries;      /* challenges answered in this exchange (a preemptive send counts) */
   bool stale_retried;  /* a stale=true challenge was answered once already */
+  int ntlm_step;       /* NTLM: 1 NEGOTIATE to send, 2 AUTHENTICATE to send, 3 it was sent, 4 it was
+                  * accepted (a later challenge, on another connection, starts again) */
+  tern__ntlm_challenge *ntlm; /* NTLM: the server's CHALLENGE (allocated only then) */
 } tern__auth;
 
 /* Sets a slot's credentials (copies; Basic alone is sent at once) or clears them (wiping the
@@ -260,6 +299,12 @@ int tern__auth_digest(const tern__challenge *ch, const char *user, const char *p
  * whether the request goes again with an answer. */
 bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const char *header,
                                     int slot);
+/* The Authorization (or Proxy-Authorization) value slot `a` answers with for this hop, or
+ * nothing: Basic, Digest, or the NTLM message of the handshake's step. */
+int tern__auth_credentials(tern_request_t *req, tern__auth *a, const char *method, const char *uri,
+                           tern__str *out);
+/* Whether this hop's NTLM handshake must stay on the connection that carried the challenge. */
+bool tern__auth_ntlm_pending(const tern__auth *a);
 /* Credentials for a CONNECT through the proxy, or "" (for the tunnel's request head). */
 int tern__request_proxy_authorization(tern_request_t *req, const char *method, const char *uri,
                                       tern__str *out);
@@ -425,6 +470,7 @@ struct tern_request {
     tern__encoder *encoder;
     int fd;
     bool waiting; /* the callback had no bytes yet: sending resumes on tern_request_resume_send */
+    bool held;    /* this hop goes without the body ("Content-Length: 0"): an NTLM NEGOTIATE */
   } upload;
 
   /* ---- the response (response.c, http1_read.c) ---- */
@@ -478,6 +524,8 @@ struct tern_request {
     unsigned follow_max, redirect_flags, redirect_count;
     int next;          /* TERN__HOP_*: what the current response leads to */
     bool discard_body; /* an intermediate hop's body: read and dropped */
+    bool keep_conn;    /* the next hop goes on this hop's connection (an NTLM handshake) */
+    tern__conn *conn;  /* that connection, between this hop's end and the next one's dispatch */
     tern_hop_response_cb response_cb;
     void *response_data;
     tern_hop_request_cb request_cb;
@@ -728,6 +776,8 @@ struct tern__conn {
   bool bw_wait[2];
   int bw_write_status;   /* of the write whose end waits for its debt */
   size_t tunnel_interim; /* bytes of 1xx heads the proxy sent before answering CONNECT */
+  uint64_t tunnel_skip;  /* bytes of a 407's body still to drop before CONNECT goes again on this
+                          * connection (an NTLM handshake with the proxy) */
 
   /* SOCKS (socks.c): the origin's address when the proxy takes addresses (resolved by conn.c
    * before the proxy's own), and where the handshake stands */
@@ -753,6 +803,8 @@ struct tern__origin {
   int proxy_kind;                 /* TERN__PROXY_KIND_* */
   char *proxy_id;                 /* proxy credentials: a tunnel opened for one user is not
                                     * handed to a request with other (or no) credentials */
+  char *www_id;                   /* origin credentials that may answer NTLM, or NULL: NTLM
+                                    * authenticates the connection, so it stays with them */
   tern__tls_ctx *tls_ctx;         /* owned by the engine */
   struct ssl_session_st *session; /* the latest session, offered by new connections */
 };
@@ -866,6 +918,9 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req);
 /* Sends or queues a request on its origin's pool. */
 void tern__pool_dispatch(tern_request_t *req);
 void tern__pool_release(tern__conn *c);
+/* A connection kept for an NTLM hop that will not use it: back to the pool, or closed when it
+ * is a tunnel not yet open. */
+void tern__pool_unkeep(tern__conn *c);
 void tern__pool_conn_gone(tern__origin *o);
 /* Shutdown: fails every waiting and active request with TERN_ESHUTDOWN, closes every
  * connection and frees the origins. */
@@ -877,6 +932,8 @@ tern__conn *tern__http1_open(tern__origin *o, tern_request_t *first, uint64_t co
 /* Queues a request on an idle or pipelining connection and writes it when its turn comes. */
 void tern__http1_send(tern__conn *c, tern_request_t *req);
 bool tern__http1_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth);
+/* Sends CONNECT again on a connection whose proxy answered the last one with an NTLM 407. */
+void tern__http1_tunnel_again(tern__conn *c, tern_request_t *req);
 /* Applies the request's receive pause or resume (loop thread). */
 void tern__http1_apply_pause(tern_request_t *req);
 /* The request's body callback has bytes again (loop thread). */

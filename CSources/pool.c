@@ -15,10 +15,30 @@ static char *proxy_identity(const tern_request_t *req) {
   return id.data;
 }
 
+/* "user\npassword" when the origin's credentials may answer NTLM, else NULL (*err on failure). */
+static char *ntlm_identity(const tern_request_t *req, bool *err) {
+  const tern__auth *a = &req->auth.www;
+  *err = false;
+  if (a->user == NULL || !((a->schemes ? a->schemes : TERN_AUTH_ANY) & TERN_AUTH_NTLM)) return NULL;
+  tern__str id = { 0 };
+  *err = tern__str_appendf(&id, "%s\n%s", a->user, a->password ? a->password : "") != 0;
+  return id.data;
+}
+
+static bool same_id(const char *a, const char *b) {
+  return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
+}
+
 tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   size_t bufsize = req->buffer_size ? req->buffer_size : eng->config.buffer_size;
   char *pid = req->proxy.host ? proxy_identity(req) : NULL;
   if (req->proxy.host && pid == NULL) return NULL;
+  bool wid_err;
+  char *wid = ntlm_identity(req, &wid_err);
+  if (wid_err) {
+    free(pid);
+    return NULL;
+  }
   for (tern__list *n = eng->origins.next; n != &eng->origins; n = n->next) {
     tern__origin *o = tern__container_of(n, tern__origin, node);
     if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
@@ -26,20 +46,25 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
         o->proxy_port == req->proxy.port && (o->proxy_host == NULL) == (req->proxy.host == NULL) &&
         (o->proxy_host == NULL ||
          (o->proxy_kind == req->proxy.kind && strcmp(o->proxy_host, req->proxy.host) == 0 &&
-          strcmp(o->proxy_id, pid) == 0))) {
+          strcmp(o->proxy_id, pid) == 0)) &&
+        same_id(o->www_id, wid)) {
       free(pid);
+      free(wid);
       return o;
     }
   }
   tern__origin *o = tern__calloc(1, sizeof *o);
   if (o == NULL) {
     free(pid);
+    free(wid);
     return NULL;
   }
   o->proxy_id = pid;
+  o->www_id = wid;
   o->host = tern__strdup(req->url.host);
   if (o->host == NULL) {
     free(pid);
+    free(wid);
     free(o);
     return NULL;
   }
@@ -47,6 +72,7 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   o->tls = req->url.tls;
   if (req->proxy.host) {
     if ((o->proxy_host = tern__strdup(req->proxy.host)) == NULL) {
+      free(o->www_id);
       free(o->proxy_id);
       free(o->host);
       free(o);
@@ -60,6 +86,7 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
     o->tls_ctx = o->tls_id ? tern__tls_ctx_get(eng, req) : NULL;
     if (o->tls_ctx == NULL) {
       free(o->tls_id);
+      free(o->www_id);
       free(o->proxy_id);
       free(o->proxy_host);
       free(o->host);
@@ -90,6 +117,19 @@ void tern__pool_dispatch(tern_request_t *req) {
     }
   }
   tern__origin *o = req->origin;
+  tern__conn *kept = req->hop.conn; /* an NTLM handshake goes on on its connection */
+  if (kept) {
+    req->hop.conn = NULL;
+    if (kept->origin == o && kept->state == TERN__CONN_ACTIVE && !kept->no_more) {
+      tern__http1_send(kept, req);
+      return;
+    }
+    if (kept->origin == o && kept->state == TERN__CONN_TUNNEL && !kept->writing) {
+      tern__http1_tunnel_again(kept, req);
+      return;
+    }
+    tern__pool_unkeep(kept); /* credentials came with this hop: another pool key */
+  }
   if (!req->force_new_conn && !tern__list_empty(&o->idle)) {
     tern__conn *c = tern__container_of(o->idle.next, tern__conn, node);
     tern__http1_send(c, req);
@@ -136,6 +176,13 @@ void tern__pool_release(tern__conn *c) {
   tern__conn_arm_timer(c);
 }
 
+void tern__pool_unkeep(tern__conn *c) {
+  if (c->state == TERN__CONN_TUNNEL)
+    tern__conn_close(c);
+  else
+    tern__pool_release(c);
+}
+
 void tern__pool_conn_gone(tern__origin *o) {
   o->nconns--;
   if (tern__list_empty(&o->waiting)) return;
@@ -167,6 +214,7 @@ void tern__pool_shutdown(tern_engine_t *eng) {
       tern__conn_close(tern__container_of(o->idle.next, tern__conn, node));
     tern__list_remove(&o->node);
     tern__tls_origin_free(o);
+    free(o->www_id);
     free(o->proxy_id);
     free(o->proxy_host);
     free(o->host);

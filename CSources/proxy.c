@@ -1,6 +1,6 @@
 /* CONNECT tunnels through an HTTP proxy: the CONNECT request, the proxy's answer (1xx heads,
- * a 407 the request may answer with credentials on a new connection, refusals), and TLS
- * started through the tunnel once it is open. */
+ * a 407 the request may answer with credentials on a new connection, or on this one for NTLM,
+ * refusals), and TLS started through the tunnel once it is open. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -58,10 +58,41 @@ int tern__proxy_tunnel_start(tern__conn *c) {
   return 0;
 }
 
+/* Whether a 407 leaves the connection usable for the NTLM handshake's next CONNECT: its body
+ * framed by Content-Length (*len), and no "Connection: close". */
+static bool ntlm_keepable(const tern_request_t *req, uint64_t *len) {
+  const char *cl = tern__request_header_value(req, "content-length");
+  const char *conn = tern__request_header_value(req, "connection");
+  return cl && tern__request_header_value(req, "transfer-encoding") == NULL &&
+         !(conn && tern__has_token(conn, strlen(conn), "close")) &&
+         tern__parse_content_length(cl, strlen(cl), len) == 0;
+}
+
+/* Drops what is left of an NTLM 407's body, then sends the next CONNECT on this connection. */
+static int ntlm_skip_body(tern__conn *c, tern_request_t *req) {
+  size_t n = c->len < c->tunnel_skip ? c->len : (size_t)c->tunnel_skip;
+  tern__conn_consume(c, n);
+  c->tunnel_skip -= n;
+  if (c->tunnel_skip > 0) return 0;
+  if (c->len > 0) {
+    tern__request_set_error(req, TERN_EPROXY, "proxy %s sent more than its 407 to CONNECT",
+                            c->origin->proxy_host);
+    return TERN_EPROXY;
+  }
+  tern__list_remove(&req->node);
+  c->nrequests--;
+  req->conn = NULL;
+  req->hop.conn = c; /* pool.c sends the next CONNECT here */
+  tern__owner_hop_continue(req);
+  return 0;
+}
+
 /* The proxy's answer to CONNECT: 2xx opens the tunnel (TLS starts); a 407 the request can
- * answer becomes another hop on a new connection; anything else ends the request. */
+ * answer becomes another hop on a new connection (NTLM: on this one); anything else ends the
+ * request. */
 int tern__proxy_tunnel_read(tern__conn *c) {
   tern_request_t *req = tern__conn_first(c);
+  if (c->tunnel_skip > 0) return ntlm_skip_body(c, req);
   for (;;) {
     tern__header_t h[TERN__MAX_HEADERS];
     size_t nh = TERN__MAX_HEADERS;
@@ -101,6 +132,13 @@ int tern__proxy_tunnel_read(tern__conn *c) {
         req->hop.response_cb(req, status, req->hop.response_data) != 0) {
       tern__request_set_error(req, TERN_ECANCELED, "canceled by the response callback");
       return TERN_ECANCELED;
+    }
+    uint64_t body = 0;
+    if (req->hop.next == TERN__HOP_PROXY_AUTH && req->hop.keep_conn && !c->writing &&
+        ntlm_keepable(req, &body)) {
+      tern__conn_consume(c, (size_t)r);
+      c->tunnel_skip = body;
+      return ntlm_skip_body(c, req);
     }
     if (req->hop.next == TERN__HOP_PROXY_AUTH) {
       /* The 407's body is not read: this connection ends, the next hop takes a new one. */

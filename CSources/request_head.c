@@ -92,6 +92,16 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     if (r) return r;
     target = abs_target.data;
   }
+  /* An NTLM NEGOTIATE goes without the body, which the AUTHENTICATE hop sends whole (as curl
+   * does): a server answering it before reading a large body would end the connection the
+   * handshake needs. */
+  const tern__auth *ww = &req->auth.www, *pp = &req->auth.proxy;
+  req->upload.held = req->upload.kind != TERN__BODY_NONE &&
+                     ((ww->user && ww->scheme == TERN_AUTH_NTLM && ww->ntlm_step == 1 &&
+                       !req->user_authorization) ||
+                      (absolute && pp->user && pp->scheme == TERN_AUTH_NTLM && pp->ntlm_step == 1 &&
+                       !req->user_proxy_authorization));
+  bool body = req->upload.kind != TERN__BODY_NONE && !req->upload.held;
   tern__str h = { 0 };
   char n1[21], n2[21];
   r = tern__str_reserve(&h, 256 + strlen(target) + req->headers.len + req->hop.headers.len);
@@ -101,13 +111,14 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (req->auth.proxy.scheme == TERN_AUTH_BASIC && req->auth.proxy.tries == 0)
     req->auth.proxy.tries = 1; /* a preemptive send is an answer: a 401 to it is final */
   if (!r && req->auth.www.scheme && req->auth.www.user && !req->user_authorization) {
-    r = cat(&h, "Authorization: ", NULL);
-    if (!r && req->auth.www.scheme == TERN_AUTH_BASIC)
-      r = tern__auth_basic(req->auth.www.user, req->auth.www.password, &h);
-    else if (!r)
-      r = tern__auth_digest(req->auth.www.ch, req->auth.www.user, req->auth.www.password,
-                            req->method, target, ++req->auth.www.nc, &h);
-    if (!r) r = cat(&h, "\r\n", NULL);
+    tern__str wa = { 0 };
+    r = tern__auth_credentials(req, &req->auth.www, req->method, target, &wa);
+    if (!r && wa.len) {
+      r = cat(&h, "Authorization: ", NULL);
+      if (!r) r = tern__str_append(&h, wa.data, wa.len);
+      if (!r) r = cat(&h, "\r\n", NULL);
+    }
+    tern__str_free(&wa);
   }
   if (!r && absolute && !req->user_proxy_authorization) {
     tern__str pa = { 0 };
@@ -138,21 +149,22 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     if (!r && req->sink.resume_from > 0 && validator[0])
       r = cat(&h, "If-Range: ", validator, "\r\n", NULL);
   }
-  if (!r && req->upload.gzip && req->upload.kind != TERN__BODY_NONE)
-    r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
+  if (!r && req->upload.gzip && body) r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
   if (!r && req->sink.decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding &&
       !(req->omit & TERN__OMIT_ACCEPT_ENCODING))
     r = cat(&h, "Accept-Encoding: ", tern__accept_encoding(), "\r\n", NULL);
   if (!r) {
-    if (req->upload.len == UINT64_MAX)
+    if (req->upload.held)
+      r = cat(&h, "Content-Length: 0\r\n", NULL);
+    else if (req->upload.len == UINT64_MAX)
       r = cat(&h, "Transfer-Encoding: chunked\r\n", NULL);
     else if (req->upload.kind != TERN__BODY_NONE || method_is(req, "POST") ||
              method_is(req, "PUT") || method_is(req, "PATCH"))
       r = cat(&h, "Content-Length: ", u64_text(req->upload.len, n1), "\r\n", NULL);
   }
   req->expect_continue =
-      req->upload.kind != TERN__BODY_NONE && req->expect_min >= 0 && !req->http10 &&
-      !(req->omit & TERN__OMIT_EXPECT) && req->upload.len > 0 &&
+      body && req->expect_min >= 0 && !req->http10 && !(req->omit & TERN__OMIT_EXPECT) &&
+      req->upload.len > 0 &&
       (req->upload.len == UINT64_MAX || req->upload.len >= (uint64_t)req->expect_min);
   if (!r && req->expect_continue) r = cat(&h, "Expect: 100-continue\r\n", NULL);
   if (!r && !req->user_connection_close && !(req->omit & TERN__OMIT_CONNECTION)) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes build/python-venv (idempotent): a virtual environment with what the Python package needs
-# to build and be tested (cffi, setuptools, wheel, pytest), so the system's Python stays clean.
+# to build and be tested (cffi, setuptools, wheel, pytest), and pyspnego for the NTLM test server
+# (Tests/TestServer/ntlmserver.py), so the system's Python stays clean.
 # Run by scripts/setup.sh and scripts/check-python.sh. Prints the venv's python path.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -18,6 +19,13 @@ if ! "$py" -c 'import cffi, setuptools, wheel, pytest' 2>/dev/null; then
   "$py" -m pip install -q --disable-pip-version-check \
     'cffi>=1.15' 'setuptools>=61' wheel 'pytest>=7' >&2 || {
     echo "python-venv: pip could not install cffi/setuptools/wheel/pytest" >&2
+    exit 1
+  }
+fi
+if ! "$py" -c 'import spnego' 2>/dev/null; then
+  echo "python-venv: installing pyspnego (the NTLM test server's acceptor) into $VENV" >&2
+  "$py" -m pip install -q --disable-pip-version-check 'pyspnego>=0.10' >&2 || {
+    echo "python-venv: pip could not install pyspnego" >&2
     exit 1
   }
 fi

@@ -56,7 +56,7 @@ step "allocation-failure torture run: selected C cases with the N-th engine allo
 cmake -S . -B build/torture -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_BUILD_TYPE=Debug \
   -DTERN_ASAN=ON -DTERN_WERROR=ON -DTERN_TORTURE=ON -DTERN_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/torture -j"$JOBS" --target test-http test-hops test-body test-tls test-faults \
-  test-hostile 2>&1 | grep -v "Cannot export local symbol '__asan" || true
+  test-hostile test-ntlm 2>&1 | grep -v "Cannot export local symbol '__asan" || true
 torture_rc=0
 python3 Tests/CTests/torture.py --jobs "$JOBS" build/torture >build/torture.log 2>&1 || torture_rc=$?
 grep -vE '^[a-z]+:[a-z0-9_]+ +A=' build/torture.log || true # per case: runs, seconds, outcomes
@@ -72,11 +72,11 @@ cmake -S . -B build/tsan -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DTERN_
 cmake --build build/tsan -j"$JOBS"
 run_ctest build/tsan env TSAN_OPTIONS=halt_on_error=1
 
-step "fuzz the response parser and the content decoders for ${FUZZ_SECONDS}s each, the SOCKS answers for a quarter of that"
+step "fuzz the response parser and the content decoders for ${FUZZ_SECONDS}s each, the NTLM challenge parser for half that, the SOCKS answers for a quarter"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER="$CLANG" -DTERN_FUZZ=ON -DTERN_BUILD_TESTS=OFF \
   -DTERN_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build/fuzz -j"$JOBS" --target fuzz_http1_parse fuzz_decode fuzz_socks 2>&1 | grep -v "Cannot export local symbol '__asan" || true
-for target in http1_parse decode socks; do
+cmake --build build/fuzz -j"$JOBS" --target fuzz_http1_parse fuzz_decode fuzz_ntlm fuzz_socks 2>&1 | grep -v "Cannot export local symbol '__asan" || true
+for target in http1_parse decode ntlm socks; do
   corpus=$(mktemp -d)
   cp Tests/Fuzz/corpus/$target/* "$corpus"/
   dict=()
@@ -86,6 +86,8 @@ for target in http1_parse decode socks; do
   seconds=$FUZZ_SECONDS
   # The SOCKS answers are a few bytes with a handful of branches: a quarter of the time covers them.
   [ "$target" = socks ] && seconds=$(( (FUZZ_SECONDS + 3) / 4 ))
+  # The NTLM challenge is one bounded message with a list of pairs: half the time.
+  [ "$target" = ntlm ] && seconds=$(( (FUZZ_SECONDS + 1) / 2 ))
   if ! build/fuzz/fuzz_$target -max_total_time="$seconds" "${dict[@]}" \
     -print_final_stats=1 "$corpus" >"build/fuzz-$target.log" 2>&1; then
     grep -vE '^(INFO|#[0-9])' "build/fuzz-$target.log" | tail -n 40

@@ -486,19 +486,36 @@ TERN_API int tern_request_is_final_hop(const tern_request_t *req);
  *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API unsigned tern_request_get_redirect_count(const tern_request_t *req);
 
-/** Authentication schemes, OR-ed. Since 0.1. */
-typedef enum { TERN_AUTH_BASIC = 1, TERN_AUTH_DIGEST = 2, TERN_AUTH_ANY = 3 } tern_auth_scheme;
+/** Authentication schemes, OR-ed. TERN_AUTH_NTLM (since 0.3) authenticates the connection, not
+ *  the request (MS-NLMP): the NEGOTIATE and AUTHENTICATE messages go on the one kept-alive
+ *  connection that carried the challenge, and a connection that took part in it is never handed
+ *  to a request with other (or no) credentials. The user may name a domain ("DOMAIN\\user").
+ *  The response is NTLMv2; NTLMv1 only with TERN_AUTH_NTLM_V1 too, and only when the server's
+ *  challenge carries no target information (so NTLMv2 cannot be computed); otherwise such a
+ *  challenge is not answered. TERN_AUTH_ANY includes NTLM (as curl's CURLAUTH_ANY does; it was
+ *  Basic and Digest before 0.3) but not NTLMv1. With a choice, NTLM is preferred to Digest, and
+ *  Digest to Basic. Since 0.1. */
+typedef enum {
+  TERN_AUTH_BASIC = 1,
+  TERN_AUTH_DIGEST = 2,
+  TERN_AUTH_NTLM = 4,
+  TERN_AUTH_ANY = 7,
+  TERN_AUTH_NTLM_V1 = 8
+} tern_auth_scheme;
 /** Credentials for the origin (and only it: never sent to another origin after a redirect
  *  unless TERN_REDIRECT_TRUST_CROSS_ORIGIN). With TERN_AUTH_BASIC alone, Basic is sent
  *  preemptively; otherwise the server's 401 challenge picks the scheme (Digest: MD5, MD5-sess,
- *  SHA-256, SHA-512-256, qop=auth, stale=true). A body already sent is sent again whole.
+ *  SHA-256, SHA-512-256, qop=auth, stale=true; NTLM: see tern_auth_scheme, its NEGOTIATE goes
+ *  without the body). A body already sent is sent again whole.
  *  user:password in the URL count as credentials when none are set.
  *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_auth(tern_request_t *req, const char *user, const char *password,
                                    unsigned schemes);
 /** Called on a 401 or 407 challenge for which no (more) credentials are known; supply them with
  *  tern_request_supply_auth inside the callback and return non-zero to retry, or return 0 to
- *  stop and complete with the challenge response. Thread: called on the loop thread. Since 0.1. */
+ *  stop and complete with the challenge response. `scheme` is the one the engine would answer
+ *  ("NTLM", "Digest", "Basic", or "" when none; NTLM since 0.3, with realm "").
+ *  Thread: called on the loop thread. Since 0.1. */
 typedef int (*tern_auth_cb)(tern_request_t *req, int is_proxy, const char *scheme,
                             const char *realm, void *user_data);
 /** The callback asked for credentials on a 401 or 407 challenge (see tern_auth_cb).

@@ -1,6 +1,6 @@
 // Credentials: protection spaces, credentials, the stores that keep them (in memory for the
 // session, in a 0600 file for good), and the challenge handler a caller can install to be asked
-// for credentials when a server (or proxy) wants some. The C engine computes Basic and Digest;
+// for credentials when a server (or proxy) wants some. The C engine computes Basic, Digest and NTLM;
 // this file only decides which user and password to hand it.
 
 import Dispatch
@@ -10,13 +10,13 @@ public import FoundationEssentials
 public import Foundation
 #endif
 
-/// An HTTP authentication scheme, such as Basic or Digest.
+/// An HTTP authentication scheme, such as Basic, Digest or NTLM.
 ///
 /// A struct rather than an enum so that schemes can be added without breaking callers.
 public struct AuthenticationScheme: RawRepresentable, Sendable, Hashable, Codable,
     CustomStringConvertible
 {
-    /// The scheme's name as it appears in a challenge: `"Basic"`, `"Digest"`.
+    /// The scheme's name as it appears in a challenge: `"Basic"`, `"Digest"`, `"NTLM"`.
     public let rawValue: String
 
     /// Wraps a scheme name; the known names are matched without regard to case.
@@ -24,6 +24,7 @@ public struct AuthenticationScheme: RawRepresentable, Sendable, Hashable, Codabl
         switch rawValue.lowercased() {
         case "basic": self.rawValue = "Basic"
         case "digest": self.rawValue = "Digest"
+        case "ntlm": self.rawValue = "NTLM"
         default: self.rawValue = rawValue
         }
     }
@@ -35,6 +36,9 @@ public struct AuthenticationScheme: RawRepresentable, Sendable, Hashable, Codabl
     public static let basic = AuthenticationScheme(rawValue: "Basic")
     /// Digest (RFC 7616): answers a server nonce; needs a challenge first.
     public static let digest = AuthenticationScheme(rawValue: "Digest")
+    /// NTLM (MS-NLMP, NTLMv2 responses): a handshake that authenticates the connection, not
+    /// the request; the user may name a Windows domain (``Credential/domain``).
+    public static let ntlm = AuthenticationScheme(rawValue: "NTLM")
 }
 
 /// Where a credential applies: an origin (or a proxy) and, once known, the realm it announced.
@@ -143,24 +147,38 @@ public struct Credential: Sendable, Hashable, Codable, CustomStringConvertible,
     public var user: String
     /// The password.
     public var password: String
+    /// The Windows domain NTLM authenticates the user in (`nil`: none, or one named in
+    /// ``user`` as `DOMAIN\user`). Basic and Digest send it as `DOMAIN\user` too.
+    public var domain: String?
     /// How long the credential is kept once it worked.
     public var persistence: Persistence
 
     /// Creates a credential.
     ///
     /// - Parameters:
-    ///   - user: The user name.
+    ///   - user: The user name (for NTLM, `DOMAIN\user` names the domain too).
     ///   - password: The password.
+    ///   - domain: The NTLM domain, when not part of `user` (default: none).
     ///   - persistence: How long to keep it once it worked (default: the session).
-    public init(user: String, password: String, persistence: Persistence = .session) {
+    public init(
+        user: String, password: String, domain: String? = nil, persistence: Persistence = .session
+    ) {
         self.user = user
         self.password = password
+        self.domain = domain
         self.persistence = persistence
+    }
+
+    /// The user name the engine sends: `DOMAIN\user` with a ``domain``, else ``user``.
+    var engineUser: String {
+        guard let domain, !domain.isEmpty else { return user }
+        return domain + "\\" + user
     }
 
     /// `Credential(user: "alice", password: <hidden>, persistence: session)`.
     public var description: String {
-        "Credential(user: \"\(user)\", password: <hidden>, persistence: \(persistence))"
+        let dom = domain.map { ", domain: \"\($0)\"" } ?? ""
+        return "Credential(user: \"\(user)\"\(dom), password: <hidden>, persistence: \(persistence))"
     }
 
     /// The same as ``description``: no password.
@@ -168,7 +186,9 @@ public struct Credential: Sendable, Hashable, Codable, CustomStringConvertible,
 
     /// A mirror without the password, for `dump` and debuggers.
     public var customMirror: Mirror {
-        Mirror(self, children: ["user": user, "persistence": persistence], displayStyle: .struct)
+        Mirror(
+            self, children: ["user": user, "domain": domain as Any, "persistence": persistence],
+            displayStyle: .struct)
     }
 }
 
@@ -633,7 +653,7 @@ final class AuthenticationCoordinator: Sendable {
     ///
     /// - Parameters:
     ///   - isProxy: The callback's `is_proxy`.
-    ///   - scheme: The callback's `scheme` (`"Basic"`, `"Digest"` or `""`).
+    ///   - scheme: The callback's `scheme` (`"Basic"`, `"Digest"`, `"NTLM"` or `""`).
     ///   - realm: The callback's `realm` (`""` when none).
     ///   - url: The URL of the hop that was challenged.
     ///   - proxyURL: The proxy's URL, for a proxy challenge.
@@ -780,10 +800,13 @@ final class AuthenticationCoordinator: Sendable {
         }
     }
 
-    /// The challenge the engine would answer among `WWW-Authenticate` values: Digest before
-    /// Basic; its scheme and realm.
+    /// The challenge the engine would answer among `WWW-Authenticate` values: NTLM before
+    /// Digest before Basic; its scheme and realm (none for NTLM).
     static func strongestChallenge(in values: [String]) -> (AuthenticationScheme, String?)? {
         let challenges = values.flatMap(parseChallenges)
+        if let ntlm = challenges.first(where: { $0.scheme == .ntlm }) {
+            return (ntlm.scheme, nil)
+        }
         if let digest = challenges.first(where: { $0.scheme == .digest }) {
             return (digest.scheme, digest.realm)
         }

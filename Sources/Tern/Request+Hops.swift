@@ -54,8 +54,10 @@ extension Request {
     ///
     /// With ``basic`` alone, the credential is sent at once, before any challenge (curl's
     /// `--basic`). Otherwise the server's `401` (or the proxy's `407`) challenge picks the
-    /// scheme, Digest before Basic (curl's `--anyauth`, `--digest`). Digest is computed by the
-    /// C engine: MD5, MD5-sess, SHA-256 and SHA-512-256 with `qop=auth`, `stale=true` honoured.
+    /// scheme, NTLM before Digest before Basic (curl's `--anyauth`, `--digest`, `--ntlm`). Digest
+    /// is computed by the C engine: MD5, MD5-sess, SHA-256 and SHA-512-256 with `qop=auth`,
+    /// `stale=true` honoured. NTLM authenticates the connection: its handshake stays on one
+    /// kept-alive connection, which is never handed to a request with other credentials.
     public struct AuthenticationSchemes: OptionSet, Sendable, Hashable {
         /// The option bits (the C engine's `TERN_AUTH_*` values).
         public let rawValue: UInt32
@@ -69,8 +71,15 @@ extension Request {
         public static let basic = AuthenticationSchemes(rawValue: 1)
         /// Digest (RFC 7616).
         public static let digest = AuthenticationSchemes(rawValue: 2)
-        /// Whatever the challenge offers, Digest first.
-        public static let any: AuthenticationSchemes = [.basic, .digest]
+        /// NTLM (MS-NLMP) with an NTLMv2 response; the domain comes from
+        /// ``Credential/domain`` or a `DOMAIN\user` user name.
+        public static let ntlm = AuthenticationSchemes(rawValue: 4)
+        /// Lets NTLM answer with an NTLMv1 response when the server's challenge leaves no other
+        /// way (it carries no target information). Not part of ``any``; weak, avoid it.
+        public static let ntlmV1 = AuthenticationSchemes(rawValue: 8)
+        /// Whatever the challenge offers, NTLM first, then Digest, then Basic (as curl's
+        /// `CURLAUTH_ANY`, NTLM included).
+        public static let any: AuthenticationSchemes = [.basic, .digest, .ntlm]
 
         /// Whether a credential with these schemes goes out before any challenge.
         var isPreemptive: Bool { self == .basic }

@@ -56,10 +56,11 @@ final class CommandRunner: Sendable {
     let engine: Engine
     let dataItems: [DataItem]
     let formItems: [(value: String, literal: Bool)]
-    /// The schemes -u (and URL) credentials may answer: the last of --basic, --digest and
-    /// --anyauth, Basic when none (curl's default).
+    /// The schemes -u (and URL) credentials may answer: the last of --basic, --digest, --ntlm
+    /// and --anyauth, Basic when none (curl's default).
     let authSchemes: Request.AuthenticationSchemes
-    /// The same for proxy credentials (--proxy-basic, --proxy-digest, --proxy-anyauth).
+    /// The same for proxy credentials (--proxy-basic, --proxy-digest, --proxy-ntlm,
+    /// --proxy-anyauth).
     let proxyAuthSchemes: Request.AuthenticationSchemes
     /// curl's cookie engine: on with -b FILE or -c, shared by every URL of the run.
     let cookieJar: CookieJar?
@@ -129,9 +130,11 @@ final class CommandRunner: Sendable {
         }
     }
 
-    /// `--basic`/`--digest`/`--anyauth` (or the proxy forms) as schemes; Basic by default.
+    /// `--basic`/`--digest`/`--ntlm`/`--anyauth` (or the proxy forms) as schemes; Basic by
+    /// default. `--anyauth` includes NTLM, as curl's does.
     private static func schemes(for flag: String?, prefix: String) -> Request.AuthenticationSchemes {
         if flag == prefix + "digest" { return .digest }
+        if flag == prefix + "ntlm" { return .ntlm }
         if flag == prefix + "anyauth" { return .any }
         return .basic
     }

@@ -218,7 +218,10 @@ struct TernCommand: ParsableCommand {
     @Flag(name: .customLong("digest"), help: "Answer the server's challenge with Digest.")
     var digest = false
 
-    @Flag(name: .customLong("anyauth"), help: "Answer the server's challenge with its strongest scheme.")
+    @Flag(name: .customLong("ntlm"), help: "Answer the server's challenge with NTLM (-u 'DOMAIN\\user:password').")
+    var ntlm = false
+
+    @Flag(name: .customLong("anyauth"), help: "Answer the server's challenge with its strongest scheme (NTLM, Digest, Basic).")
     var anyAuth = false
 
     @Option(name: [.customShort("b"), .customLong("cookie")], parsing: .unconditionalSingleValue,
@@ -285,7 +288,10 @@ struct TernCommand: ParsableCommand {
     @Flag(name: .customLong("proxy-digest"), help: "Answer the proxy's challenge with Digest.")
     var proxyDigest = false
 
-    @Flag(name: .customLong("proxy-anyauth"), help: "Answer the proxy's challenge with its strongest scheme.")
+    @Flag(name: .customLong("proxy-ntlm"), help: "Answer the proxy's challenge with NTLM (-U 'DOMAIN\\user:password').")
+    var proxyNTLM = false
+
+    @Flag(name: .customLong("proxy-anyauth"), help: "Answer the proxy's challenge with its strongest scheme (NTLM, Digest, Basic).")
     var proxyAnyAuth = false
 
     @Option(name: .customLong("cache"), parsing: .unconditional,
@@ -366,9 +372,11 @@ enum Main {
         let runner = CommandRunner(
             options: command, dataItems: CurlArguments.dataItems(in: arguments),
             formItems: CurlArguments.formItems(in: arguments),
-            authFlag: CurlArguments.last(of: ["--basic", "--digest", "--anyauth"], in: arguments),
+            authFlag: CurlArguments.last(
+                of: ["--basic", "--digest", "--ntlm", "--anyauth"], in: arguments),
             proxyAuthFlag: CurlArguments.last(
-                of: ["--proxy-basic", "--proxy-digest", "--proxy-anyauth"], in: arguments))
+                of: ["--proxy-basic", "--proxy-digest", "--proxy-ntlm", "--proxy-anyauth"],
+                in: arguments))
         exit(await runner.run())
     }
 }
@@ -404,7 +412,7 @@ enum CurlArguments {
     ]
 
     /// Which of `flags` comes last in normalized arguments (curl: the last of --basic,
-    /// --digest and --anyauth wins); `nil` when none is there.
+    /// --digest, --ntlm and --anyauth wins); `nil` when none is there.
     static func last(of flags: Set<String>, in arguments: [String]) -> String? {
         var found: String?
         var index = 0

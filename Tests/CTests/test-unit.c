@@ -164,3 +164,123 @@ TEST(no_proxy_list_matching) {
   ASSERT(!tern__no_proxy_match("", "localhost"));
   ASSERT(!tern__no_proxy_match(NULL, "localhost"));
 }
+
+static void expect_hex(const unsigned char *b, size_t n, const char *want) {
+  char hex[256];
+  ASSERT(2 * n < sizeof hex);
+  for (size_t i = 0; i < n; i++) snprintf(hex + 2 * i, 3, "%02x", b[i]);
+  ASSERT_STR_EQ(hex, want);
+}
+
+/* MD4 (RFC 1320 A.5) and MS-NLMP 4.2.2 to 4.2.4: NTOWFv1, NTOWFv2, LMv2 and the NTLMv2
+ * response's NTProofStr, NTLMv1 without and with extended session security. */
+TEST(ntlm_ms_nlmp_vectors) {
+  unsigned char d[16];
+  tern__md4("", 0, d);
+  expect_hex(d, 16, "31d6cfe0d16ae931b73c59d7e0c089c0");
+  tern__md4("abc", 3, d);
+  expect_hex(d, 16, "a448017aaf21d8525fc10ae87aa6729d");
+  const char *digits =
+      "1234567890123456789012345678901234567890123456789012345678901234567890"
+      "1234567890";
+  tern__md4(digits, strlen(digits), d);
+  expect_hex(d, 16, "e33b4ddc9c38f2199c3e7b164fcc0536");
+
+  ASSERT_EQ(tern__ntlm_nt_hash("Password", d), 0);
+  expect_hex(d, 16, "a4f49c406510bdcab6824ee7c30fd852");
+  unsigned char v2[16];
+  ASSERT_EQ(tern__ntlm_v2_hash("User", "Domain", "Password", v2), 0);
+  expect_hex(v2, 16, "0c868a403bfd7a93a3001ef22ef02e3f");
+  /* the user name is upper-cased, the domain is not */
+  ASSERT_EQ(tern__ntlm_v2_hash("user", "Domain", "Password", d), 0);
+  expect_hex(d, 16, "0c868a403bfd7a93a3001ef22ef02e3f");
+
+  const unsigned char server[8] = { 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef };
+  const unsigned char client[8] = { 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa };
+  const unsigned char ti[] = { 0x02, 0x00, 0x0c, 0x00, 'D',  0,    'o',  0,    'm', 0, 'a', 0,
+                               'i',  0,    'n',  0,    0x01, 0x00, 0x0c, 0x00, 'S', 0, 'e', 0,
+                               'r',  0,    'v',  0,    'e',  0,    'r',  0,    0,   0, 0,   0 };
+  tern__str nt = { 0 };
+  unsigned char lm[24];
+  ASSERT_EQ(tern__ntlm_v2_response(v2, server, client, 0, ti, sizeof ti, &nt, lm), 0);
+  expect_hex(lm, 24, "86c35097ac9cec102554764a57cccc19aaaaaaaaaaaaaaaa");
+  ASSERT_EQ(nt.len, 16 + 28 + sizeof ti + 4);
+  expect_hex((unsigned char *)nt.data, 16, "68cd0ab851e51c96aabc927bebef6a1c");
+  tern__str_free(&nt);
+
+  unsigned char nt1[24], lm1[24];
+  ASSERT_EQ(tern__ntlm_nt_hash("Password", d), 0);
+  int r = tern__ntlm_v1_response(d, 0, server, client, nt1, lm1);
+  if (r == TERN_EUNSUPPORTED) return; /* no OpenSSL legacy provider (DES) on this machine */
+  ASSERT_EQ(r, 0);
+  expect_hex(nt1, 24, "67c43011f30298a2ad35ece64f16331c44bdbed927841f94");
+  ASSERT_EQ(tern__ntlm_v1_response(d, 0x00080000, server, client, nt1, lm1), 0);
+  expect_hex(nt1, 24, "7537f803ae367128ca458204bde7caf81e97ed2683267232");
+  expect_hex(lm1, 24, "aaaaaaaaaaaaaaaa00000000000000000000000000000000");
+}
+
+/* The CHALLENGE parser takes network input: a good message parses, and every truncation and
+ * every bad offset or length is refused without reading past the message. */
+TEST(ntlm_challenge_parsing) {
+  unsigned char m[48 + 36] = { 'N', 'T', 'L', 'M', 'S', 'S', 'P', 0, 2, 0, 0, 0 };
+  const unsigned char ti[] = { 0x02, 0x00, 0x0c, 0x00, 'D',  0,    'o',  0,    'm', 0, 'a', 0,
+                               'i',  0,    'n',  0,    0x01, 0x00, 0x0c, 0x00, 'S', 0, 'e', 0,
+                               'r',  0,    'v',  0,    'e',  0,    'r',  0,    0,   0, 0,   0 };
+  m[20] = 0x01, m[22] = 0x80; /* UNICODE | TARGET_INFO */
+  for (int i = 0; i < 8; i++) m[24 + i] = (unsigned char)(i + 1);
+  m[40] = m[42] = (unsigned char)sizeof ti;
+  m[44] = 48;
+  memcpy(m + 48, ti, sizeof ti);
+  tern__ntlm_challenge ch;
+  ASSERT_EQ(tern__ntlm_parse_challenge(m, sizeof m, &ch), 0);
+  ASSERT_EQ(ch.target_info_len, sizeof ti);
+  ASSERT_EQ(ch.challenge[7], 8);
+  tern__ntlm_challenge_clear(&ch);
+  for (size_t n = 0; n < sizeof m; n++) {
+    int r = tern__ntlm_parse_challenge(m, n, &ch);
+    if (n < 32 || n >= 48) ASSERT_EQ(r, TERN_EAUTH); /* short, or target info cut */
+    tern__ntlm_challenge_clear(&ch);
+  }
+  /* The AUTHENTICATE message names the domain and user of "DOMAIN\\user" in UTF-16LE. */
+  ASSERT_EQ(tern__ntlm_parse_challenge(m, sizeof m, &ch), 0);
+  tern__str auth = { 0 };
+  ASSERT_EQ(tern__ntlm_authenticate(&ch, "TERNDOM\\alice", "pw", false, &auth), 0);
+  tern__ntlm_challenge_clear(&ch);
+  ASSERT(auth.len > 5 && memcmp(auth.data, "NTLM ", 5) == 0);
+  unsigned char t3[1024];
+  size_t t3n = 0;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 5; i < auth.len && auth.data[i] != '='; i++) {
+    const char *al = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    acc = acc << 6 | (uint32_t)(strchr(al, auth.data[i]) - al);
+    if ((bits += 6) >= 8) t3[t3n++] = (unsigned char)(acc >> (bits -= 8));
+  }
+  tern__str_free(&auth);
+  ASSERT(t3n > 64 && memcmp(t3, "NTLMSSP\0\3\0\0\0", 12) == 0);
+  size_t dlen = t3[28], doff = t3[32] | (size_t)t3[33] << 8;
+  size_t ulen = t3[36], uoff = t3[40] | (size_t)t3[41] << 8;
+  ASSERT_EQ(dlen, 14);
+  ASSERT_EQ(ulen, 10);
+  ASSERT(doff + dlen <= t3n && uoff + ulen <= t3n);
+  ASSERT(memcmp(t3 + doff, "T\0E\0R\0N\0D\0O\0M\0", 14) == 0);
+  ASSERT(memcmp(t3 + uoff, "a\0l\0i\0c\0e\0", 10) == 0);
+  size_t ntlen = t3[20] | (size_t)t3[21] << 8;
+  ASSERT_EQ(ntlen, 16 + 28 + sizeof ti + 4); /* NTLMv2: proof, temp with the target info */
+  m[44] = 49;                                /* target info past the end */
+  ASSERT_EQ(tern__ntlm_parse_challenge(m, sizeof m, &ch), TERN_EAUTH);
+  m[44] = 48;
+  m[48 + 2] = 0xff; /* an AV pair longer than the field */
+  ASSERT_EQ(tern__ntlm_parse_challenge(m, sizeof m, &ch), TERN_EAUTH);
+  m[48 + 2] = 0x0c;
+  m[8] = 3; /* not a CHALLENGE */
+  ASSERT_EQ(tern__ntlm_parse_challenge(m, sizeof m, &ch), TERN_EAUTH);
+  ASSERT_EQ(tern__ntlm_parse_header("not base64!", &ch), TERN_EAUTH);
+  /* a NEGOTIATE message parses as a message but is not a challenge */
+  tern__str neg = { 0 };
+  ASSERT_EQ(tern__ntlm_negotiate(&neg), 0);
+  ASSERT_EQ(tern__str_append(&neg, "", 1), 0);
+  ASSERT(strncmp(neg.data, "NTLM TlRMTVNTUAABAAAA", 21) == 0);
+  ASSERT_EQ(tern__ntlm_parse_header(neg.data + 5, &ch), TERN_EAUTH);
+  tern__str_free(&neg);
+}

@@ -43,6 +43,9 @@ CASES = [
     "hops:auth_digest_sha256_lighttpd",               # Digest (SHA-256, lighttpd)
     "hops:proxy_https_connect",                       # CONNECT tunnel through a proxy, TLS inside
     "hops:proxy_digest_auth",                         # proxy Digest authentication
+    "ntlm:ntlm_domain_user_succeeds_on_one_connection",  # NTLM, the connection kept between hops
+    "ntlm:ntlm_proxy_authentication",                 # NTLM to a proxy, wrong password too
+    "ntlm:ntlm_proxy_connect_tunnel",                 # NTLM on CONNECT, then TLS in the tunnel
     "body:body_gzip_compressible_text",               # gzip decoding
     "body:body_gzip_request_body",                    # gzip-compressed request body
     "body:body_expect_continue_answered",             # upload with Expect: 100-continue

@@ -31,6 +31,12 @@ User alice / password wonderland everywhere (bob too, with a password needing UR
 TERN_APACHE, TERN_APACHE_MODULES, TERN_LIGHTTPD, TERN_SQUID, TERN_SQUID_HELPERS override the
 lookups; a missing server is an error, never a skip.
 
+NTLM: ntlmserver.py twice, an origin (NTLM_PORT) and a forward proxy (NTLM_PROXY_PORT), each
+authenticating connections with pyspnego's NTLM acceptor against STATE_DIR/ntlm/users
+(NTLM_DOMAIN\\NTLM_USER / NTLM_PASSWORD, and the same user without a domain). They run on the
+Python of build/python-venv (scripts/python-venv.sh installs pyspnego there; TERN_NTLM_PYTHON
+overrides it); without pyspnego, `start` fails.
+
 Files: fileserver.py, the reference server of the signed file transfer (FILE_PORT; its users
 and access tokens in FILE_TOKENS as uid=token,...; uploads stored in STATE_DIR/files).
 
@@ -61,6 +67,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATE = os.path.join(HERE, "nginx.conf.in")
 FAULTSERVER = os.path.join(HERE, "faultserver.py")
 FILESERVER = os.path.join(HERE, "fileserver.py")
+NTLMSERVER = os.path.join(HERE, "ntlmserver.py")
+# The NTLM servers' user (ntlmserver.py): DOMAIN\user with this password, or user alone.
+NTLM_USER, NTLM_PASSWORD, NTLM_DOMAIN = "alice", "wonderland-ntlm", "TERNDOM"
 # The reference file server's users (uid=access token), also written to the env file.
 FILE_TOKENS = "123=token,456=t0ken-456,789=tok789"
 
@@ -306,9 +315,9 @@ def recorded_pids(state):
     pids = set()
     for v in [env.get(k) for k in ("NGINX_PID", "FAULT_PID", "APACHE_PID", "LIGHTTPD_PID",
                                    "SQUID_PID", "FILE_PID", "SOCKS_PID",
-                                   "SOCKS_AUTH_PID")] + [
+                                   "SOCKS_AUTH_PID", "NTLM_PID", "NTLM_PROXY_PID")] + [
             read_pidfile(os.path.join(state, f)) for f in (
-                "nginx.pid", "fault.pid", "file.pid", "apache/httpd.pid", "lighttpd/lighttpd.pid",
+                "nginx.pid", "fault.pid", "file.pid", "ntlm.pid", "ntlm-proxy.pid", "apache/httpd.pid", "lighttpd/lighttpd.pid",
                 "squid/squid.pid", "squid/launched.pid")]:
         try:
             if v and int(v) > 1:
@@ -339,7 +348,8 @@ def cmd_stop(state):
     remove_squid_shm(state)
     left = [p for p in pids if alive(p)]
     for name in ("env", "fault.pid", "fault.port", "fault.port2", "fault.tlsports",
-                 "file.pid", "file.port",
+                 "file.pid", "file.port", "ntlm.pid", "ntlm.port", "ntlm-proxy.pid",
+                 "ntlm-proxy.port",
                  "squid/squid.pid", "squid/launched.pid"):
         try:
             os.unlink(os.path.join(state, name))
@@ -469,6 +479,22 @@ def render_conf(state, www, ports, ipv6, token, certdir, fault_port, htpasswd):
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+def ntlm_python():
+    """The Python that has pyspnego: $TERN_NTLM_PYTHON, else build/python-venv's. Never a skip:
+    without it the NTLM tests could not run, so `start` fails and says how to get it."""
+    py = os.environ.get("TERN_NTLM_PYTHON") or os.path.join(HERE, "..", "..", "build",
+                                                             "python-venv", "bin", "python")
+    if not os.path.isfile(py):
+        die("no Python with pyspnego for the NTLM test server: %s is missing; run "
+            "scripts/python-venv.sh (scripts/setup.sh does) or set TERN_NTLM_PYTHON" % py)
+    r = subprocess.run([py, "-c", "import spnego"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    if r.returncode != 0:
+        die("%s cannot import spnego (pyspnego): run scripts/python-venv.sh, or set "
+            "TERN_NTLM_PYTHON to a Python that has it" % py)
+    return py
 
 
 def spawn(argv, out_path, err_path, cwd):
@@ -985,6 +1011,26 @@ def cmd_start(state):
     with open(os.path.join(state, "file.pid"), "w") as f:
         f.write("%d\n" % filesrv.pid)
 
+    # The NTLM acceptors (ntlmserver.py, on the venv's Python: pyspnego).
+    ntlm_py = ntlm_python()
+    os.makedirs(os.path.join(state, "ntlm"), exist_ok=True)
+    ntlm_users = os.path.join(state, "ntlm", "users")
+    with open(ntlm_users, "w") as f:
+        f.write("%s:%s:%s\n:%s:%s\n" % (NTLM_DOMAIN, NTLM_USER, NTLM_PASSWORD, NTLM_USER,
+                                        NTLM_PASSWORD))
+    ntlm_env = dict(os.environ, NTLM_USER_FILE=ntlm_users)
+    ntlm_procs = {}
+    for name, extra in (("ntlm", []), ("ntlm-proxy", ["--proxy"])):
+        pf = os.path.join(state, name + ".port")
+        with open(os.path.join(state, name + ".out"), "wb") as out, \
+                open(os.path.join(state, name + ".log"), "ab") as err:
+            ntlm_procs[name] = (subprocess.Popen(
+                [ntlm_py, NTLMSERVER, "--port", "0", "--port-file", pf] + extra,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=state, close_fds=True,
+                start_new_session=True, env=ntlm_env), pf)
+        with open(os.path.join(state, name + ".pid"), "w") as f:
+            f.write("%d\n" % ntlm_procs[name][0].pid)
+
     shas = ensure_fixtures(www, FIXTURES)
     big = os.path.join(www, BIG[0])
     if os.path.exists(big) and os.path.getsize(big) == BIG[1]:
@@ -1039,7 +1085,8 @@ def cmd_start(state):
         taken.update(hs.ports.values())
 
     def kill_all(*more):
-        kill_started(fault, filesrv, *[hs.proc for hs in hop_servers], *more)
+        kill_started(fault, filesrv, *[hs.proc for hs in hop_servers],
+                     *[proc for proc, _ in ntlm_procs.values()], *more)
 
     nginx_p = None
     for attempt in range(1, 4):  # a picked port can be taken before nginx binds it: retry
@@ -1116,6 +1163,18 @@ def cmd_start(state):
             kill_all(nginx_p)
             die("fileserver.py did not start", file_log, os.path.join(state, "file.out"))
         time.sleep(0.005)
+    ntlm_ports = {}
+    for name, (proc, pf) in ntlm_procs.items():
+        while name not in ntlm_ports:
+            ntlm_ports[name] = read_pidfile(pf)
+            if ntlm_ports[name]:
+                break
+            del ntlm_ports[name]
+            if proc.poll() is not None or time.monotonic() > deadline:
+                kill_all(nginx_p)
+                die("ntlmserver.py (%s) did not start" % name,
+                    os.path.join(state, name + ".log"), os.path.join(state, name + ".out"))
+            time.sleep(0.005)
     fault_tls = read_env_file(tls_ports_file)
     missing = [k for k in FAULT_TLS_KEYS if k not in fault_tls]
     if missing:
@@ -1160,6 +1219,13 @@ def cmd_start(state):
         ("FILE_PORT", file_port),
         ("FILE_PID", filesrv.pid),
         ("FILE_TOKENS", FILE_TOKENS),
+        ("NTLM_PORT", ntlm_ports["ntlm"]),
+        ("NTLM_PID", ntlm_procs["ntlm"][0].pid),
+        ("NTLM_PROXY_PORT", ntlm_ports["ntlm-proxy"]),
+        ("NTLM_PROXY_PID", ntlm_procs["ntlm-proxy"][0].pid),
+        ("NTLM_USER", NTLM_USER),
+        ("NTLM_PASSWORD", NTLM_PASSWORD),
+        ("NTLM_DOMAIN", NTLM_DOMAIN),
         ("AUTH_USER", AUTH_USERS[0][0]),
         ("AUTH_PASSWORD", AUTH_USERS[0][1]),
         ("AUTH_USER2", AUTH_USERS[1][0]),
@@ -1221,7 +1287,8 @@ def cmd_status(state):
               + [("APACHE_PORT", "APACHE_PID"), ("LIGHTTPD_PORT", "LIGHTTPD_PID"),
                  ("SQUID_PORT", "SQUID_PID"), ("SQUID_AUTH_PORT", "SQUID_PID"),
                  ("FILE_PORT", "FILE_PID"), ("SOCKS_PORT", "SOCKS_PID"),
-                 ("SOCKS_AUTH_PORT", "SOCKS_AUTH_PID")])
+                 ("SOCKS_AUTH_PORT", "SOCKS_AUTH_PID"), ("NTLM_PORT", "NTLM_PID"),
+                 ("NTLM_PROXY_PORT", "NTLM_PROXY_PID")])
     for key, pidkey in checks:
         up = (key in env and ours(int(env.get(pidkey, "0") or 0), state)
               and can_connect("127.0.0.1", int(env[key])))

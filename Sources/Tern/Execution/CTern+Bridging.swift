@@ -481,7 +481,7 @@ extension Execution {
         }
         if let credential = p.credential {
             try check(
-                tern_request_set_auth(h, credential.user, credential.password, p.authSchemes.rawValue),
+                tern_request_set_auth(h, credential.engineUser, credential.password, p.authSchemes.rawValue),
                 "credential")
             auth?.noteRequestCredential(
                 credential, for: p.url, isProxy: false, sentPreemptively: p.authSchemes.isPreemptive)
@@ -490,7 +490,7 @@ extension Execution {
         {
             try check(
                 tern_request_set_auth(
-                    h, credential.user, credential.password,
+                    h, credential.engineUser, credential.password,
                     Self.schemeBits(stored: scheme, allowed: p.authSchemes)),
                 "stored credential")
         }
@@ -502,7 +502,7 @@ extension Execution {
             if let credential = p.proxyAutoConfigurationCredential {
                 try check(
                     tern_request_set_proxy_auth(
-                        h, credential.user, credential.password, p.proxySchemes.rawValue),
+                        h, credential.engineUser, credential.password, p.proxySchemes.rawValue),
                     "proxy credential")
             }
         } else if let rules = p.proxyRules, p.maxRedirects > 0, try configureProxyRules(h, rules) {
@@ -517,7 +517,7 @@ extension Execution {
             if let credential = proxy.credential {
                 try check(
                     tern_request_set_proxy_auth(
-                        h, credential.user, credential.password, p.proxySchemes.rawValue),
+                        h, credential.engineUser, credential.password, p.proxySchemes.rawValue),
                     "proxy credential")
                 auth?.noteRequestCredential(
                     credential, for: proxy.url, isProxy: true,
@@ -527,7 +527,7 @@ extension Execution {
             {
                 try check(
                     tern_request_set_proxy_auth(
-                        h, credential.user, credential.password,
+                        h, credential.engineUser, credential.password,
                         Self.schemeBits(stored: scheme, allowed: p.proxySchemes)),
                     "stored proxy credential")
             }

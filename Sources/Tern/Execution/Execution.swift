@@ -532,7 +532,7 @@ final class Execution: @unchecked Sendable {
         }
         switch action {
         case .supply(let credential):
-            return tern_request_supply_auth(handle, credential.user, credential.password) == 0 ? 1 : 0
+            return tern_request_supply_auth(handle, credential.engineUser, credential.password) == 0 ? 1 : 0
         case .stop:
             return 0
         case .cancel:

@@ -198,7 +198,7 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
     var engineURL: String {
         guard let credential else { return url.absoluteString }
         let prefix = "\(kind.rawValue)://"
-        return prefix + credential.user.percentEncodedUserinfo() + ":"
+        return prefix + credential.engineUser.percentEncodedUserinfo() + ":"
             + credential.password.percentEncodedUserinfo() + "@"
             + url.absoluteString.dropFirst(prefix.count)
     }
