@@ -21,9 +21,32 @@ extension TernTests.Hops {
 
     /// How many connections Dante's log (`open` or `auth`) shows it made to 127.0.0.1:port.
     func danteConnections(_ servers: Servers, _ log: String, to port: String) throws -> Int {
+        try danteLog(servers, log).split(separator: "\n").filter {
+            $0.hasSuffix(" 127.0.0.1.\(port)")
+        }.count
+    }
+
+    func danteLog(_ servers: Servers, _ log: String) throws -> String {
         let path = "\(try servers.must("STATE"))/dante/\(log).log"
-        let text = String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
-        return text.split(separator: "\n").filter { $0.hasSuffix(" 127.0.0.1.\(port)") }.count
+        return String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
+    }
+
+    /// Whether Dante carried the connection the server saw as coming from `remotePort` (its
+    /// X-Remote-Port): the log names the tunnel's outgoing side, "127.0.0.1.PORT
+    /// 127.0.0.1.TARGET". Unlike counting lines, this holds while other tests use Dante too.
+    func danteCarried(
+        _ servers: Servers, _ log: String = "open", remotePort: String?, to target: String
+    ) throws -> Bool {
+        guard let remotePort else { return false }
+        return try danteLog(servers, log).contains("127.0.0.1.\(remotePort) 127.0.0.1.\(target)\n")
+    }
+
+    func danteCarried(
+        _ servers: Servers, _ response: Response, to target: String, log: String = "open"
+    ) throws -> Bool {
+        try danteCarried(
+            servers, log, remotePort: response.headerFields[HTTPField.Name("X-Remote-Port")!],
+            to: target)
     }
 
     @Test(arguments: [ProxyConfiguration.Kind.socks5h, .socks5, .socks4, .socks4a])
@@ -48,7 +71,6 @@ extension TernTests.Hops {
         // A name only where the proxy resolves it: Dante connects out over IPv4 only, and
         // "localhost" may resolve to ::1 here first.
         let host = kind == .socks5h ? "localhost" : "127.0.0.1"
-        let before = try danteConnections(servers, "open", to: faultPort)
         let plain = isolated(url("http://\(host):\(faultPort)/echo"))
         plain.proxy = try dante(servers, kind)
         let response = try await plain.response()
@@ -56,9 +78,8 @@ extension TernTests.Hops {
         // An ordinary origin-form request inside the tunnel: no proxy field, no absolute URL.
         #expect(response.sentRequestHead?.hasPrefix("GET /echo HTTP/1.1\r\n") == true)
         #expect(response.sentRequestHead?.contains("Proxy-") == false)
-        #expect(try danteConnections(servers, "open", to: faultPort) == before + 1)
+        #expect(try danteCarried(servers, response, to: faultPort))
 
-        let tlsBefore = try danteConnections(servers, "open", to: tlsPort)
         let tls = isolated(url("https://\(host):\(tlsPort)/1k.bin"))
         tls.proxy = try dante(servers, kind)
         tls.tls = TLSOptions(caFile: try servers.must("CA_PEM"))
@@ -66,7 +87,7 @@ extension TernTests.Hops {
         #expect(tlsResponse.statusCode == 200)
         #expect(tlsResponse.data == (try fixture(servers, "1k.bin")))
         #expect(tlsResponse.tlsInfo != nil)
-        #expect(try danteConnections(servers, "open", to: tlsPort) == tlsBefore + 1)
+        #expect(try danteCarried(servers, tlsResponse, to: tlsPort))
     }
 
     @Test func socksUserNameAndPassword() async throws {
@@ -104,37 +125,44 @@ extension TernTests.Hops {
         let servers = try Servers.get()
         let faultPort = String(servers.faultPort)
         let socksURL = "socks5h://127.0.0.1:\(try servers.must("SOCKS_PORT"))"
-        let before = try danteConnections(servers, "open", to: faultPort)
         let request = isolated(servers.fault("/echo"))
         request.proxyEnvironment = ProxyEnvironment(environment: ["all_proxy": socksURL])
-        #expect(try await request.response().statusCode == 200)
-        #expect(try danteConnections(servers, "open", to: faultPort) == before + 1)
+        let response = try await request.response()
+        #expect(response.statusCode == 200)
+        #expect(try danteCarried(servers, response, to: faultPort))
         // no_proxy still exempts a host from a SOCKS proxy.
         let exempt = isolated(servers.fault("/echo"))
         exempt.proxyEnvironment = ProxyEnvironment(
             environment: ["all_proxy": socksURL, "no_proxy": "127.0.0.1"])
-        #expect(try await exempt.response().statusCode == 200)
-        #expect(try danteConnections(servers, "open", to: faultPort) == before + 1)
+        let direct = try await exempt.response()
+        #expect(direct.statusCode == 200)
+        #expect(try !danteCarried(servers, direct, to: faultPort))
     }
 
     @Test func cliTakesSOCKSFromTheEnvironment() throws {
         let servers = try Servers.get()
         let faultPort = String(servers.faultPort)
         let socksURL = "socks5h://127.0.0.1:\(try servers.must("SOCKS_PORT"))"
-        let before = try danteConnections(servers, "open", to: faultPort)
+        // The echo's "peer_port" is the client port the fault server saw.
+        func peerPort(_ run: ToolRun) -> String? {
+            guard let range = run.text.range(of: #""peer_port": [0-9]+"#, options: .regularExpression)
+            else { return nil }
+            return String(run.text[range].split(separator: " ").last ?? "")
+        }
         let run = try ternTool(
             ["-s", servers.fault("/echo").absoluteString],
             environment: toolEnvironment(["ALL_PROXY": socksURL]))
         #expect(run.status == 0)
-        #expect(try danteConnections(servers, "open", to: faultPort) == before + 1)
+        #expect(try danteCarried(servers, remotePort: peerPort(run), to: faultPort))
         // --noproxy exempts the host; -x "" ignores the variables.
         for extra in [["--noproxy", "127.0.0.1"], ["-x", ""]] {
             let direct = try ternTool(
                 ["-s"] + extra + [servers.fault("/echo").absoluteString],
                 environment: toolEnvironment(["ALL_PROXY": socksURL]))
             #expect(direct.status == 0)
+            #expect(peerPort(direct) != nil)
+            #expect(try !danteCarried(servers, remotePort: peerPort(direct), to: faultPort))
         }
-        #expect(try danteConnections(servers, "open", to: faultPort) == before + 1)
     }
 
     @Test func proxyConfigurationReadsSOCKSURLs() throws {

@@ -220,6 +220,8 @@ class Connection:
         self.sent_100 = False
         sock = writer.get_extra_info("socket")
         self.sock = sock
+        peer = writer.get_extra_info("peername")
+        self.peer_port = peer[1] if peer else 0  # through a SOCKS proxy: the proxy's side
 
     # ---- I/O helpers ---------------------------------------------------------------------
 
@@ -759,6 +761,7 @@ class Connection:
             "chunked": req.chunked,
             "trailers": [[n, v] for n, v in req.trailers],
             "connection": self.id,
+            "peer_port": self.peer_port,
             "connection_requests": self.requests,
         }
         # One top-level key per line, compact values: easy to read and to strstr() from C.
@@ -769,6 +772,7 @@ class Connection:
             ("Content-Type", "application/json"), ("X-Echo-Method", req.method),
             ("X-Echo-Body-Length", str(req.body_length)), ("X-Echo-Body-Sha256", req.body_sha256),
             ("X-Echo-Chunked", "1" if req.chunked else "0"),
+            ("X-Remote-Port", str(self.peer_port)),
             ("X-Echo-Header-Count", str(len(req.headers)))] + self.credential_echo(req), body)
 
     # ---- redirects and challenges (hop tests) ----------------------------------------------
