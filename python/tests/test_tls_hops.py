@@ -184,3 +184,25 @@ def test_scheme_proxies_and_no_proxy(servers):
         assert "Via" in c.get(servers.nginx("/1k.bin")).headers
     with tern.Client(proxy=proxy, no_proxy="127.0.0.1") as c:
         assert "Via" not in c.get(servers.nginx("/1k.bin")).headers
+
+
+# ---- NTLM (ntlmserver.py on pyspnego: NTLM_PORT, and a proxy on NTLM_PROXY_PORT) ----
+
+def test_ntlm_origin_and_proxy(servers):
+    user, password = servers.must("NTLM_USER"), servers.must("NTLM_PASSWORD")
+    domain = servers.must("NTLM_DOMAIN")
+    origin = f"http://127.0.0.1:{servers.port('NTLM_PORT')}/x"
+    with tern.Client() as c:
+        r = c.get(origin, auth=tern.NTLMAuth(user, password, domain=domain))
+        assert r.status_code == 200 and f"user={domain}\\{user}" in r.text
+        # The handshake stayed on one connection: NEGOTIATE and AUTHENTICATE on the same.
+        fields = dict(kv.split("=", 1) for kv in r.text.split() if "=" in kv)
+        assert fields["negotiate_conn"] == fields["authenticate_conn"] == fields["conn"]
+        r = c.get(origin, auth=tern.AnyAuth(f"{domain}\\{user}", password))
+        assert r.status_code == 200
+        r = c.get(origin, auth=tern.NTLMAuth(user, "wrong", domain=domain))
+        assert r.status_code == 401 and "NTLM authentication failed" in r.text
+    proxy = f"http://127.0.0.1:{servers.port('NTLM_PROXY_PORT')}"
+    with tern.Client(proxy=proxy, proxy_auth=(f"{domain}\\{user}", password)) as c:
+        r = c.get(servers.nginx("/1k.bin"))
+        assert r.status_code == 200 and sha(r.content) == servers.must("SHA_1K")

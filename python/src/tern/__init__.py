@@ -55,6 +55,7 @@ from ._errors import (
 )
 from ._models import (
     AnyAuth,
+    NTLMAuth,
     BasicAuth,
     DigestAuth,
     File,
@@ -71,6 +72,7 @@ __version__ = "0.3.0"
 __all__ = [
     "AnyAuth", "AsyncClient", "AuthError", "BasicAuth", "BodyTimeout", "Cancelled", "Client",
     "ClosedError", "ConnectError", "ConnectTimeout", "DecodeError", "DigestAuth", "File",
+    "NTLMAuth",
     "FileError", "HTTPStatusError", "Headers", "HeadersTimeout", "InvalidURL", "NetworkError",
     "Progress", "ProtocolError", "ProxyError", "RedirectError", "Response", "TLSError",
     "TLSVerifyError", "TernError", "Timeout", "TimeoutException", "TooManyRedirects",

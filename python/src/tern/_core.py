@@ -15,6 +15,7 @@ from urllib.parse import urlencode, urlsplit
 from . import _errors
 from ._models import (
     AnyAuth,
+    NTLMAuth,
     AuthTypes,
     BasicAuth,
     DigestAuth,
@@ -42,7 +43,8 @@ CertTypes = Union[str, Tuple[str, Optional[str]], Tuple[str, Optional[str], Opti
 ProxyTypes = Optional[str]
 ProxiesTypes = Optional[Mapping[str, Optional[str]]]
 
-_AUTH_BASIC, _AUTH_DIGEST, _AUTH_ANY = 1, 2, 3
+# tern.h's TERN_AUTH_*: ANY is Basic, Digest and NTLM.
+_AUTH_BASIC, _AUTH_DIGEST, _AUTH_NTLM, _AUTH_ANY = 1, 2, 4, 7
 
 # Set while Python code runs on an engine's loop thread (the asyncio callbacks), so that an
 # engine whose last reference dies there is freed from another thread (an engine cannot join
@@ -397,11 +399,15 @@ def _auth(auth: AuthTypes) -> Optional[Tuple[str, str, int]]:
         return auth.username, auth.password, _AUTH_BASIC
     if isinstance(auth, DigestAuth):
         return auth.username, auth.password, _AUTH_DIGEST
+    if isinstance(auth, NTLMAuth):
+        user = f"{auth.domain}\\{auth.username}" if auth.domain else auth.username
+        return user, auth.password, _AUTH_NTLM
     if isinstance(auth, AnyAuth):
         return auth.username, auth.password, _AUTH_ANY
     if isinstance(auth, tuple) and len(auth) == 2:
         return str(auth[0]), str(auth[1]), _AUTH_BASIC
-    raise TypeError(f"auth must be a (user, password) pair or tern.BasicAuth/DigestAuth/AnyAuth: {auth!r}")
+    raise TypeError("auth must be a (user, password) pair or tern.BasicAuth/DigestAuth/NTLMAuth/"
+                    f"AnyAuth: {auth!r}")
 
 
 # verify= paths seen, and whether each is a directory (CA path) or a file.

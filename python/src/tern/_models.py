@@ -151,14 +151,25 @@ class DigestAuth:
 
 
 @dataclass(frozen=True)
+class NTLMAuth:
+    """NTLM credentials (NTLMv2), answered to a 401 challenge on one kept-alive connection.
+    ``domain`` (or a ``"DOMAIN\\user"`` username) names the user's domain."""
+
+    username: str
+    password: str
+    domain: str = ""
+
+
+@dataclass(frozen=True)
 class AnyAuth:
-    """Credentials for whichever scheme (Basic or Digest) the server's challenge asks for."""
+    """Credentials for whichever scheme (Basic, Digest or NTLM) the server's challenge asks
+    for, the strongest offered."""
 
     username: str
     password: str
 
 
-AuthTypes = Union[BasicAuth, DigestAuth, AnyAuth, Tuple[str, str], None]
+AuthTypes = Union[BasicAuth, DigestAuth, NTLMAuth, AnyAuth, Tuple[str, str], None]
 
 
 @dataclass(frozen=True)
