@@ -3,6 +3,9 @@
 # for byte: the `tern` CLI over HTTP and HTTPS, killed and resumed, and the C example.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
+# Installs what is missing first (idempotent, quick when nothing is), so this one command is all
+# a fresh machine needs.
+bash "$(dirname "$0")/setup.sh"
 cd "$ROOT"
 state=$(mktemp -d)
 chmod 755 "$state" # the test servers (Apache as www-data, squid as proxy) read below it

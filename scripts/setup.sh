@@ -42,8 +42,8 @@ fi
 # user (no home, no shell, no login) with the password Tests/TestServer/servers.py gives them.
 if ! id ternsocks >/dev/null 2>&1; then
   $SUDO useradd --system --no-create-home --shell /usr/sbin/nologin ternsocks
+  echo 'ternsocks:socks-wonderland' | $SUDO chpasswd
 fi
-echo 'ternsocks:socks-wonderland' | $SUDO chpasswd
 # The Python package's build and test environment (build/python-venv: cffi, setuptools, pytest).
 "$(dirname "$0")/python-venv.sh" >/dev/null
 echo "setup: ok"

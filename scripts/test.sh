@@ -9,6 +9,9 @@
 # Usage: scripts/test.sh [--quick]   (--quick: the plain build and ctest only)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
+# Installs what is missing first (idempotent, quick when nothing is), so this one command is all
+# a fresh machine needs.
+bash "$(dirname "$0")/setup.sh"
 cd "$ROOT"
 QUICK=0
 [ "${1:-}" = "--quick" ] && QUICK=1
