@@ -21,20 +21,7 @@
 
 /* ---- harness ---- */
 
-/* malloc'd printf. */
-static char *fmt(const char *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int n = vsnprintf(NULL, 0, f, ap);
-  va_end(ap);
-  ASSERT(n >= 0);
-  char *p = malloc((size_t)n + 1);
-  ASSERT(p != NULL);
-  va_start(ap, f);
-  vsnprintf(p, (size_t)n + 1, f, ap);
-  va_end(ap);
-  return p;
-}
+#define fmt test_fmt /* malloc'd printf (testutil.c) */
 
 /* Percent-encodes everything but unreserved characters (for a query value). malloc'd. */
 static char *qenc(const char *s) {
