@@ -71,7 +71,9 @@ NTLMSERVER = os.path.join(HERE, "ntlmserver.py")
 # The NTLM servers' user (ntlmserver.py): DOMAIN\user with this password, or user alone.
 NTLM_USER, NTLM_PASSWORD, NTLM_DOMAIN = "alice", "wonderland-ntlm", "TERNDOM"
 # The reference file server's users (uid=access token), also written to the env file.
-FILE_TOKENS = "123=token,456=t0ken-456,789=tok789"
+# 321 is the process test's own (FileTransferProcessTests), so that no other test running at
+# the same time moves its upload count.
+FILE_TOKENS = "123=token,456=t0ken-456,789=tok789,321=tok321"
 
 MIB = 1 << 20
 FIXTURES = [  # (file name, size, env key for its SHA-256)
