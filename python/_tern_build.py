@@ -20,6 +20,26 @@ import sys
 
 from cffi import FFI
 
+# A completed request's fields, filled in one call (tern_py_response_info): declared once here,
+# put into both the declarations (CDEF) and the C source (SOURCE) below.
+RESPONSE_STRUCT = r"""typedef struct {
+  int status;
+  int error;
+  int http_minor;
+  unsigned redirects;
+  int reused;
+  uint64_t offset;
+  double elapsed;
+  size_t header_count;
+  size_t header_bytes;
+  size_t body_len;
+  const void *body;
+  const char *reason;
+  const char *url;
+  const char *tls_version;
+  const char *decoded_encoding;
+} tern_py_response;"""
+
 # The part of tern.h the binding uses. Checked by the compiler against the real header.
 CDEF = r"""
 typedef struct tern_engine tern_engine_t;
@@ -146,23 +166,7 @@ uint64_t tern_py_local_stat(tern_py_local *l, tern_stat stat);
 void tern_py_local_free(tern_py_local *l);
 /* A completed request's response in two calls: the scalar fields, and the header fields as
  * one block of NUL-terminated names and values. */
-typedef struct {
-  int status;
-  int error;
-  int http_minor;
-  unsigned redirects;
-  int reused;
-  uint64_t offset;
-  double elapsed;
-  size_t header_count;
-  size_t header_bytes;
-  size_t body_len;
-  const void *body;
-  const char *reason;
-  const char *url;
-  const char *tls_version;
-  const char *decoded_encoding;
-} tern_py_response;
+@RESPONSE_STRUCT@
 void tern_py_response_info(const tern_request_t *req, tern_py_response *out);
 size_t tern_py_headers_block(const tern_request_t *req, char *buf, size_t cap);
 /* The per-request setters that almost every call makes, in one call: URL, method, the four
@@ -374,23 +378,7 @@ static void tern_py_local_free(tern_py_local *l) {
 }
 
 /* ---- responses and requests in few calls ---- */
-typedef struct {
-  int status;
-  int error;
-  int http_minor;
-  unsigned redirects;
-  int reused;
-  uint64_t offset;
-  double elapsed;
-  size_t header_count;
-  size_t header_bytes;
-  size_t body_len;
-  const void *body;
-  const char *reason;
-  const char *url;
-  const char *tls_version;
-  const char *decoded_encoding;
-} tern_py_response;
+@RESPONSE_STRUCT@
 static void tern_py_response_info(const tern_request_t *req, tern_py_response *out) {
   out->status = tern_request_get_status(req);
   out->error = tern_request_get_error(req);
@@ -458,6 +446,9 @@ static int tern_py_waiter_take_progress(tern_py_waiter *w, int index, int *perce
   return changed;
 }
 """
+
+CDEF = CDEF.replace("@RESPONSE_STRUCT@", RESPONSE_STRUCT)
+SOURCE = SOURCE.replace("@RESPONSE_STRUCT@", RESPONSE_STRUCT)
 
 
 def _pkg_config(*args: str, package: str = "tern") -> list[str]:

@@ -170,6 +170,8 @@ final class Worker: @unchecked Sendable {
     private let pid: pid_t
     private let socket: Int32
     private var pending: [UInt8] = []
+    /// Where answers are read into: made once per process, not per evaluation.
+    private var chunk = [UInt8](repeating: 0, count: 4096)
     private var stopped = false
 
     private init(pid: pid_t, socket: Int32) {
@@ -252,7 +254,6 @@ final class Worker: @unchecked Sendable {
         let (seconds, attoseconds) = timeout.components
         let limitMs = max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(limitMs) * 1_000_000
-        var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             if let newline = pending.firstIndex(of: 0x0A) {
                 let line = String(decoding: pending[..<newline], as: UTF8.self)
