@@ -183,21 +183,12 @@ static bool ntlm_find(const char *value, const char **token) {
 
 /* ---- credentials ---- */
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 int tern__auth_basic(const char *user, const char *password, tern__str *out) {
   tern__str plain = { 0 };
   int r = tern__str_appendf(&plain, "%s:%s", user, password);
   if (r) return r;
   r = tern__str_appendf(out, "Basic ");
-  const unsigned char *s = (const unsigned char *)plain.data;
-  for (size_t i = 0; !r && i < plain.len; i += 3) {
-    unsigned v = (unsigned)s[i] << 16 | (i + 1 < plain.len ? (unsigned)s[i + 1] << 8 : 0) |
-                 (i + 2 < plain.len ? s[i + 2] : 0);
-    char q[4] = { b64[v >> 18], b64[(v >> 12) & 63], i + 1 < plain.len ? b64[(v >> 6) & 63] : '=',
-                  i + 2 < plain.len ? b64[v & 63] : '=' };
-    r = tern__str_append(out, q, 4);
-  }
+  if (!r) r = tern__str_append_base64(out, plain.data, plain.len);
   memset(plain.data, 0, plain.len);
   tern__str_free(&plain);
   return r;
@@ -343,7 +334,7 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
                 slot == 2 ? "the proxy" : "the server");
       return false;
     }
-    if (a->ntlm->target_info) tern__ntlm_challenge_clear(a->ntlm);
+    tern__ntlm_challenge_clear(a->ntlm);
     *a->ntlm = ntlm;
     if (ntlm.target_info == NULL && !(a->schemes & TERN_AUTH_NTLM_V1)) {
       tern__log(req->engine, TERN_LOG_WARN, req,

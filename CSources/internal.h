@@ -86,6 +86,11 @@ typedef struct {
 int tern__str_reserve(tern__str *s, size_t extra);
 int tern__str_append(tern__str *s, const void *p, size_t n);
 int tern__str_appendf(tern__str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends n bytes as base64 (with padding). */
+int tern__str_append_base64(tern__str *s, const void *data, size_t n);
+/* Decodes base64 (padding optional, nothing else allowed) into out (cap bytes). Returns the
+ * length, or -1 when malformed or too long. */
+long tern__base64_decode(const char *s, size_t n, unsigned char *out, size_t cap);
 void tern__str_free(tern__str *s);
 
 /* ---- content codings (gzip.c): no request in sight, only bytes, limits and functions ---- */

@@ -132,42 +132,6 @@ static void upper16(unsigned char *u, size_t n) {
     if (u[i + 1] == 0 && u[i] >= 'a' && u[i] <= 'z') u[i] = (unsigned char)(u[i] - 32);
 }
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static int append_b64(tern__str *out, const unsigned char *s, size_t n) {
-  int r = 0;
-  for (size_t i = 0; !r && i < n; i += 3) {
-    unsigned v = (unsigned)s[i] << 16 | (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0) |
-                 (i + 2 < n ? s[i + 2] : 0);
-    char q[4] = { b64[v >> 18], b64[(v >> 12) & 63], i + 1 < n ? b64[(v >> 6) & 63] : '=',
-                  i + 2 < n ? b64[v & 63] : '=' };
-    r = tern__str_append(out, q, 4);
-  }
-  return r;
-}
-
-/* Decodes base64 (padding optional, nothing else allowed) into out (cap bytes). Returns the
- * length, or -1 when malformed or too long. */
-static long b64_decode(const char *s, size_t n, unsigned char *out, size_t cap) {
-  while (n > 0 && s[n - 1] == '=') n--;
-  if (n % 4 == 1) return -1;
-  size_t k = 0;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < n; i++) {
-    const char *c = s[i] ? strchr(b64, s[i]) : NULL;
-    if (c == NULL) return -1;
-    acc = acc << 6 | (uint32_t)(c - b64);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      if (k >= cap) return -1;
-      out[k++] = (unsigned char)(acc >> bits);
-    }
-  }
-  return (long)k;
-}
-
 /* ---- type 1 ---- */
 
 int tern__ntlm_negotiate(tern__str *out) {
@@ -179,7 +143,7 @@ int tern__ntlm_negotiate(tern__str *out) {
   put32(m + 20, 32);
   put32(m + 28, 32);
   int r = tern__str_append(out, "NTLM ", 5);
-  return r ? r : append_b64(out, m, sizeof m);
+  return r ? r : tern__str_append_base64(out, m, sizeof m);
 }
 
 /* ---- type 2 ---- */
@@ -223,7 +187,7 @@ int tern__ntlm_parse_header(const char *value, tern__ntlm_challenge *ch) {
   while (*value == ' ' || *value == '\t') value++;
   size_t n = strcspn(value, " \t,");
   unsigned char m[4096];
-  long len = b64_decode(value, n, m, sizeof m);
+  long len = tern__base64_decode(value, n, m, sizeof m);
   if (len < 0) return TERN_EAUTH;
   return tern__ntlm_parse_challenge(m, (size_t)len, ch);
 }
@@ -257,26 +221,17 @@ int tern__ntlm_v2_hash(const char *user, const char *domain, const char *passwor
   unsigned char nt[16];
   int r = tern__ntlm_nt_hash(password, nt);
   if (r) return r;
-  tern__str ud = { 0 };
-  r = tern__str_appendf(&ud, "%s%s", user, domain);
-  size_t n = 0;
-  unsigned char *u = r ? NULL : utf16le(ud.data, &n);
-  if (u) {
-    /* only the user name is upper-cased, not the domain */
-    size_t un = 0;
-    unsigned char *uu = utf16le(user, &un);
-    if (uu) {
-      upper16(u, un);
-      free(uu);
-      r = hmac_md5(nt, 16, u, n, NULL, 0, out);
-    } else {
-      r = TERN_ENOMEM;
-    }
-    free(u);
-  } else if (!r) {
+  /* HMAC-MD5 over UTF-16LE(upper-case user) then UTF-16LE(domain), as two pieces */
+  size_t un = 0, dn = 0;
+  unsigned char *u = utf16le(user, &un), *d = utf16le(domain, &dn);
+  if (u && d) {
+    upper16(u, un);
+    r = hmac_md5(nt, 16, u, un, d, dn, out);
+  } else {
     r = TERN_ENOMEM;
   }
-  tern__str_free(&ud);
+  free(u);
+  free(d);
   memset(nt, 0, sizeof nt);
   return r;
 }
@@ -422,12 +377,10 @@ int tern__ntlm_authenticate(const tern__ntlm_challenge *ch, const char *user, co
   const unsigned char *dp = uni ? d16 : (const unsigned char *)dom.data;
   const unsigned char *up = uni ? u16 : (const unsigned char *)name;
   if (!uni) dn = dom.len, un = strlen(name);
-  size_t total = 64 + 24 + nt.len + dn + un;
-  unsigned char *m = r || dn > 0xffff || un > 0xffff || nt.len > 0xffff || total > 0xffffffu
-                         ? NULL
-                         : tern__calloc(1, total);
-  if (!r && m == NULL)
-    r = dn > 0xffff || un > 0xffff || total > 0xffffffu ? TERN_EAUTH : TERN_ENOMEM;
+  size_t total = 64 + 24 + nt.len + dn + un; /* at most 88 + 3 * 65535: fits the offsets */
+  bool too_big = dn > 0xffff || un > 0xffff || nt.len > 0xffff; /* 16-bit length fields */
+  unsigned char *m = r || too_big ? NULL : tern__calloc(1, total);
+  if (!r && m == NULL) r = too_big ? TERN_EAUTH : TERN_ENOMEM;
   if (!r) {
     memcpy(m, signature, 8);
     put32(m + 8, 3);
@@ -451,10 +404,9 @@ int tern__ntlm_authenticate(const tern__ntlm_challenge *ch, const char *user, co
     put32(m + 56, (uint32_t)off);
     uint32_t flags = (CLIENT_FLAGS & ch->flags) | NEG_NTLM;
     flags &= uni ? ~(uint32_t)NEG_OEM : ~(uint32_t)NEG_UNICODE;
-    if (ch->target_info_len == 0 && !(ch->flags & NEG_ESS)) flags &= ~(uint32_t)NEG_ESS;
     put32(m + 60, flags);
     r = tern__str_append(out, "NTLM ", 5);
-    if (!r) r = append_b64(out, m, total);
+    if (!r) r = tern__str_append_base64(out, m, total);
     memset(m, 0, total);
   }
   free(m);
