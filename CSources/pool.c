@@ -25,20 +25,19 @@ static char *ntlm_identity(const tern_request_t *req, bool *err) {
   return id.data;
 }
 
-static bool same_id(const char *a, const char *b) {
-  return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
+/* Whether a key made by the functions above names these credentials (user NULL: no key),
+ * compared in place: looking an origin up allocates nothing. */
+static bool id_matches(const char *id, const char *user, const char *password) {
+  if (user == NULL || id == NULL) return user == NULL && id == NULL;
+  size_t ul = strlen(user);
+  return strncmp(id, user, ul) == 0 && id[ul] == '\n' &&
+         strcmp(id + ul + 1, password ? password : "") == 0;
 }
 
 tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   size_t bufsize = req->buffer_size ? req->buffer_size : eng->config.buffer_size;
-  char *pid = req->proxy.host ? proxy_identity(req) : NULL;
-  if (req->proxy.host && pid == NULL) return NULL;
-  bool wid_err;
-  char *wid = ntlm_identity(req, &wid_err);
-  if (wid_err) {
-    free(pid);
-    return NULL;
-  }
+  const tern__auth *pa = &req->auth.proxy, *wa = &req->auth.www;
+  bool ntlm = wa->user && ((wa->schemes ? wa->schemes : TERN_AUTH_ANY) & TERN_AUTH_NTLM);
   for (tern__list *n = eng->origins.next; n != &eng->origins; n = n->next) {
     tern__origin *o = tern__container_of(n, tern__origin, node);
     if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
@@ -46,12 +45,17 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
         o->proxy_port == req->proxy.port && (o->proxy_host == NULL) == (req->proxy.host == NULL) &&
         (o->proxy_host == NULL ||
          (o->proxy_kind == req->proxy.kind && strcmp(o->proxy_host, req->proxy.host) == 0 &&
-          strcmp(o->proxy_id, pid) == 0)) &&
-        same_id(o->www_id, wid)) {
-      free(pid);
-      free(wid);
+          id_matches(o->proxy_id, pa->user ? pa->user : "", pa->password))) &&
+        id_matches(o->www_id, ntlm ? wa->user : NULL, wa->password))
       return o;
-    }
+  }
+  char *pid = req->proxy.host ? proxy_identity(req) : NULL;
+  if (req->proxy.host && pid == NULL) return NULL;
+  bool wid_err;
+  char *wid = ntlm_identity(req, &wid_err);
+  if (wid_err) {
+    free(pid);
+    return NULL;
   }
   tern__origin *o = tern__calloc(1, sizeof *o);
   if (o == NULL) {
