@@ -79,6 +79,12 @@ final class CacheStage: @unchecked Sendable {
         set { lock.withLock { holdsBackStorage = newValue } }
     }
 
+    /// What a body chunk needs to know, under one lock: whether it is held back, and the
+    /// writer it goes into.
+    var streamSink: (holdsBack: Bool, writer: CacheWriter?) {
+        lock.withLock { (holdsBackStorage, writerStorage) }
+    }
+
     /// Whether a 5xx (or a failure: `nil`) may be answered from the stored response: the
     /// fallback policy or `stale-if-error`.
     func servesStoredOnError(status: Int?) -> Bool {
@@ -162,10 +168,7 @@ extension Execution {
             accepted = didReceive(piece)
             return accepted
         })
-        if accepted, !local.pending.isEmpty {
-            accepted = deliverData(local.pending)
-            local.pending = Data()
-        }
+        if accepted { accepted = flushPending() }
         if !accepted { return .failure(cancelledError()) }
         guard read == .complete else {
             return .failure(TernError(code: .fileReadFailed, message: "cache entry \(entry.path): the body ended early"))
@@ -235,7 +238,10 @@ extension Execution {
                 deliverHead()
                 return result
             }
-            if response.statusCode >= 500, let entry = stage.entry, stage.servesStoredOnError(status: response.statusCode),
+            // A 5xx held back when its head came was judged then (its body is gone): not again
+            // now, when stale-if-error may just have run out.
+            if response.statusCode >= 500, let entry = stage.entry,
+                heldBack || stage.servesStoredOnError(status: response.statusCode),
                 let served = serveFromCache(entry)
             {
                 streamWriter?.discard()

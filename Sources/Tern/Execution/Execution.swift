@@ -493,8 +493,9 @@ final class Execution: @unchecked Sendable {
         if let stage = cacheStage, stage.settings.streamsBody {
             // A 5xx the stored response answers for is not handed over; a storable body
             // goes into the cache as it arrives.
-            if stage.holdsBack { return true }
-            stage.streamWriter?.append(bytes)
+            let sink = stage.streamSink  // one lock per chunk
+            if sink.holdsBack { return true }
+            sink.writer?.append(bytes)
         }
         let limit = plan.concatData ? plan.effectiveBufferSize : 0
         guard limit > 0 else { return deliverData(Data(bytes)) }
@@ -555,13 +556,18 @@ final class Execution: @unchecked Sendable {
         }
     }
 
+    /// Hands the bytes coalesced for the data handler (concatData) over, if any; false when
+    /// the handler refused them.
+    func flushPending() -> Bool {
+        guard !local.pending.isEmpty else { return true }
+        defer { local.pending = Data() }
+        return deliverData(local.pending)
+    }
+
     /// The attempt's C request completed: record what it left, then retry or finish.
     func didComplete(_ owner: CRequest, status: Int32) {
-        if !local.pending.isEmpty {
-            // Bytes that arrived are handed over even when the request failed afterwards.
-            _ = deliverData(local.pending)
-            local.pending = Data()
-        }
+        // Bytes that arrived are handed over even when the request failed afterwards.
+        _ = flushPending()
         let report = makeReport(owner, status: status)
         request.storage.withLock { s in
             s.outcome.head = report.head
