@@ -166,8 +166,9 @@ bool tern__challenge_find(const char *value, const char *scheme, tern__challenge
 }
 
 /* Finds an "NTLM" challenge in a header value (among others, comma-separated). *token is the
- * base64 CHALLENGE message after it, or NULL when the challenge is bare. */
-static bool ntlm_find(const char *value, const char **token) {
+ * base64 CHALLENGE message after it, or NULL when the challenge is bare. Commas inside quoted
+ * parameter values (Digest realm="corp, NTLM") separate nothing. */
+bool tern__ntlm_challenge_find(const char *value, const char **token) {
   for (const char *p = value; p && *p;) {
     p = skip_ws(p);
     if (strncasecmp(p, "NTLM", 4) == 0 && (p[4] == '\0' || p[4] == ' ' || p[4] == ',')) {
@@ -175,8 +176,14 @@ static bool ntlm_find(const char *value, const char **token) {
       *token = *t && *t != ',' ? t : NULL;
       return true;
     }
-    p = strchr(p, ',');
-    if (p) p++;
+    bool quoted = false;
+    for (; *p && (quoted || *p != ','); p++) {
+      if (*p == '"')
+        quoted = !quoted;
+      else if (quoted && *p == '\\' && p[1])
+        p++;
+    }
+    if (*p) p++;
   }
   return false;
 }
@@ -313,7 +320,7 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
   const char *ntlm_token = NULL;
   for (size_t i = 0; i < req->resp.count; i++) {
     if (strcasecmp(pairs[2 * i], header) != 0) continue;
-    if (!have_ntlm) have_ntlm = ntlm_find(pairs[2 * i + 1], &ntlm_token);
+    if (!have_ntlm) have_ntlm = tern__ntlm_challenge_find(pairs[2 * i + 1], &ntlm_token);
     tern__challenge ch;
     if (!have_digest && tern__challenge_find(pairs[2 * i + 1], "Digest", &ch) &&
         tern__digest_supported(&ch))

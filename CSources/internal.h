@@ -290,6 +290,9 @@ int tern__auth_set(tern__auth *a, const char *user, const char *password, unsign
 int tern__auth_set_userinfo(tern__auth *a, const char *userinfo, unsigned schemes);
 void tern__auth_clear(tern__auth *a);
 bool tern__challenge_find(const char *value, const char *scheme, tern__challenge *ch);
+/* Finds an "NTLM" challenge among a header value's challenges; *token is its base64 CHALLENGE
+ * message, or NULL when it is bare. */
+bool tern__ntlm_challenge_find(const char *value, const char **token);
 bool tern__digest_supported(const tern__challenge *ch);
 int tern__auth_basic(const char *user, const char *password, tern__str *out);
 /* The Digest response hash, hex, for a given cnonce and nc ("00000001"): the algorithm alone,

@@ -221,6 +221,18 @@ TEST(ntlm_ms_nlmp_vectors) {
 
 /* The CHALLENGE parser takes network input: a good message parses, and every truncation and
  * every bad offset or length is refused without reading past the message. */
+TEST(ntlm_challenge_found_only_outside_quotes) {
+  const char *token = "unset";
+  ASSERT(tern__ntlm_challenge_find("NTLM", &token));
+  ASSERT(token == NULL);
+  ASSERT(tern__ntlm_challenge_find("Basic realm=\"x\", NTLM TlRMTVNTUAAC", &token));
+  ASSERT(token != NULL && strncmp(token, "TlRMTVNTUAAC", 12) == 0);
+  /* a comma inside a quoted value separates nothing: no NTLM offer here */
+  ASSERT(!tern__ntlm_challenge_find("Digest realm=\"corp, NTLM domain\", nonce=\"n\"", &token));
+  ASSERT(!tern__ntlm_challenge_find("Digest realm=\"a\\\", NTLM here\"", &token));
+  ASSERT(tern__ntlm_challenge_find("Digest realm=\"a, b\", nonce=\"n\", NTLM", &token));
+}
+
 TEST(ntlm_challenge_parsing) {
   unsigned char m[48 + 36] = { 'N', 'T', 'L', 'M', 'S', 'S', 'P', 0, 2, 0, 0, 0 };
   const unsigned char ti[] = { 0x02, 0x00, 0x0c, 0x00, 'D',  0,    'o',  0,    'm', 0, 'a', 0,
