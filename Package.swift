@@ -49,6 +49,7 @@ let package = Package(
                 .linkedLibrary("ssl"),
                 .linkedLibrary("crypto"),
                 .linkedLibrary("z"),
+                .linkedLibrary("nghttp2"),
                 .linkedLibrary("brotlidec"),
                 .linkedLibrary("zstd"),
                 .linkedLibrary("pthread"),

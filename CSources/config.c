@@ -94,6 +94,12 @@ int tern_config_set_max_send_speed(tern_config_t *c, uint64_t bytes_per_second) 
   return 0;
 }
 
+int tern_config_set_http2_open_when_full(tern_config_t *c, int enabled) {
+  if (c == NULL) return TERN_EINVAL;
+  c->http2_open_when_full = enabled != 0;
+  return 0;
+}
+
 int tern_config_set_pipeline_depth(tern_config_t *c, unsigned depth) {
   if (c == NULL || depth == 0 || depth > 1024) return TERN_EINVAL;
   c->pipeline_depth = depth;

@@ -190,6 +190,7 @@ struct tern_config {
   size_t max_header_size;
   unsigned max_conns_per_origin;
   unsigned pipeline_depth;
+  bool http2_open_when_full; /* a full HTTP/2 origin opens another connection, not wait */
   unsigned max_active_requests; /* requests in progress at once, engine-wide; 0: no limit */
   uint64_t max_recv_speed, max_send_speed; /* the engine's budget at start, bytes/s; 0: none */
   char *user_agent;                        /* NULL: the default; "": none */
@@ -437,6 +438,7 @@ struct tern_request {
   uint64_t expect_wait_ms;
   uint64_t timeouts[4];
   bool persistent, pipelining, http10;
+  tern_http_version http_version; /* what the request may speak (tern_request_set_http_version) */
   size_t buffer_size;
   uint64_t max_recv_speed;
   int priority;                  /* higher leaves a wait list first (tern_request_set_priority) */
@@ -484,6 +486,7 @@ struct tern_request {
   /* ---- the response (response.c, http1_read.c) ---- */
   struct {
     int status, minor;
+    int version; /* 10, 11 or 20; 0 before a head */
     char *reason; /* in block */
     char *block;  /* one block: header pointers, NUL-terminated strings, then the reason */
     size_t count;

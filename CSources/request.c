@@ -339,6 +339,14 @@ int tern_request_set_http10(tern_request_t *req, int enabled) {
   return 0;
 }
 
+int tern_request_set_http_version(tern_request_t *req, tern_http_version version) {
+  CHECK_NEW(req);
+  if ((int)version < TERN_HTTP_VERSION_DEFAULT || version > TERN_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
+    return TERN_EINVAL;
+  req->http_version = version;
+  return 0;
+}
+
 int tern_request_set_expect_continue(tern_request_t *req, int64_t min_body, uint64_t wait_ms) {
   CHECK_NEW(req);
   if (min_body < -1) return TERN_EINVAL;

@@ -200,6 +200,7 @@ void tern__request_rewind(tern_request_t *req) {
   req->conn = NULL;
   req->resp.status = 0;
   req->resp.minor = -1;
+  req->resp.version = 0;
   req->resp.reason = NULL;
   free(req->resp.block);
   req->resp.block = NULL;

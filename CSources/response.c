@@ -17,6 +17,7 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
   req->resp.count = 0;
   req->resp.status = status;
   req->resp.minor = minor;
+  req->resp.version = minor == 1 ? 11 : 10;
 
   /* One block: 2n pointers, then "name\0value\0" for each field. */
   size_t strings = 0;
@@ -59,6 +60,7 @@ const char *tern_request_get_reason(const tern_request_t *req) {
   return req && req->resp.reason ? req->resp.reason : "";
 }
 int tern_request_get_http_minor(const tern_request_t *req) { return req ? req->resp.minor : -1; }
+int tern_request_get_http_version(const tern_request_t *req) { return req ? req->resp.version : 0; }
 int tern_request_get_error(const tern_request_t *req) { return req ? req->error : TERN_EINVAL; }
 const char *tern_request_get_error_message(const tern_request_t *req) {
   return req ? req->errmsg : "";

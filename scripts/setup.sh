@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS="build-essential cmake pkg-config clang-format libuv1-dev libssl-dev zlib1g-dev libbrotli-dev libzstd-dev nginx-light python3 python3-venv python3-dev valgrind curl time apache2 lighttpd squid"
+PKGS="build-essential cmake pkg-config clang-format libuv1-dev libssl-dev zlib1g-dev libnghttp2-dev nghttp2-server nghttp2-client libbrotli-dev libzstd-dev nginx-light python3 python3-venv python3-dev valgrind curl time apache2 lighttpd squid"
 # bench/: wrk (the ceiling), libcurl's multi interface, Node's http-parser (parser micro-benchmark)
 # and gnuplot (the chart in bench/RESULTS.png). The Python clients' table needs python3-venv and
 # python3-dev (above) and libcurl4-openssl-dev (pycurl compiles against it); bench/run installs

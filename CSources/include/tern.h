@@ -170,6 +170,11 @@ TERN_API int tern_config_set_max_send_speed(tern_config_t *config, uint64_t byte
  *  A request opts in with tern_request_set_pipelining.
  *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_pipeline_depth(tern_config_t *config, unsigned depth);
+/** What an HTTP/2 origin does with a request when every stream its connections may carry
+ *  (the server's SETTINGS_MAX_CONCURRENT_STREAMS) is in use: 0 (default) waits for a stream to
+ *  free up; non-zero opens another connection, within tern_config_set_max_connections_per_origin.
+ *  Thread: any, one at a time per config. Since 0.4. */
+TERN_API int tern_config_set_http2_open_when_full(tern_config_t *config, int enabled);
 /** The User-Agent sent when a request sets none (default "tern/VERSION"; NULL or "" sends none).
  *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_user_agent(tern_config_t *config, const char *user_agent);
@@ -625,6 +630,24 @@ TERN_API int tern_request_set_pipelining(tern_request_t *req, int enabled);
 /** Non-zero speaks HTTP/1.0: no chunked bodies, keep-alive only when the server offers it.
  *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_http10(tern_request_t *req, int enabled);
+/** The HTTP versions a request may speak. Since 0.4. */
+typedef enum {
+  /** HTTP/2 over TLS when the server offers it (ALPN "h2", then "http/1.1"), HTTP/1.1 otherwise
+   *  and on http:// URLs: curl's default. */
+  TERN_HTTP_VERSION_DEFAULT = 0,
+  /** HTTP/1.1 only (ALPN offers "http/1.1" alone). */
+  TERN_HTTP_VERSION_1_1 = 1,
+  /** The same as the default: HTTP/2 when TLS negotiates it (no h2c upgrade on http://). */
+  TERN_HTTP_VERSION_2 = 2,
+  /** HTTP/2 without negotiation, on http:// too (h2c with prior knowledge, RFC 9113 3.3); over
+   *  TLS ALPN offers "h2" alone. */
+  TERN_HTTP_VERSION_2_PRIOR_KNOWLEDGE = 3
+} tern_http_version;
+/** Which HTTP versions the request may speak (default TERN_HTTP_VERSION_DEFAULT). Requests that
+ *  differ here never share a connection. Requests that may answer NTLM challenges, and requests
+ *  through an HTTP proxy without a tunnel (http:// URLs), speak HTTP/1.1 whatever is set.
+ *  Returns 0 or TERN_EINVAL. Thread: the request's owner, before submit. Since 0.4. */
+TERN_API int tern_request_set_http_version(tern_request_t *req, tern_http_version version);
 /* TLS (https:// URLs). Verification is on by default against the system trust store. Requests
  * with different TLS settings never share a pooled connection. */
 
@@ -687,6 +710,10 @@ TERN_API const char *tern_request_get_reason(const tern_request_t *req);
 /** The response's HTTP minor version (0 or 1), or -1 when no response head arrived.
  *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_get_http_minor(const tern_request_t *req);
+/** The HTTP version the final response came in: 10 (HTTP/1.0), 11 (HTTP/1.1) or 20 (HTTP/2);
+ *  0 when no response head arrived.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.4. */
+TERN_API int tern_request_get_http_version(const tern_request_t *req);
 /** 0, or the TERN_E* code the request completed with.
  *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_get_error(const tern_request_t *req);
