@@ -226,6 +226,7 @@ static void on_bw_timer(uv_timer_t *t) {
 /* ---- reading ---- */
 
 static bool receive_paused(const tern__conn *c) {
+  if (c->h2) return false; /* HTTP/2 pauses a stream by its window, not the connection */
   tern_request_t *req = tern__conn_first(c);
   return req != NULL && atomic_load(&req->recv_paused);
 }
@@ -356,7 +357,7 @@ int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, u
   }
   if (r) {
     int err = tern__map_uv_error(r, TERN_EIO);
-    tern__request_set_error(req, err, "send to %s: %s", req->url.hostport, uv_strerror(r));
+    if (req) tern__request_set_error(req, err, "send to %s: %s", req->url.hostport, uv_strerror(r));
     return err;
   }
   c->writing = true;
@@ -405,6 +406,7 @@ void tern__conn_close(tern__conn *c) {
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
   }
   if (c->gai_live) uv_cancel((uv_req_t *)&c->gai);
+  if (c->events->closing) c->events->closing(c);
   /* Requests still queued here never got a response byte: they go to other connections. */
   while (!tern__list_empty(&c->requests)) {
     tern_request_t *req = tern__conn_first(c);
@@ -415,8 +417,27 @@ void tern__conn_close(tern__conn *c) {
   eng->ops->conn_gone(c->origin);
 }
 
+void tern__conn_abort(tern__conn *c, tern_request_t *req, int err) {
+  if (c->events->abort)
+    c->events->abort(c, req, err);
+  else
+    tern__conn_fail(c, req, err);
+}
+
+void tern__conn_apply_pause(tern_request_t *req) {
+  if (req->conn && req->conn->events->pause) req->conn->events->pause(req);
+}
+
+void tern__conn_resume_send(tern_request_t *req) {
+  if (req->conn && req->conn->events->resume_send) req->conn->events->resume_send(req);
+}
+
 void tern__conn_fail(tern__conn *c, tern_request_t *victim, int err) {
   c->failed = true;
+  if (c->events->fail) {
+    c->events->fail(c, victim, err);
+    return;
+  }
   if (victim == NULL) victim = tern__conn_first(c);
   /* A reused connection that the server had already closed fails before any response byte:
    * the request never reached the server's application, so one silent retry is safe when it

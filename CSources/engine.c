@@ -25,6 +25,7 @@ static const tern__owner_ops engine_ops = {
   .hop_continue = hop_continue,
   .redispatch = redispatch,
   .release = tern__pool_release,
+  .negotiated = tern__pool_negotiated,
   .conn_gone = tern__pool_conn_gone,
   .handle_gone = handle_gone,
   .drain = drain,
@@ -75,7 +76,7 @@ static void drain(tern_engine_t *eng) {
 
 static void apply_pause(void *arg) {
   tern_request_t *req = arg;
-  if (atomic_load(&req->state) == TERN__REQ_SUBMITTED) tern__http1_apply_pause(req);
+  if (atomic_load(&req->state) == TERN__REQ_SUBMITTED) tern__conn_apply_pause(req);
   tern__request_unref(req);
 }
 
@@ -93,7 +94,7 @@ int tern_request_pause_receive(tern_request_t *req, int paused) {
 
 static void apply_resume(void *arg) {
   tern_request_t *req = arg;
-  if (atomic_load(&req->state) == TERN__REQ_SUBMITTED) tern__http1_resume_send(req);
+  if (atomic_load(&req->state) == TERN__REQ_SUBMITTED) tern__conn_resume_send(req);
   tern__request_unref(req);
 }
 
@@ -349,7 +350,7 @@ void tern_request_free(tern_request_t *req) {
 static void abort_request(tern_request_t *req, int err) {
   if (atomic_load(&req->state) == TERN__REQ_DONE) return;
   if (req->conn) {
-    tern__conn_fail(req->conn, req, err);
+    tern__conn_abort(req->conn, req, err);
   } else {
     tern__list_remove(&req->node);
     complete(req, err);

@@ -32,7 +32,12 @@ static void on_ready(tern__conn *c) {
   if (c->ssl)
     tern__log(c->engine, TERN_LOG_DEBUG, req, "connection #%llu: TLS handshake done%s",
               (unsigned long long)c->id, c->tls_resumed ? " (session resumed)" : "");
+  if (tern__http2_chosen(c)) {
+    tern__http2_start(c); /* the connection is HTTP/2's from here */
+    return;
+  }
   tern__http1_write_next(c);
+  if (c->state == TERN__CONN_ACTIVE) c->engine->ops->negotiated(c);
 }
 
 bool tern__http1_can_pipeline(const tern__conn *c, const tern_request_t *req, unsigned depth) {
@@ -356,6 +361,8 @@ static const tern__conn_events http1_events = {
   .eof = on_eof,
   .written = on_written,
   .timer = on_timer,
+  .pause = tern__http1_apply_pause,
+  .resume_send = tern__http1_resume_send,
 };
 
 tern__conn *tern__http1_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms) {

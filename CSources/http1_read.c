@@ -45,19 +45,7 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
   }
   if (have_cl) req->resp.content_length = (int64_t)cl;
 
-  tern__request_mark(req, TERN_TIME_HEADERS);
-  req->recv_start_ms = uv_now(c->engine->loop);
-  if (c->ssl) tern__tls_note(c, req);
-  tern__log(c->engine, TERN_LOG_INFO, req, "HTTP/1.%d %d %s from %s after %.3f s", minor, status,
-            req->resp.reason, req->url.hostport, tern_request_get_time(req, TERN_TIME_HEADERS));
-  /* The hop is decided first, so the callback can tell (tern_request_is_final_hop). */
-  if ((r = tern__request_decide_hop(req)) != 0) return r;
-  if (req->hop.response_cb && !atomic_load(&req->released) &&
-      req->hop.response_cb(req, status, req->hop.response_data) != 0) {
-    tern__request_set_error(req, TERN_ECANCELED, "canceled by the response callback");
-    return TERN_ECANCELED;
-  }
-  if ((r = tern__request_setup_sink(req)) != 0) return r;
+  if ((r = tern__exchange_head(c, req)) != 0) return r;
   tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
   if (req->is_head || status == 204 || status == 304) {
     c->rstate = TERN__RESP_HEAD;

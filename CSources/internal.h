@@ -190,7 +190,7 @@ struct tern_config {
   size_t max_header_size;
   unsigned max_conns_per_origin;
   unsigned pipeline_depth;
-  bool http2_open_when_full; /* a full HTTP/2 origin opens another connection, not wait */
+  bool http2_open_when_full;    /* a full HTTP/2 origin opens another connection, not wait */
   unsigned max_active_requests; /* requests in progress at once, engine-wide; 0: no limit */
   uint64_t max_recv_speed, max_send_speed; /* the engine's budget at start, bytes/s; 0: none */
   char *user_agent;                        /* NULL: the default; "": none */
@@ -459,6 +459,18 @@ struct tern_request {
   bool expect_continue;   /* this exchange sent Expect: 100-continue */
   uint64_t recv_start_ms; /* uv_now when this hop's body began, for the rate cap */
 
+  /* ---- its HTTP/2 stream, when the exchange goes over HTTP/2 (http2.c) ---- */
+  struct {
+    int32_t stream_id;   /* 0: none */
+    uint32_t close_code; /* the stream's end: RST_STREAM's code, 0 when it ended cleanly */
+    bool head;           /* the final head arrived */
+    bool got_frames;     /* the server answered on the stream */
+    int status;
+    tern__str fields; /* the head being received: "name\0value\0" each */
+    size_t nfields;
+    uint64_t unconsumed; /* body bytes taken while receiving was paused: their window waits */
+  } h2;
+
   /* ---- the request body's source (body.c) ---- */
   struct {
     int kind; /* TERN__BODY_* */
@@ -486,7 +498,7 @@ struct tern_request {
   /* ---- the response (response.c, http1_read.c) ---- */
   struct {
     int status, minor;
-    int version; /* 10, 11 or 20; 0 before a head */
+    int version;  /* 10, 11 or 20; 0 before a head */
     char *reason; /* in block */
     char *block;  /* one block: header pointers, NUL-terminated strings, then the reason */
     size_t count;
@@ -717,6 +729,15 @@ typedef struct {
   void (*eof)(tern__conn *c, int uverr);      /* the peer closed, or reading failed */
   void (*written)(tern__conn *c, int status); /* a tern__conn_write finished */
   void (*timer)(tern__conn *c);               /* the protocol's own timer kinds: EXPECT, THROTTLE */
+  /* A request on the connection is canceled or ran out of time: it completes with err. */
+  void (*abort)(tern__conn *c, tern_request_t *req, int err);
+  /* The connection fails (its timer, a protocol error): `victim` (NULL: the oldest request)
+   * gets err; what becomes of the others is the protocol's choice. */
+  void (*fail)(tern__conn *c, tern_request_t *victim, int err);
+  /* The connection is closing: the requests still on it are settled (retried or failed). */
+  void (*closing)(tern__conn *c);
+  void (*pause)(tern_request_t *req);       /* tern_request_pause_receive changed */
+  void (*resume_send)(tern_request_t *req); /* the body callback has bytes again */
 } tern__conn_events;
 
 struct tern__conn {
@@ -796,6 +817,9 @@ struct tern__conn {
   bool has_target_addr;
   struct sockaddr_storage target_addr;
   int socks_step;
+
+  /* HTTP/2 (http2.c): the session, when ALPN or prior knowledge chose it; NULL for HTTP/1.1 */
+  struct tern__h2 *h2;
 };
 
 struct tern__origin {
@@ -811,14 +835,22 @@ struct tern__origin {
   char *tls_id;     /* TLS settings shared by its connections, or NULL */
   char *proxy_host; /* connections go through this proxy, or NULL */
   uint16_t proxy_port;
-  int proxy_kind;                 /* TERN__PROXY_KIND_* */
-  char *proxy_id;                 /* proxy credentials: a tunnel opened for one user is not
+  int proxy_kind; /* TERN__PROXY_KIND_* */
+  char *proxy_id; /* proxy credentials: a tunnel opened for one user is not
                                     * handed to a request with other (or no) credentials */
-  char *www_id;                   /* origin credentials that may answer NTLM, or NULL: NTLM
+  char *www_id;   /* origin credentials that may answer NTLM, or NULL: NTLM
                                     * authenticates the connection, so it stays with them */
+  int proto;      /* TERN__PROTO_*: what its connections speak (part of the key) */
+  int h2_known;   /* 1: the server spoke HTTP/2 here, -1: ALPN chose HTTP/1.1, 0: not known yet */
   tern__tls_ctx *tls_ctx;         /* owned by the engine */
   struct ssl_session_st *session; /* the latest session, offered by new connections */
 };
+
+/* What an origin's connections speak: HTTP/1.1 only; HTTP/2 if TLS negotiates it (ALPN "h2",
+ * "http/1.1"); HTTP/2 from the first byte (prior knowledge; ALPN "h2" alone over TLS). */
+enum { TERN__PROTO_H1, TERN__PROTO_ALPN, TERN__PROTO_H2 };
+/* Which of those a request's hop uses (its preference, its URL, proxy and credentials). */
+int tern__request_proto(const tern_request_t *req);
 
 /* ---- the engine and what the layers below report to it ---------------------------------------
  * Calls point one way: engine.c -> pool.c -> http1.c -> http1_read.c, http1_write.c, proxy.c ->
@@ -833,6 +865,8 @@ typedef struct {
   void (*redispatch)(tern_request_t *req, int err, bool counts_as_retry);
   /* A connection finished its requests and may be reused: hand it to a waiter or park it. */
   void (*release)(tern__conn *c);
+  /* A new connection knows its protocol (TLS done, ALPN read): waiters of its origin may go. */
+  void (*negotiated)(tern__conn *c);
   /* A connection just closed: wake waiters of its origin. */
   void (*conn_gone)(tern__origin *o);
   /* A closed connection's memory is gone: the engine may finish shutting down. */
@@ -933,6 +967,9 @@ void tern__pool_release(tern__conn *c);
  * is a tunnel not yet open. */
 void tern__pool_unkeep(tern__conn *c);
 void tern__pool_conn_gone(tern__origin *o);
+/* A new connection knows its protocol: an HTTP/2 one takes the origin's waiters up to its
+ * streams; after HTTP/1.1 the waiters open connections of their own. */
+void tern__pool_negotiated(tern__conn *c);
 /* Shutdown: fails every waiting and active request with TERN_ESHUTDOWN, closes every
  * connection and frees the origins. */
 void tern__pool_shutdown(tern_engine_t *eng);
@@ -950,6 +987,16 @@ void tern__http1_apply_pause(tern_request_t *req);
 /* The request's body callback has bytes again (loop thread). */
 void tern__http1_resume_send(tern_request_t *req);
 
+/* http2.c: HTTP/2 on a connection (libnghttp2, sans I/O) */
+/* Whether the connection, just ready, speaks HTTP/2 (ALPN chose h2, or prior knowledge). */
+bool tern__http2_chosen(const tern__conn *c);
+/* Turns a ready connection into an HTTP/2 one and sends its requests as streams. */
+void tern__http2_start(tern__conn *c);
+/* Whether another stream may start on the connection now. */
+bool tern__http2_room(const tern__conn *c);
+/* Sends a request as a new stream on an HTTP/2 connection (busy or idle). */
+void tern__http2_send(tern__conn *c, tern_request_t *req);
+
 /* http1_write.c: the request's bytes */
 /* Composes and starts the next write: the head of the next unsent request and, with it, the
  * first piece of its body, or the next piece of a body under way. */
@@ -966,6 +1013,10 @@ enum {
 /* Frames what the buffer holds for the oldest request, up to one event. Returns a
  * TERN__READ_* value or a TERN_E* code for the oldest request. */
 int tern__http1_read(tern__conn *c);
+
+/* exchange.c: a final response head was recorded (tern__request_set_response): times, TLS
+ * facts, the hop decision, the response callback, the sink. Returns 0 or a TERN_E* code. */
+int tern__exchange_head(tern__conn *c, tern_request_t *req);
 
 /* proxy.c: CONNECT tunnels */
 /* Sends CONNECT for the connection's origin. Returns 0 or a TERN_E* code. */
@@ -988,6 +1039,11 @@ static inline bool tern__proxy_resolves_locally(int kind) {
 tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms,
                             const tern__conn_events *events);
 /* conn.c: a socket with its one buffer, timers, reads, writes (through TLS), close */
+/* A request on a connection is canceled or timed out (the protocol decides what else ends). */
+void tern__conn_abort(tern__conn *c, tern_request_t *req, int err);
+/* The request's receive pause changed, or its body callback has bytes again (loop thread). */
+void tern__conn_apply_pause(tern_request_t *req);
+void tern__conn_resume_send(tern_request_t *req);
 void tern__conn_free_addrs(tern__conn *c);
 /* Frees a closed connection once its last handle and libuv request are gone. */
 void tern__conn_free_if_done(tern__conn *c);
@@ -1058,6 +1114,8 @@ void tern__tls_conn_free(tern__conn *c);
 void tern__tls_write_done(tern__conn *c);
 /* OpenSSL still holds received bytes (plaintext or ciphertext) not yet in the buffer. */
 bool tern__tls_pending(tern__conn *c);
+/* Whether ALPN chose "h2" on the connection. */
+bool tern__tls_alpn_h2(const tern__conn *c);
 /* Copies the connection's TLS facts (version, resumption) into the request. */
 void tern__tls_note(tern__conn *c, tern_request_t *req);
 void tern__tls_origin_free(tern__origin *o);

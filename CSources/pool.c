@@ -38,11 +38,13 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   size_t bufsize = req->buffer_size ? req->buffer_size : eng->config.buffer_size;
   const tern__auth *pa = &req->auth.proxy, *wa = &req->auth.www;
   bool ntlm = wa->user && ((wa->schemes ? wa->schemes : TERN_AUTH_ANY) & TERN_AUTH_NTLM);
+  int proto = tern__request_proto(req);
   for (tern__list *n = eng->origins.next; n != &eng->origins; n = n->next) {
     tern__origin *o = tern__container_of(n, tern__origin, node);
     if (o->port == req->url.port && o->tls == req->url.tls && o->buffer_size == bufsize &&
-        strcmp(o->host, req->url.host) == 0 && (!o->tls || strcmp(o->tls_id, req->tls.id) == 0) &&
-        o->proxy_port == req->proxy.port && (o->proxy_host == NULL) == (req->proxy.host == NULL) &&
+        o->proto == proto && strcmp(o->host, req->url.host) == 0 &&
+        (!o->tls || strcmp(o->tls_id, req->tls.id) == 0) && o->proxy_port == req->proxy.port &&
+        (o->proxy_host == NULL) == (req->proxy.host == NULL) &&
         (o->proxy_host == NULL ||
          (o->proxy_kind == req->proxy.kind && strcmp(o->proxy_host, req->proxy.host) == 0 &&
           id_matches(o->proxy_id, pa->user ? pa->user : "", pa->password))) &&
@@ -74,6 +76,7 @@ tern__origin *tern__origin_get(tern_engine_t *eng, const tern_request_t *req) {
   }
   o->port = req->url.port;
   o->tls = req->url.tls;
+  o->proto = proto;
   if (req->proxy.host) {
     if ((o->proxy_host = tern__strdup(req->proxy.host)) == NULL) {
       free(o->www_id);
@@ -111,6 +114,40 @@ static bool may_open(const tern_engine_t *eng, const tern__origin *o) {
   return eng->config.max_conns_per_origin == 0 || o->nconns < eng->config.max_conns_per_origin;
 }
 
+/* Sends a request on an idle or busy connection in the protocol it speaks. */
+static void send_on(tern__conn *c, tern_request_t *req) {
+  if (c->h2)
+    tern__http2_send(c, req);
+  else
+    tern__http1_send(c, req);
+}
+
+/* For an origin that may speak HTTP/2: a busy HTTP/2 connection with a free stream, sent on
+ * at once. Else whether the request should wait rather than open a connection: the one being
+ * opened may turn out to speak HTTP/2 (curl's "pipewait"), or every stream of the HTTP/2
+ * connections is in use and the engine does not open more for that. */
+static bool multiplex(tern_engine_t *eng, tern__origin *o, tern_request_t *req) {
+  bool negotiating = false, h2_alive = false;
+  for (tern__list *n = o->busy.next; n != &o->busy; n = n->next) {
+    tern__conn *c = tern__container_of(n, tern__conn, node);
+    if (c->h2) {
+      if (tern__http2_room(c)) {
+        tern__http2_send(c, req);
+        return true;
+      }
+      h2_alive = h2_alive || !c->no_more;
+    } else if (c->state < TERN__CONN_ACTIVE) {
+      negotiating = true;
+    }
+  }
+  bool wait = (o->h2_known == 0 && negotiating) ||
+              (o->h2_known == 1 && h2_alive && !eng->config.http2_open_when_full) ||
+              !may_open(eng, o);
+  if (!wait) return false;
+  tern__wait_insert(eng, &o->waiting, req);
+  return true;
+}
+
 void tern__pool_dispatch(tern_request_t *req) {
   tern_engine_t *eng = req->engine;
   if (req->origin == NULL) {
@@ -136,9 +173,12 @@ void tern__pool_dispatch(tern_request_t *req) {
   }
   if (!req->force_new_conn && !tern__list_empty(&o->idle)) {
     tern__conn *c = tern__container_of(o->idle.next, tern__conn, node);
-    tern__http1_send(c, req);
+    send_on(c, req);
     return;
   }
+  if (!req->force_new_conn && o->proto != TERN__PROTO_H1 && o->h2_known >= 0 &&
+      multiplex(eng, o, req))
+    return;
   if (!req->force_new_conn && eng->config.pipeline_depth > 1) {
     for (tern__list *n = o->busy.next; n != &o->busy; n = n->next) {
       tern__conn *c = tern__container_of(n, tern__conn, node);
@@ -159,10 +199,22 @@ void tern__pool_dispatch(tern_request_t *req) {
 void tern__pool_release(tern__conn *c) {
   tern__origin *o = c->origin;
   tern_engine_t *eng = c->engine;
-  tern_request_t *next = tern__wait_take(eng, &o->waiting);
-  if (next) {
-    tern__http1_send(c, next);
-    return;
+  if (c->h2) {
+    /* A stream ended: the waiters take the free streams; the connection idles when none is
+     * left in use. */
+    while (tern__http2_room(c) && !tern__list_empty(&o->waiting))
+      tern__http2_send(c, tern__wait_take(eng, &o->waiting));
+    if (c->nrequests > 0 || c->state != TERN__CONN_ACTIVE) return;
+    if (c->no_more) {
+      tern__conn_close(c);
+      return;
+    }
+  } else {
+    tern_request_t *next = tern__wait_take(eng, &o->waiting);
+    if (next) {
+      tern__http1_send(c, next);
+      return;
+    }
   }
   uint64_t idle = eng->config.idle_timeout_ms;
   if (c->idle_ms && c->idle_ms < idle) idle = c->idle_ms;
@@ -196,6 +248,24 @@ void tern__pool_conn_gone(tern__origin *o) {
   tern__wait_take(eng, &o->waiting);
   if (tern__http1_open(o, req, req->timeouts[TERN_TIMEOUT_CONNECT]) == NULL)
     tern__owner_complete(req, TERN_ENOMEM);
+}
+
+void tern__pool_negotiated(tern__conn *c) {
+  tern__origin *o = c->origin;
+  tern_engine_t *eng = c->engine;
+  if (o->proto == TERN__PROTO_H1) return;
+  if (c->h2) {
+    o->h2_known = 1;
+    tern__pool_release(c);
+    return;
+  }
+  /* HTTP/1.1 after all: one request per connection, so the waiters open their own. */
+  o->h2_known = -1;
+  while (!tern__list_empty(&o->waiting) && may_open(eng, o)) {
+    tern_request_t *req = tern__wait_take(eng, &o->waiting);
+    if (tern__http1_open(o, req, req->timeouts[TERN_TIMEOUT_CONNECT]) == NULL)
+      tern__owner_complete(req, TERN_ENOMEM);
+  }
 }
 
 static void fail_list(tern_engine_t *eng, tern__list *l, int err) {

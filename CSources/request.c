@@ -56,6 +56,7 @@ static void destroy(tern_request_t *req) {
   free(req->sink.part_path);
   free(req->sink.validator_path);
   tern__str_free(&req->resp.interim);
+  tern__str_free(&req->h2.fields);
   tern__decoder_free(req->sink.decoder);
   tern__encoder_free(req->upload.encoder);
   tern__request_clear_body(req);
@@ -345,6 +346,19 @@ int tern_request_set_http_version(tern_request_t *req, tern_http_version version
     return TERN_EINVAL;
   req->http_version = version;
   return 0;
+}
+
+int tern__request_proto(const tern_request_t *req) {
+  /* NTLM authenticates a connection, which HTTP/2 shares among requests (RFC 9113 9.2.1 is why
+   * servers answer it with HTTP_1_1_REQUIRED): credentials meant for it keep HTTP/1.1. */
+  const tern__auth *wa = &req->auth.www;
+  bool ntlm = wa->user && (wa->schemes & TERN_AUTH_NTLM);
+  if (req->http10 || ntlm || req->http_version == TERN_HTTP_VERSION_1_1) return TERN__PROTO_H1;
+  /* Through an HTTP proxy without a tunnel, requests go in absolute form: HTTP/1.1. */
+  if (req->proxy.host && req->proxy.kind == TERN__PROXY_KIND_HTTP && !req->url.tls)
+    return TERN__PROTO_H1;
+  if (req->http_version == TERN_HTTP_VERSION_2_PRIOR_KNOWLEDGE) return TERN__PROTO_H2;
+  return req->url.tls ? TERN__PROTO_ALPN : TERN__PROTO_H1;
 }
 
 int tern_request_set_expect_continue(tern_request_t *req, int64_t min_body, uint64_t wait_ms) {

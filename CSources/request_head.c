@@ -193,6 +193,13 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
 
 void tern__request_rewind(tern_request_t *req) {
   req->send = TERN__SEND_NOTHING;
+  req->h2.stream_id = 0;
+  req->h2.close_code = 0;
+  req->h2.head = req->h2.got_frames = false;
+  req->h2.status = 0;
+  req->h2.fields.len = 0;
+  req->h2.nfields = 0;
+  req->h2.unconsumed = 0;
   req->error = 0; /* an abandoned attempt's failure is not the request's */
   req->errmsg[0] = '\0';
   req->upload.waiting = false;

@@ -310,6 +310,14 @@ int tern__tls_start(tern__conn *c) {
     int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host) : SSL_set1_host(ssl, host);
     if (ok != 1) return TERN_ENOMEM;
   }
+  /* ALPN offers what the origin may speak, HTTP/2 first (RFC 9113 3.2, RFC 7301). */
+  static const unsigned char h2_h1[] = "\x02h2\x08http/1.1", h2[] = "\x02h2", h1[] = "\x08http/1.1";
+  int proto = c->origin->proto;
+  const unsigned char *alpn = proto == TERN__PROTO_ALPN ? h2_h1 : proto == TERN__PROTO_H2 ? h2 : h1;
+  size_t alpn_len = proto == TERN__PROTO_ALPN ? sizeof h2_h1 - 1
+                    : proto == TERN__PROTO_H2 ? sizeof h2 - 1
+                                              : sizeof h1 - 1;
+  if (SSL_set_alpn_protos(ssl, alpn, (unsigned)alpn_len) != 0) return TERN_ENOMEM;
   if (c->origin->session) SSL_set_session(ssl, c->origin->session);
   SSL_set_connect_state(ssl);
   c->handshaking = true;
@@ -468,6 +476,13 @@ static void recycle(tern__conn *c, BIO *bio) {
 void tern__tls_write_done(tern__conn *c) {
   if (c->tls_req_bio) recycle(c, c->tls_req_bio);
   c->tls_req_bio = NULL;
+}
+
+bool tern__tls_alpn_h2(const tern__conn *c) {
+  const unsigned char *p = NULL;
+  unsigned n = 0;
+  if (c->ssl) SSL_get0_alpn_selected(c->ssl, &p, &n);
+  return n == 2 && memcmp(p, "h2", 2) == 0;
 }
 
 void tern__tls_note(tern__conn *c, tern_request_t *req) {
