@@ -328,6 +328,9 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
     if (!have_basic && tern__challenge_find(pairs[2 * i + 1], "Basic", &ch))
       basic = ch, have_basic = true;
   }
+  /* NTLM authenticates a connection; an HTTP/2 one is shared by other requests' streams. A
+   * request that may answer NTLM (TERN_AUTH_NTLM set) speaks HTTP/1.1 from the start. */
+  if (req->resp.version == 20) have_ntlm = false;
   if (a->scheme == TERN_AUTH_NTLM && a->ntlm_step == 1) {
     /* The NEGOTIATE was answered: the server's CHALLENGE, answered on the same connection. */
     tern__ntlm_challenge ntlm;

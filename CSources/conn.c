@@ -226,7 +226,9 @@ static void on_bw_timer(uv_timer_t *t) {
 /* ---- reading ---- */
 
 static bool receive_paused(const tern__conn *c) {
-  if (c->h2) return false; /* HTTP/2 pauses a stream by its window, not the connection */
+  /* A pause holds back response bytes, not the handshakes before them; HTTP/2 pauses a stream
+   * by its window, not the connection. */
+  if (c->h2 || c->state != TERN__CONN_ACTIVE) return false;
   tern_request_t *req = tern__conn_first(c);
   return req != NULL && atomic_load(&req->recv_paused);
 }

@@ -213,13 +213,18 @@ static void settle_one(tern__conn *c, tern_request_t *req) {
   uint32_t code = req->h2.close_code;
   if (req->error) {
     tern__owner_complete(req, req->error);
-  } else if (code == NGHTTP2_REFUSED_STREAM && !req->h2.head) {
-    /* Refused, or above a GOAWAY's last stream: the server did not act on it (RFC 9113 8.7). */
+  } else if (code == NGHTTP2_REFUSED_STREAM && !req->h2.head &&
+             ++req->h2.refusals <= TERN__H2_MAX_REFUSALS) {
+    /* Refused, or above a GOAWAY's last stream: the server did not act on it (RFC 9113 8.7),
+     * so it goes again, on another connection; a server that refuses it every time ends it. */
     tern__owner_redispatch(req, TERN_ECONNRESET, false);
   } else if (code != NGHTTP2_NO_ERROR || !req->h2.head) {
     tern__request_set_error(req, TERN_EPROTO, "%s: stream %d %s (%s)", req->url.hostport,
                             (int)req->h2.stream_id,
-                            code ? "reset by the server" : "ended without a response",
+                            code == NGHTTP2_REFUSED_STREAM && !req->h2.head
+                                ? "refused by the server, again and again"
+                            : code ? "reset by the server"
+                                   : "ended without a response",
                             nghttp2_http2_strerror(code));
     tern__owner_complete(req, TERN_EPROTO);
   } else {

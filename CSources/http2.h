@@ -11,6 +11,8 @@
  * (it bounds what a paused stream is handed), the connection this much across streams. */
 #define TERN__H2_STREAM_WINDOW (1u << 20)
 #define TERN__H2_CONN_WINDOW   (16u << 20)
+/* How often one request's stream may be refused (REFUSED_STREAM, GOAWAY) and go again. */
+#define TERN__H2_MAX_REFUSALS 4
 /* Streams started on one connection at most, whatever the server allows. */
 #define TERN__H2_MAX_STREAMS 1000u
 

@@ -125,6 +125,11 @@ int tern__h2_field(tern__conn *c, tern_request_t *req, const uint8_t *name, size
     req->h2.status = vl == 3 && st >= 100 ? st : 0;
     return 0;
   }
+  /* nghttp2 refuses NUL, CR and LF in fields already; the head's block relies on no NUL. */
+  if (memchr(name, '\0', nl) || memchr(value, '\0', vl)) {
+    tern__request_set_error(req, TERN_EPROTO, "%s: NUL in a response field", req->url.hostport);
+    return TERN_EPROTO;
+  }
   size_t limit = c->engine->config.max_header_size;
   if (req->h2.fields.len + nl + vl + 4 > limit || req->h2.nfields >= TERN__MAX_HEADERS) {
     tern__request_set_error(req, TERN_EHEADERSIZE, "%s: response head exceeds %s",

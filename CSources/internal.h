@@ -469,6 +469,7 @@ struct tern_request {
     tern__str fields; /* the head being received: "name\0value\0" each */
     size_t nfields;
     uint64_t unconsumed; /* body bytes taken while receiving was paused: their window waits */
+    unsigned refusals;   /* streams refused (or cut by GOAWAY) so far, across hops */
   } h2;
 
   /* ---- the request body's source (body.c) ---- */

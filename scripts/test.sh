@@ -75,15 +75,16 @@ cmake -S . -B build/tsan -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DTERN_
 cmake --build build/tsan -j"$JOBS"
 run_ctest build/tsan env TSAN_OPTIONS=halt_on_error=1
 
-step "fuzz the response parser and the content decoders for ${FUZZ_SECONDS}s each, the NTLM challenge parser for half that, the SOCKS answers for a quarter"
+step "fuzz the response parser, the content decoders and a server's HTTP/2 bytes for ${FUZZ_SECONDS}s each, the NTLM challenge parser for half that, the SOCKS answers for a quarter"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER="$CLANG" -DTERN_FUZZ=ON -DTERN_BUILD_TESTS=OFF \
   -DTERN_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build/fuzz -j"$JOBS" --target fuzz_http1_parse fuzz_decode fuzz_ntlm fuzz_socks 2>&1 | grep -v "Cannot export local symbol '__asan" || true
-for target in http1_parse decode ntlm socks; do
+cmake --build build/fuzz -j"$JOBS" --target fuzz_http1_parse fuzz_decode fuzz_ntlm fuzz_socks fuzz_http2 2>&1 | grep -v "Cannot export local symbol '__asan" || true
+for target in http1_parse decode ntlm socks http2; do
   corpus=$(mktemp -d)
   cp Tests/Fuzz/corpus/$target/* "$corpus"/
   dict=()
   [ "$target" = http1_parse ] && dict=(-dict=Tests/Fuzz/http.dict)
+  [ "$target" = http2 ] && dict=(-dict=Tests/Fuzz/http2.dict)
   # The stats on success; on a finding, the report and the input's path (the tail alone would
   # hide what failed).
   seconds=$FUZZ_SECONDS
