@@ -484,7 +484,7 @@ TEST(h2_upload_to_disk_and_gzip) {
   ASSERT(tern_request_get_status(req) == 201 || tern_request_get_status(req) == 204);
   ASSERT_EQ(tern_request_get_http_version(req), 20);
   tern_request_free(req);
-  char *stored = test_fmt("%s/uploads/%s", testsrv_get("STATE"), name);
+  char *stored = test_fmt("%s/uploads/upload/%s", testsrv_get("STATE"), name); /* root + URI */
   test_assert_file_sha(stored, "SHA_100M");
   unlink(stored);
   free(stored);
@@ -727,6 +727,11 @@ TEST(h2_stalled_stream_times_out_alone) {
   }
   test_waiter_wait(&w, 30000);
   ASSERT_TERN_ERR(stalled, TERN_EBODYTIMEOUT);
+  /* Its own 1 s body timeout ended it, not the 10 s ones, and not only once the others were
+   * done: the stream's silence counts, whatever flows on the connection beside it. */
+  double took = tern_request_get_time(stalled, TERN_TIME_END);
+  fprintf(stderr, "stalled stream ended after %.2f s\n", took);
+  ASSERT(took > 0.9 && took < (double)test_scaled_ms(4000) / 1000.0);
   for (int i = 0; i < 5; i++) {
     ASSERT_TERN_ERR(reqs[i], 0);
     assert_pattern_body(reqs[i], 200000);

@@ -37,6 +37,13 @@ authenticating connections with pyspnego's NTLM acceptor against STATE_DIR/ntlm/
 Python of build/python-venv (scripts/python-venv.sh installs pyspnego there; TERN_NTLM_PYTHON
 overrides it); without pyspnego, `start` fails.
 
+HTTP/2: nginx also listens with `ssl http2` (H2_TLS_PORT: ALPN h2, then http/1.1) and plain
+`http2` (H2C_PORT: prior knowledge only); nghttpd (Debian's nghttp2-server, NGHTTPD_PORT, TLS;
+TERN_NGHTTPD overrides the lookup) serves the fixtures; h2faultserver.py (the h2 package, on
+build/python-venv's Python or TERN_H2_PYTHON) listens on H2FAULT_PORT (h2c), H2FAULT_TLS_PORT
+(TLS, ALPN h2) and H2FAULT_STREAMS2_PORT (h2c, SETTINGS_MAX_CONCURRENT_STREAMS 2). Missing
+nghttpd or h2 fails `start`.
+
 Files: fileserver.py, the reference server of the signed file transfer (FILE_PORT; its users
 and access tokens in FILE_TOKENS as uid=token,...; uploads stored in STATE_DIR/files).
 
