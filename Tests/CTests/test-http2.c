@@ -810,6 +810,7 @@ TEST(h2_malformed_frames) {
   const char *kinds[] = { "frame-size", "ping-length", "hpack",        "data0",
                           "rst0",       "data-first",  "no-status",    "bad-status",
                           "continuation", "window-overflow", "garbage" };
+  int bad = 0;
   for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
     char path[64];
     snprintf(path, sizeof path, "/bad?kind=%s", kinds[k]);
@@ -817,14 +818,17 @@ TEST(h2_malformed_frames) {
     set_timeouts(req, 5000);
     uint64_t t0 = test_now_ms();
     test_run(eng, req);
-    fprintf(stderr, "%s: %s (%s)\n", kinds[k], tern_err_name(tern_request_get_error(req)),
-            tern_request_get_error_message(req));
-    ASSERT_TERN_ERR(req, TERN_EPROTO);
-    ASSERT_LT(test_now_ms() - t0, test_scaled_ms(4000));
+    uint64_t took = test_now_ms() - t0;
     const char *msg = tern_request_get_error_message(req);
-    ASSERT(msg != NULL && msg[0] != '\0');
+    int err = tern_request_get_error(req);
+    /* Every kind is tried before failing, so one run names all that go wrong. */
+    bool good = err == TERN_EPROTO && took < test_scaled_ms(4000) && msg != NULL && msg[0];
+    fprintf(stderr, "%s %s: %s after %" PRIu64 " ms (%s)\n", good ? "ok  " : "FAIL", kinds[k],
+            tern_err_name(err), took, msg ? msg : "(no message)");
+    bad += !good;
     tern_request_free(req);
   }
+  ASSERT_EQ(bad, 0);
   tern_request_t *ok = h2c_req("H2FAULT_PORT", "/ok?size=1000");
   set_timeouts(ok, 5000);
   test_run(eng, ok);
