@@ -781,8 +781,8 @@ TEST(h2_push_promise_refused) {
   tern_engine_t *eng = test_engine_new(NULL);
   const char *ports[] = { "H2FAULT_PORT", "H2FAULT_TLS_PORT" };
   for (int p = 0; p < 2; p++) {
-    tern_request_t *req = p == 0 ? h2c_req(ports[p], "/push?size=100")
-                                 : tls_req(ports[p], "/push?size=100");
+    tern_request_t *req =
+        p == 0 ? h2c_req(ports[p], "/push?size=100") : tls_req(ports[p], "/push?size=100");
     set_timeouts(req, 5000);
     uint64_t t0 = test_now_ms();
     test_run(eng, req);
@@ -807,8 +807,8 @@ TEST(h2_push_promise_refused) {
  * that missed the error would hang), and the engine serves the next request. */
 TEST(h2_malformed_frames) {
   tern_engine_t *eng = test_engine_new(NULL);
-  const char *kinds[] = { "frame-size", "ping-length", "hpack",        "data0",
-                          "rst0",       "data-first",  "no-status",    "bad-status",
+  const char *kinds[] = { "frame-size",   "ping-length",     "hpack",     "data0",
+                          "rst0",         "data-first",      "no-status", "bad-status",
                           "continuation", "window-overflow", "garbage" };
   int bad = 0;
   for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
