@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes build/python-venv (idempotent): a virtual environment with what the Python package needs
-# to build and be tested (cffi, setuptools, wheel, pytest), and pyspnego for the NTLM test server
-# (Tests/TestServer/ntlmserver.py), so the system's Python stays clean.
+# to build and be tested (cffi, setuptools, wheel, pytest), pyspnego for the NTLM test server
+# (Tests/TestServer/ntlmserver.py) and h2 for the HTTP/2 fault server
+# (Tests/TestServer/h2faultserver.py), so the system's Python stays clean.
 # Run by scripts/setup.sh and scripts/check-python.sh. Prints the venv's python path.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -26,6 +27,13 @@ if ! "$py" -c 'import spnego' 2>/dev/null; then
   echo "python-venv: installing pyspnego (the NTLM test server's acceptor) into $VENV" >&2
   "$py" -m pip install -q --disable-pip-version-check 'pyspnego>=0.10' >&2 || {
     echo "python-venv: pip could not install pyspnego" >&2
+    exit 1
+  }
+fi
+if ! "$py" -c 'import h2.connection, h2.config' 2>/dev/null; then
+  echo "python-venv: installing h2 (the HTTP/2 fault server's framing) into $VENV" >&2
+  "$py" -m pip install -q --disable-pip-version-check 'h2>=4.1,<5' >&2 || {
+    echo "python-venv: pip could not install h2" >&2
     exit 1
   }
 fi

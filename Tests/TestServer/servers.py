@@ -37,6 +37,13 @@ authenticating connections with pyspnego's NTLM acceptor against STATE_DIR/ntlm/
 Python of build/python-venv (scripts/python-venv.sh installs pyspnego there; TERN_NTLM_PYTHON
 overrides it); without pyspnego, `start` fails.
 
+HTTP/2: nginx also listens with `ssl http2` (H2_TLS_PORT: ALPN h2, then http/1.1) and plain
+`http2` (H2C_PORT: prior knowledge only); nghttpd (Debian's nghttp2-server, NGHTTPD_PORT, TLS;
+TERN_NGHTTPD overrides the lookup) serves the fixtures; h2faultserver.py (the h2 package, on
+build/python-venv's Python or TERN_H2_PYTHON) listens on H2FAULT_PORT (h2c), H2FAULT_TLS_PORT
+(TLS, ALPN h2) and H2FAULT_STREAMS2_PORT (h2c, SETTINGS_MAX_CONCURRENT_STREAMS 2). Missing
+nghttpd or h2 fails `start`.
+
 Files: fileserver.py, the reference server of the signed file transfer (FILE_PORT; its users
 and access tokens in FILE_TOKENS as uid=token,...; uploads stored in STATE_DIR/files).
 
@@ -68,6 +75,11 @@ TEMPLATE = os.path.join(HERE, "nginx.conf.in")
 FAULTSERVER = os.path.join(HERE, "faultserver.py")
 FILESERVER = os.path.join(HERE, "fileserver.py")
 NTLMSERVER = os.path.join(HERE, "ntlmserver.py")
+H2FAULTSERVER = os.path.join(HERE, "h2faultserver.py")
+# h2faultserver.py's listeners (env key: options, see its --listen): h2c with prior knowledge,
+# TLS with ALPN h2, and h2c advertising SETTINGS_MAX_CONCURRENT_STREAMS 2.
+H2FAULT_LISTENERS = [("H2FAULT_PORT", "h2c"), ("H2FAULT_TLS_PORT", "tls"),
+                     ("H2FAULT_STREAMS2_PORT", "h2c,max_streams=2")]
 # The NTLM servers' user (ntlmserver.py): DOMAIN\user with this password, or user alone.
 NTLM_USER, NTLM_PASSWORD, NTLM_DOMAIN = "alice", "wonderland-ntlm", "TERNDOM"
 # The reference file server's users (uid=access token), also written to the env file.
@@ -96,7 +108,12 @@ NGINX_PORTS = [
     ("TLS_WRONGHOST_PORT", "TLS_WRONGHOST_PORT", "wronghost"),
     ("TLS_SELFSIGNED_PORT", "TLS_SELFSIGNED_PORT", "selfsigned"),
     ("TLS_CLIENTCERT_PORT", "TLS_CLIENTCERT_PORT", "server"),
+    ("H2_TLS_PORT", "H2_TLS_PORT", "server"),  # listen ... ssl http2 (ALPN h2, http/1.1)
+    ("H2C_PORT", "H2C_PORT", None),            # listen ... http2: h2c, prior knowledge only
 ]
+# nginx listeners that speak HTTP/2: their [::1] lines carry `http2`; H2C_PORT answers no
+# HTTP/1.x, so its readiness probe speaks HTTP/2 (h2_get).
+NGINX_H2_KEYS = {"H2_TLS_PORT", "H2C_PORT"}
 FAULT_TLS_KEYS = ["TLS_GARBAGE_PORT", "TLS_STALL_PORT", "TLS_REQCERT_PORT", "SOCKS_FAULT_PORT"]
 
 # Credentials and realms of the authentication servers (also written to the env file).
@@ -317,9 +334,11 @@ def recorded_pids(state):
     pids = set()
     for v in [env.get(k) for k in ("NGINX_PID", "FAULT_PID", "APACHE_PID", "LIGHTTPD_PID",
                                    "SQUID_PID", "FILE_PID", "SOCKS_PID",
-                                   "SOCKS_AUTH_PID", "NTLM_PID", "NTLM_PROXY_PID")] + [
+                                   "SOCKS_AUTH_PID", "NTLM_PID", "NTLM_PROXY_PID",
+                                   "NGHTTPD_PID", "H2FAULT_PID")] + [
             read_pidfile(os.path.join(state, f)) for f in (
-                "nginx.pid", "fault.pid", "file.pid", "ntlm.pid", "ntlm-proxy.pid", "apache/httpd.pid", "lighttpd/lighttpd.pid",
+                "nginx.pid", "fault.pid", "file.pid", "ntlm.pid", "ntlm-proxy.pid", "h2fault.pid",
+                "nghttpd/launched.pid", "apache/httpd.pid", "lighttpd/lighttpd.pid",
                 "squid/squid.pid", "squid/launched.pid")]:
         try:
             if v and int(v) > 1:
@@ -351,7 +370,7 @@ def cmd_stop(state):
     left = [p for p in pids if alive(p)]
     for name in ("env", "fault.pid", "fault.port", "fault.port2", "fault.tlsports",
                  "file.pid", "file.port", "ntlm.pid", "ntlm.port", "ntlm-proxy.pid",
-                 "ntlm-proxy.port",
+                 "ntlm-proxy.port", "h2fault.pid", "h2fault.ports", "nghttpd/launched.pid",
                  "squid/squid.pid", "squid/launched.pid"):
         try:
             os.unlink(os.path.join(state, name))
@@ -426,10 +445,81 @@ def http_get(host, port, path, family=socket.AF_INET, tls=None):
     return body if head.startswith(b"HTTP/1.1 200 ") else None
 
 
-def is_our_nginx(host, port, token, family=socket.AF_INET, tls=None):
+def is_our_nginx(host, port, token, family=socket.AF_INET, tls=None, h2=False):
     """GET /__tern_ready answers with this start's token: the listener is our nginx, not a
-    stranger that grabbed the port while nginx was still retrying its bind()."""
+    stranger that grabbed the port while nginx was still retrying its bind(). h2: ask over
+    HTTP/2 (prior knowledge, or ALPN h2 with tls)."""
+    if h2:
+        return h2_get(host, port, "/__tern_ready", family, tls) == token.encode()
     return http_get(host, port, "/__tern_ready", family, tls) == token.encode()
+
+
+def h2_get(host, port, path, family=socket.AF_INET, tls=None, timeout=1.0):
+    """The body of a 200 answer to an HTTP/2 GET (stream 1), or None: h2c with prior knowledge,
+    or with tls (true) over TLS with ALPN "h2", SNI "localhost", no verification. Stdlib only, just enough HTTP/2
+    for the readiness probes of nginx's h2 ports and nghttpd: the request's header block uses
+    static-table names and literal values (no dynamic table, no Huffman), and the answer's
+    :status is the first header field, which every server here sends as a static-table entry
+    (0x88 is ":status: 200")."""
+    import struct
+
+    def frame(ftype, flags, sid, payload):
+        return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + \
+            struct.pack(">I", sid) + payload
+
+    def lit(index, value):  # literal header field without indexing, indexed name
+        v = value.encode()
+        assert index < 15 and len(v) < 127
+        return bytes([index, len(v)]) + v
+
+    block = (b"\x82" + (b"\x87" if tls else b"\x86") + lit(4, path)  # GET, scheme, :path
+             + lit(1, "localhost:%d" % port))                         # :authority
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as raw:
+            raw.settimeout(timeout)
+            raw.connect((host, port))
+            if tls:
+                import ssl
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # not the caller's: ALPN h2 here
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+                ctx.set_alpn_protocols(["h2"])
+                s = ctx.wrap_socket(raw, server_hostname="localhost")
+                if s.selected_alpn_protocol() != "h2":
+                    return None
+            else:
+                s = raw
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"")
+                      + frame(1, 0x5, 1, block))  # SETTINGS; HEADERS END_STREAM|END_HEADERS
+            data, body, status_ok = b"", b"", None
+            while True:
+                while len(data) >= 9 and len(data) >= 9 + (int.from_bytes(data[:3], "big")):
+                    n = int.from_bytes(data[:3], "big")
+                    ftype, flags = data[3], data[4]
+                    sid = int.from_bytes(data[5:9], "big") & 0x7fffffff
+                    payload, data = data[9:9 + n], data[9 + n:]
+                    if ftype == 4 and not flags & 1:  # the server's SETTINGS: acknowledge
+                        s.sendall(frame(4, 1, 0, b""))
+                    elif ftype == 7:  # GOAWAY
+                        return None
+                    elif sid == 1 and ftype == 1:  # HEADERS (no padding/priority from these)
+                        if flags & 0x8 or flags & 0x20:
+                            return None
+                        status_ok = payload[:1] == b"\x88"
+                        if flags & 1:
+                            return body if status_ok else None
+                    elif sid == 1 and ftype == 0:  # DATA
+                        body += payload
+                        if flags & 1:
+                            return body if status_ok else None
+                    elif sid == 1 and ftype == 3:  # RST_STREAM
+                        return None
+                chunk = s.recv(65536)
+                if not chunk:
+                    return None
+                data += chunk
+    except OSError:  # ssl.SSLError included
+        return None
 
 
 def probe_tls_context(paths):
@@ -468,7 +558,8 @@ def render_conf(state, www, ports, ipv6, token, certdir, fault_port, htpasswd):
         subs["@%s@" % stem] = str(port)
         six = "LISTEN6" if stem == "PORT" else "LISTEN6_SHORT" if stem == "SHORT_PORT" \
             else "LISTEN6_" + stem
-        subs["@%s@" % six] = ("listen [::1]:%d%s default_server;" % (port, " ssl" if cert else "")
+        flags = (" ssl" if cert else "") + (" http2" if key in NGINX_H2_KEYS else "")
+        subs["@%s@" % six] = ("listen [::1]:%d%s default_server;" % (port, flags)
                               if ipv6 else "# no IPv6 loopback")
     with open(TEMPLATE) as f:
         text = f.read()
@@ -481,6 +572,43 @@ def render_conf(state, www, ports, ipv6, token, certdir, fault_port, htpasswd):
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+def h2_python():
+    """The Python that has the h2 package for h2faultserver.py: $TERN_H2_PYTHON, else
+    build/python-venv's. Never a skip: without it `start` fails and says how to get it."""
+    py = os.environ.get("TERN_H2_PYTHON") or os.path.join(HERE, "..", "..", "build",
+                                                           "python-venv", "bin", "python")
+    if not os.path.isfile(py):
+        die("no Python with the h2 package for the HTTP/2 fault server: %s is missing; run "
+            "scripts/python-venv.sh (scripts/setup.sh does) or set TERN_H2_PYTHON" % py)
+    r = subprocess.run([py, "-c", "import h2.connection"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    if r.returncode != 0:
+        die("%s cannot import h2: run scripts/python-venv.sh, or set TERN_H2_PYTHON to a "
+            "Python that has it" % py)
+    return py
+
+
+def render_nghttpd(state, www, port, token, certdir):
+    """nghttpd (Debian's nghttp2-server), a second HTTP/2 implementation: TLS with ALPN h2 on
+    127.0.0.1, serving STATE/nghttpd/htdocs (symlinks to the docroot's fixtures, so their
+    SHA_* digests hold, and __tern_ready with this start's token). --echo-upload: a POST or PUT
+    gets its own body back."""
+    exe = find_exe("TERN_NGHTTPD", ["nghttpd"], ["/usr/sbin", "/usr/local/sbin", "/usr/bin",
+                   "/usr/local/bin", "/opt/homebrew/bin"], "nghttpd",
+                   "Debian/Ubuntu: apt-get install nghttp2-server")
+    d = os.path.join(state, "nghttpd", "htdocs")
+    os.makedirs(d, exist_ok=True)
+    for name, _, _ in FIXTURES:
+        link = os.path.join(d, name)
+        if os.path.islink(link) or os.path.exists(link):
+            os.unlink(link)
+        os.symlink(os.path.join(www, name), link)
+    write_file(os.path.join(d, "__tern_ready"), token)
+    return [exe, "--address=127.0.0.1", "--htdocs=" + d, "--echo-upload",
+            "--max-concurrent-streams=128", str(port), os.path.join(certdir, "server.key"),
+            os.path.join(certdir, "server.pem")]
 
 
 def ntlm_python():
@@ -1033,6 +1161,20 @@ def cmd_start(state):
         with open(os.path.join(state, name + ".pid"), "w") as f:
             f.write("%d\n" % ntlm_procs[name][0].pid)
 
+    # The HTTP/2 fault server (h2faultserver.py, on the venv's Python: the h2 package).
+    h2fault_ports_file = os.path.join(state, "h2fault.ports")
+    h2fault_log = os.path.join(state, "h2fault.log")
+    try:
+        os.unlink(h2fault_ports_file)
+    except OSError:
+        pass
+    h2fault = spawn([h2_python(), H2FAULTSERVER, "--ports-file", h2fault_ports_file,
+                     "--tls-cert", cert_paths["server.pem"], "--tls-key", cert_paths["server.key"]]
+                    + [a for k, o in H2FAULT_LISTENERS for a in ("--listen", "%s:%s" % (k, o))],
+                    os.path.join(state, "h2fault.out"), h2fault_log, state)
+    with open(os.path.join(state, "h2fault.pid"), "w") as f:
+        f.write("%d\n" % h2fault.pid)
+
     shas = ensure_fixtures(www, FIXTURES)
     big = os.path.join(www, BIG[0])
     if os.path.exists(big) and os.path.getsize(big) == BIG[1]:
@@ -1080,6 +1222,11 @@ def cmd_start(state):
                   lambda p: render_dante(state, "auth", p["SOCKS_AUTH_PORT"], True),
                   lambda p: socks_ready(p["SOCKS_AUTH_PORT"], True),
                   [os.path.join(state, "dante", "auth.log")], state),
+        HopServer("nghttpd", ["NGHTTPD_PORT"],
+                  lambda p: render_nghttpd(state, www, p["NGHTTPD_PORT"], token, certdir),
+                  lambda p: h2_get("127.0.0.1", p["NGHTTPD_PORT"], "/__tern_ready",
+                                   tls=True) == token.encode(),
+                  [], state, pidfile=os.path.join(state, "nghttpd", "launched.pid")),
     ]
     taken = {fault_port, fault2_port}
     for hs in hop_servers:
@@ -1087,7 +1234,7 @@ def cmd_start(state):
         taken.update(hs.ports.values())
 
     def kill_all(*more):
-        kill_started(fault, filesrv, *[hs.proc for hs in hop_servers],
+        kill_started(fault, filesrv, h2fault, *[hs.proc for hs in hop_servers],
                      *[proc for proc, _ in ntlm_procs.values()], *more)
 
     nginx_p = None
@@ -1123,10 +1270,12 @@ def cmd_start(state):
                 listeners = []
                 for key, _, cert in NGINX_PORTS:
                     tls = probe_ctx if cert else None
-                    listeners.append(("127.0.0.1", ports[key], socket.AF_INET, tls))
+                    h2 = key in NGINX_H2_KEYS  # proves HTTP/2 works there, not just TCP
+                    listeners.append(("127.0.0.1", ports[key], socket.AF_INET, tls, h2))
                     if ipv6:
-                        listeners.append(("::1", ports[key], socket.AF_INET6, tls))
-                nginx_up = all(is_our_nginx(h, p, token, fam, tls) for h, p, fam, tls in listeners)
+                        listeners.append(("::1", ports[key], socket.AF_INET6, tls, h2))
+                nginx_up = all(is_our_nginx(h, p, token, fam, tls, h2)
+                               for h, p, fam, tls, h2 in listeners)
             if not fault_up:
                 fault_up = http_get("127.0.0.1", fault_port, "/reset-stats") == b"ok\n"
             hop_states = {}
@@ -1177,6 +1326,16 @@ def cmd_start(state):
                 die("ntlmserver.py (%s) did not start" % name,
                     os.path.join(state, name + ".log"), os.path.join(state, name + ".out"))
             time.sleep(0.005)
+    h2fault_ports = {}
+    while True:  # written (atomically) once every listener is bound
+        h2fault_ports = read_env_file(h2fault_ports_file)
+        if all(k in h2fault_ports for k, _ in H2FAULT_LISTENERS):
+            break
+        if h2fault.poll() is not None or time.monotonic() > deadline:
+            kill_all(nginx_p)
+            die("h2faultserver.py did not start", h2fault_log,
+                os.path.join(state, "h2fault.out"))
+        time.sleep(0.005)
     fault_tls = read_env_file(tls_ports_file)
     missing = [k for k in FAULT_TLS_KEYS if k not in fault_tls]
     if missing:
@@ -1194,6 +1353,8 @@ def cmd_start(state):
         ("NGINX_PID", nginx_p.pid),
         ("FAULT_PID", fault.pid),
     ] + [(key, ports[key]) for key, _, cert in NGINX_PORTS if cert] + [
+        ("H2C_PORT", ports["H2C_PORT"]),
+    ] + [
         (k, fault_tls[k]) for k in FAULT_TLS_KEYS
     ] + [
         ("CERTS", certdir),
@@ -1225,6 +1386,10 @@ def cmd_start(state):
         ("NTLM_PID", ntlm_procs["ntlm"][0].pid),
         ("NTLM_PROXY_PORT", ntlm_ports["ntlm-proxy"]),
         ("NTLM_PROXY_PID", ntlm_procs["ntlm-proxy"][0].pid),
+        ("NGHTTPD_PORT", hop["nghttpd"].ports["NGHTTPD_PORT"]),
+        ("NGHTTPD_PID", hop["nghttpd"].proc.pid),
+    ] + [(k, h2fault_ports[k]) for k, _ in H2FAULT_LISTENERS] + [
+        ("H2FAULT_PID", h2fault.pid),
         ("NTLM_USER", NTLM_USER),
         ("NTLM_PASSWORD", NTLM_PASSWORD),
         ("NTLM_DOMAIN", NTLM_DOMAIN),
@@ -1290,7 +1455,8 @@ def cmd_status(state):
                  ("SQUID_PORT", "SQUID_PID"), ("SQUID_AUTH_PORT", "SQUID_PID"),
                  ("FILE_PORT", "FILE_PID"), ("SOCKS_PORT", "SOCKS_PID"),
                  ("SOCKS_AUTH_PORT", "SOCKS_AUTH_PID"), ("NTLM_PORT", "NTLM_PID"),
-                 ("NTLM_PROXY_PORT", "NTLM_PROXY_PID")])
+                 ("NTLM_PROXY_PORT", "NTLM_PROXY_PID"), ("NGHTTPD_PORT", "NGHTTPD_PID")]
+              + [(key, "H2FAULT_PID") for key, _ in H2FAULT_LISTENERS])
     for key, pidkey in checks:
         up = (key in env and ours(int(env.get(pidkey, "0") or 0), state)
               and can_connect("127.0.0.1", int(env[key])))
