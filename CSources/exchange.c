@@ -9,8 +9,10 @@ int tern__exchange_head(tern__conn *c, tern_request_t *req) {
   if (c->ssl) tern__tls_note(c, req);
   int v = req->resp.version;
   tern__log(c->engine, TERN_LOG_INFO, req, "HTTP/%s %d %s from %s after %.3f s",
-            v == 20 ? "2" : v == 11 ? "1.1" : "1.0", req->resp.status,
-            req->resp.reason ? req->resp.reason : "", req->url.hostport,
+            v == 20   ? "2"
+            : v == 11 ? "1.1"
+                      : "1.0",
+            req->resp.status, req->resp.reason ? req->resp.reason : "", req->url.hostport,
             tern_request_get_time(req, TERN_TIME_HEADERS));
   /* The hop is decided first, so the callback can tell (tern_request_is_final_hop). */
   int r = tern__request_decide_hop(req);

@@ -12,6 +12,7 @@
 
 static void settle(tern__conn *c);
 static void settle_loop(tern__conn *c);
+static void arm_streams_timer(tern__conn *c, uint64_t at);
 
 /* ---- nghttp2's callbacks: they record, never complete ---- */
 
@@ -52,6 +53,7 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *f, const uint8_t
   tern_request_t *req = nghttp2_session_get_stream_user_data(ngh, f->hd.stream_id);
   if (req == NULL || req->error || req->h2.head) return 0; /* trailers are not kept */
   req->h2.got_frames = true;
+  req->h2.last_ms = uv_now(((tern__conn *)user)->engine->loop);
   if (tern__h2_field(user, req, name, nl, value, vl) == 0) return 0;
   nghttp2_submit_rst_stream(ngh, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_CANCEL);
   return 0;
@@ -64,28 +66,36 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *f, void *use
     c->no_more = true; /* streams above its last id are closed as refused: they go elsewhere */
     return 0;
   }
+  if (f->hd.type == NGHTTP2_RST_STREAM) {
+    tern_request_t *req = nghttp2_session_get_stream_user_data(ngh, f->hd.stream_id);
+    if (req) req->h2.peer_reset = true;
+    return 0;
+  }
   if (f->hd.type != NGHTTP2_HEADERS) return 0;
   tern_request_t *req = nghttp2_session_get_stream_user_data(ngh, f->hd.stream_id);
   if (req == NULL || req->error) return 0;
   req->h2.got_frames = true;
+  req->h2.last_ms = uv_now(c->engine->loop);
   if (tern__h2_head(c, req) != 0)
     nghttp2_submit_rst_stream(ngh, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_CANCEL);
+  else if (req->h2.head && req->timeouts[TERN_TIMEOUT_BODY])
+    arm_streams_timer(c, req->h2.last_ms + req->timeouts[TERN_TIMEOUT_BODY]);
   return 0;
 }
 
 static int on_data(nghttp2_session *ngh, uint8_t flags, int32_t sid, const uint8_t *data,
                    size_t len, void *user) {
   (void)flags;
-  (void)user;
   nghttp2_session_consume_connection(ngh, len); /* the connection's window is never held */
   tern_request_t *req = nghttp2_session_get_stream_user_data(ngh, sid);
   if (req == NULL || req->error) return 0;
   req->h2.got_frames = true;
+  req->h2.last_ms = uv_now(((tern__conn *)user)->engine->loop);
   int r = req->h2.head ? tern__request_deliver(req, (const char *)data, len) : TERN_EPROTO;
   if (r == 0) r = tern__request_progress_download(req, false);
   if (r) {
-    if (!req->error) tern__request_set_error(req, r, "%s: body: %s", req->url.hostport,
-                                             tern_strerror(r));
+    if (!req->error)
+      tern__request_set_error(req, r, "%s: body: %s", req->url.hostport, tern_strerror(r));
     nghttp2_submit_rst_stream(ngh, NGHTTP2_FLAG_NONE, sid, NGHTTP2_CANCEL);
     return 0;
   }
@@ -101,6 +111,7 @@ static int on_frame_send(nghttp2_session *ngh, const nghttp2_frame *f, void *use
   if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
   tern_request_t *req = nghttp2_session_get_stream_user_data(ngh, f->hd.stream_id);
   if (req == NULL) return 0;
+  req->h2.last_ms = uv_now(c->engine->loop);
   if (req->send == TERN__SEND_NOTHING) req->send = TERN__SEND_BODY;
   if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) {
     req->send = TERN__SEND_DONE;
@@ -116,10 +127,32 @@ static int on_not_sent(nghttp2_session *ngh, const nghttp2_frame *f, int err, vo
   /* A request's HEADERS that can no longer go (GOAWAY came first): another connection takes it. */
   if (f->hd.type != NGHTTP2_HEADERS) return 0;
   tern_request_t *req = nghttp2_session_get_stream_user_data(ngh, f->hd.stream_id);
-  if (req) finish(user, req, err == NGHTTP2_ERR_START_STREAM_NOT_ALLOWED ||
-                                   err == NGHTTP2_ERR_STREAM_CLOSING
-                               ? NGHTTP2_REFUSED_STREAM
-                               : NGHTTP2_INTERNAL_ERROR);
+  if (req)
+    finish(user, req,
+           err == NGHTTP2_ERR_START_STREAM_NOT_ALLOWED || err == NGHTTP2_ERR_STREAM_CLOSING
+               ? NGHTTP2_REFUSED_STREAM
+               : NGHTTP2_INTERNAL_ERROR);
+  return 0;
+}
+
+static const char *frame_name(uint8_t type) {
+  static const char *const names[] = { "DATA",          "HEADERS",      "PRIORITY", "RST_STREAM",
+                                       "SETTINGS",      "PUSH_PROMISE", "PING",     "GOAWAY",
+                                       "WINDOW_UPDATE", "CONTINUATION" };
+  return type < sizeof names / sizeof names[0] ? names[type] : "unknown";
+}
+
+/* A frame nghttp2 refused: the stream's request (or, for the connection, the oldest one) is
+ * told which frame and why, before the reset or GOAWAY that follows says less. */
+static int on_invalid_frame(nghttp2_session *ngh, const nghttp2_frame *f, int err, void *user) {
+  tern__conn *c = user;
+  tern_request_t *req =
+      f->hd.stream_id ? nghttp2_session_get_stream_user_data(ngh, f->hd.stream_id) : NULL;
+  if (req == NULL) req = tern__conn_first(c);
+  if (req && !req->error)
+    tern__request_set_error(req, TERN_EPROTO, "%s: invalid HTTP/2 %s frame from the server (%s)%s",
+                            req->url.hostport, frame_name(f->hd.type), nghttp2_strerror(err),
+                            f->hd.type == NGHTTP2_PUSH_PROMISE ? ": server push is refused" : "");
   return 0;
 }
 
@@ -149,9 +182,9 @@ static void lose(tern__conn *c, tern_request_t *req, int err, const char *why) {
   c->nrequests--;
   if (req->h2.stream_id && c->h2 && c->h2->ngh)
     nghttp2_session_set_stream_user_data(c->h2->ngh, req->h2.stream_id, NULL);
-  bool untouched = req->send == TERN__SEND_NOTHING ||
-                   (!req->h2.got_frames && req->idempotent && !req->retried &&
-                    tern__request_can_replay(req));
+  bool untouched =
+      req->send == TERN__SEND_NOTHING ||
+      (!req->h2.got_frames && req->idempotent && !req->retried && tern__request_can_replay(req));
   if (untouched && !req->error) {
     tern__owner_redispatch(req, err, req->send != TERN__SEND_NOTHING);
     return;
@@ -173,7 +206,7 @@ static void on_closing(tern__conn *c) {
 
 static void fail_conn(tern__conn *c, tern_request_t *victim, int err) {
   if (c->state == TERN__CONN_CLOSING) return;
-  c->no_more = true; /* the streams about to be retried must not come back here */
+  c->no_more = true;   /* the streams about to be retried must not come back here */
   if (c->h2->in_ngh) { /* never under nghttp2's feet: settle does it once it returned */
     if (!c->h2->fatal) c->h2->fatal = err;
     return;
@@ -184,8 +217,7 @@ static void fail_conn(tern__conn *c, tern_request_t *victim, int err) {
   /* Every stream shares the connection's failure: the first carries its message. */
   while (!tern__list_empty(&c->requests)) {
     tern_request_t *req = tern__conn_first(c);
-    if (!req->error && req->h2.got_frames)
-      tern__request_set_error(req, err, "%s", why);
+    if (!req->error && req->h2.got_frames) tern__request_set_error(req, err, "%s", why);
     lose(c, req, err, why);
   }
   tern__conn_close(c);
@@ -211,6 +243,10 @@ static void settle_one(tern__conn *c, tern_request_t *req) {
   tern__list_remove(&req->node);
   req->conn = NULL;
   uint32_t code = req->h2.close_code;
+  /* A server that broke the protocol on one stream gets no new ones (one that reset a stream
+   * itself, or sent a head over our limits, broke nothing). */
+  if (req->error == TERN_EPROTO || (code == NGHTTP2_PROTOCOL_ERROR && !req->h2.peer_reset))
+    c->no_more = true;
   if (req->error) {
     tern__owner_complete(req, req->error);
   } else if (code == NGHTTP2_REFUSED_STREAM && !req->h2.head &&
@@ -219,13 +255,13 @@ static void settle_one(tern__conn *c, tern_request_t *req) {
      * so it goes again, on another connection; a server that refuses it every time ends it. */
     tern__owner_redispatch(req, TERN_ECONNRESET, false);
   } else if (code != NGHTTP2_NO_ERROR || !req->h2.head) {
-    tern__request_set_error(req, TERN_EPROTO, "%s: stream %d %s (%s)", req->url.hostport,
-                            (int)req->h2.stream_id,
-                            code == NGHTTP2_REFUSED_STREAM && !req->h2.head
-                                ? "refused by the server, again and again"
-                            : code ? "reset by the server"
-                                   : "ended without a response",
-                            nghttp2_http2_strerror(code));
+    tern__request_set_error(
+        req, TERN_EPROTO, "%s: stream %d %s (%s)", req->url.hostport, (int)req->h2.stream_id,
+        code == NGHTTP2_REFUSED_STREAM && !req->h2.head ? "refused by the server, again and again"
+        : !code                                         ? "ended without a response"
+        : req->h2.peer_reset                            ? "reset by the server"
+                             : "reset for a protocol error in the response",
+        nghttp2_http2_strerror(code));
     tern__owner_complete(req, TERN_EPROTO);
   } else {
     c->served++;
@@ -335,10 +371,18 @@ static void on_abort(tern__conn *c, tern_request_t *req, int err) {
   settle(c);
 }
 
+/* The caller let a silent stream go on: its silence counts from now. */
+static void restart_clock(tern__conn *c, tern_request_t *req) {
+  req->h2.last_ms = uv_now(c->engine->loop);
+  uint64_t limit = req->timeouts[req->h2.head ? TERN_TIMEOUT_BODY : TERN_TIMEOUT_HEADERS];
+  if (limit) arm_streams_timer(c, req->h2.last_ms + limit);
+}
+
 static void on_pause(tern_request_t *req) {
   tern__conn *c = req->conn;
-  if (c == NULL || c->h2 == NULL || atomic_load(&req->recv_paused) || req->h2.unconsumed == 0)
-    return;
+  if (c == NULL || c->h2 == NULL || atomic_load(&req->recv_paused)) return;
+  restart_clock(c, req);
+  if (req->h2.unconsumed == 0) return;
   nghttp2_session_consume_stream(c->h2->ngh, req->h2.stream_id, (size_t)req->h2.unconsumed);
   req->h2.unconsumed = 0;
   settle(c); /* the WINDOW_UPDATE goes now */
@@ -348,11 +392,45 @@ static void on_resume_send(tern_request_t *req) {
   tern__conn *c = req->conn;
   if (c == NULL || c->h2 == NULL || !req->upload.waiting) return;
   req->upload.waiting = false;
+  restart_clock(c, req);
   nghttp2_session_resume_data(c->h2->ngh, req->h2.stream_id);
   settle(c);
 }
 
 static void on_nothing(tern__conn *c) { (void)c; }
+
+/* Each stream has its own silence limits (the head's timeout until the head came, then the
+ * body's), one timer serves them all: it fires at the earliest deadline, ends the streams past
+ * theirs, and is set again for the next one. A stream whose receiving the caller paused, or
+ * whose body callback has nothing yet, is silent by the caller's choice: not timed. */
+static void on_streams_timer(tern__conn *c) {
+  if (c->timer_kind != TERN__TIMER_STREAMS || c->h2 == NULL) return;
+  uint64_t now = uv_now(c->engine->loop), next = UINT64_MAX;
+  c->timer_kind = TERN__TIMER_NONE;
+  for (tern__list *n = c->requests.next, *after; n != &c->requests; n = after) {
+    after = n->next;
+    tern_request_t *req = tern__container_of(n, tern_request_t, node);
+    uint64_t limit = req->timeouts[req->h2.head ? TERN_TIMEOUT_BODY : TERN_TIMEOUT_HEADERS];
+    if (limit == 0 || atomic_load(&req->recv_paused) || req->upload.waiting) continue;
+    uint64_t at = req->h2.last_ms + limit;
+    if (at > now || c->bw_wait[TERN__RECV] || c->bw_wait[TERN__SEND]) {
+      if (at <= now) at = now + limit; /* a budget holds the connection: its silence is ours */
+      if (at < next) next = at;
+      continue;
+    }
+    /* A connection silent as long as the stream gets no new streams: its server may be gone. */
+    if (now - c->last_activity >= limit) c->no_more = true;
+    if (req->h2.head)
+      tern__request_set_error(req, TERN_EBODYTIMEOUT, "%s: body stalled for %llu ms",
+                              req->url.hostport, (unsigned long long)limit);
+    else
+      tern__request_set_error(req, TERN_EHEADERTIMEOUT, "%s: no response head within %llu ms",
+                              req->url.hostport, (unsigned long long)limit);
+    on_abort(c, req, req->error);
+    if (c->state == TERN__CONN_CLOSING || c->h2 == NULL) return;
+  }
+  if (next != UINT64_MAX) arm_streams_timer(c, next);
+}
 
 static const tern__conn_events http2_events = {
   .connected = on_nothing,
@@ -360,7 +438,7 @@ static const tern__conn_events http2_events = {
   .received = on_received,
   .eof = on_eof,
   .written = on_written,
-  .timer = on_nothing,
+  .timer = on_streams_timer,
   .abort = on_abort,
   .fail = fail_conn,
   .closing = on_closing,
@@ -369,6 +447,14 @@ static const tern__conn_events http2_events = {
 };
 
 /* ---- streams ---- */
+
+/* Sets the streams' timer to fire at `at` (uv_now time) unless it fires sooner already. */
+static void arm_streams_timer(tern__conn *c, uint64_t at) {
+  if (c->timer_kind == TERN__TIMER_STREAMS && c->h2->timer_at <= at) return;
+  uint64_t now = uv_now(c->engine->loop);
+  c->h2->timer_at = at;
+  tern__conn_wait(c, TERN__TIMER_STREAMS, at > now ? at - now : 0);
+}
 
 bool tern__http2_chosen(const tern__conn *c) {
   if (c->origin->proto == TERN__PROTO_H2) return true;
@@ -379,8 +465,8 @@ bool tern__http2_room(const tern__conn *c) {
   if (c->h2 == NULL || c->no_more || c->h2->goaway ||
       (c->state != TERN__CONN_ACTIVE && c->state != TERN__CONN_IDLE))
     return false;
-  uint32_t max = nghttp2_session_get_remote_settings(c->h2->ngh,
-                                                     NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+  uint32_t max =
+      nghttp2_session_get_remote_settings(c->h2->ngh, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
   if (max > TERN__H2_MAX_STREAMS) max = TERN__H2_MAX_STREAMS;
   return c->h2->nstreams < max && nghttp2_session_get_next_stream_id(c->h2->ngh) < (1u << 30);
 }
@@ -398,11 +484,10 @@ static int submit(tern__conn *c, tern_request_t *req) {
   if (sid < 0) return sid == NGHTTP2_ERR_NOMEM ? TERN_ENOMEM : TERN_EPROTO;
   req->h2.stream_id = sid;
   c->h2->nstreams++;
-  /* The connection's timer watches its silence while streams are open. */
-  uint64_t ms = req->timeouts[TERN_TIMEOUT_HEADERS];
-  if (req->timeouts[TERN_TIMEOUT_BODY] > ms) ms = req->timeouts[TERN_TIMEOUT_BODY];
-  if (c->timer_kind != TERN__TIMER_BODY || ms > c->timer_ms)
-    tern__conn_set_timer(c, TERN__TIMER_BODY, ms);
+  uv_update_time(c->engine->loop); /* the limit counts from now, not from this iteration's start */
+  req->h2.last_ms = uv_now(c->engine->loop);
+  uint64_t limit = req->timeouts[TERN_TIMEOUT_HEADERS];
+  if (limit) arm_streams_timer(c, req->h2.last_ms + limit);
   return 0;
 }
 
@@ -451,6 +536,7 @@ void tern__http2_start(tern__conn *c) {
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
   nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, on_not_sent);
+  nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, on_invalid_frame);
   nghttp2_option_set_no_auto_window_update(opt, 1); /* windows open as sinks take the bytes */
   nghttp2_option_set_max_reserved_remote_streams(opt, 0);
   int rv = nghttp2_session_client_new2(&s->ngh, cb, c, opt);

@@ -12,19 +12,20 @@
 #define TERN__H2_STREAM_WINDOW (1u << 20)
 #define TERN__H2_CONN_WINDOW   (16u << 20)
 /* How often one request's stream may be refused (REFUSED_STREAM, GOAWAY) and go again. */
-#define TERN__H2_MAX_REFUSALS 4
+#define TERN__H2_MAX_REFUSALS  4
 /* Streams started on one connection at most, whatever the server allows. */
-#define TERN__H2_MAX_STREAMS 1000u
+#define TERN__H2_MAX_STREAMS   1000u
 
 struct tern__h2 {
   nghttp2_session *ngh;
-  size_t out_len;       /* frames staged in buf[rcap, cap) for the next write */
-  bool in_ngh;          /* inside an nghttp2 call: nothing is sent, closed or completed */
-  tern__list finished;  /* requests whose stream ended, settled once nghttp2 returns */
-  unsigned nstreams;    /* streams open (a canceled one stays until its reset is sent) */
-  int fatal;            /* a connection error met inside a callback (TERN_E*), else 0 */
-  bool goaway;          /* the server sent GOAWAY: no new stream */
-  bool settling;        /* settle is running: a nested call leaves the work to it */
+  size_t out_len;      /* frames staged in buf[rcap, cap) for the next write */
+  bool in_ngh;         /* inside an nghttp2 call: nothing is sent, closed or completed */
+  tern__list finished; /* requests whose stream ended, settled once nghttp2 returns */
+  unsigned nstreams;   /* streams open (a canceled one stays until its reset is sent) */
+  int fatal;           /* a connection error met inside a callback (TERN_E*), else 0 */
+  bool goaway;         /* the server sent GOAWAY: no new stream */
+  bool settling;       /* settle is running: a nested call leaves the work to it */
+  uint64_t timer_at;   /* uv_now when the streams' timer fires (TERN__TIMER_STREAMS) */
 };
 
 /* The request's head as HTTP/2 fields: the pseudo-fields from its HTTP/1.1 head (built by

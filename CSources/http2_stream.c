@@ -9,7 +9,8 @@
  * :authority), and Expect (the body goes at once; a stream can be reset instead). */
 static bool left_out(const char *name, size_t n, const char *value, size_t vn) {
   switch (n) {
-    case 2: return tern__name_is(name, n, "te") && !(vn == 8 && tern__name_is(value, vn, "trailers"));
+    case 2:
+      return tern__name_is(name, n, "te") && !(vn == 8 && tern__name_is(value, vn, "trailers"));
     case 4: return tern__name_is(name, n, "host");
     case 6: return tern__name_is(name, n, "expect");
     case 7: return tern__name_is(name, n, "upgrade");

@@ -470,6 +470,8 @@ struct tern_request {
     size_t nfields;
     uint64_t unconsumed; /* body bytes taken while receiving was paused: their window waits */
     unsigned refusals;   /* streams refused (or cut by GOAWAY) so far, across hops */
+    uint64_t last_ms;    /* uv_now of the stream's last frame either way: its silence counts */
+    bool peer_reset;     /* the server sent RST_STREAM (not our nghttp2) */
   } h2;
 
   /* ---- the request body's source (body.c) ---- */
@@ -708,8 +710,9 @@ enum {
   TERN__TIMER_HEADERS,
   TERN__TIMER_BODY,
   TERN__TIMER_IDLE,
-  TERN__TIMER_EXPECT,  /* waiting for 100 Continue */
-  TERN__TIMER_THROTTLE /* reading paused by the receive-rate cap */
+  TERN__TIMER_EXPECT,   /* waiting for 100 Continue */
+  TERN__TIMER_THROTTLE, /* reading paused by the receive-rate cap */
+  TERN__TIMER_STREAMS   /* HTTP/2: the earliest stream's head or body timeout */
 };
 
 enum { TERN__RESP_HEAD, TERN__RESP_LENGTH, TERN__RESP_CHUNKED, TERN__RESP_CLOSE };

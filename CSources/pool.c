@@ -140,8 +140,9 @@ static bool multiplex(tern_engine_t *eng, tern__origin *o, tern_request_t *req) 
       negotiating = true;
     }
   }
-  bool wait = (o->h2_known == 0 && negotiating) ||
-              (o->h2_known == 1 && h2_alive && !eng->config.http2_open_when_full) ||
+  /* A connection being opened takes the waiters when it is ready (as HTTP/2, its streams;
+   * as HTTP/1.1, they open their own): one being opened is enough for all of them. */
+  bool wait = negotiating || (o->h2_known == 1 && h2_alive && !eng->config.http2_open_when_full) ||
               !may_open(eng, o);
   if (!wait) return false;
   tern__wait_insert(eng, &o->waiting, req);
@@ -257,6 +258,12 @@ void tern__pool_negotiated(tern__conn *c) {
   if (c->h2) {
     o->h2_known = 1;
     tern__pool_release(c);
+    /* More waiters than its streams: another connection for them, if the engine opens more. */
+    if (eng->config.http2_open_when_full && !tern__list_empty(&o->waiting) && may_open(eng, o)) {
+      tern_request_t *req = tern__wait_take(eng, &o->waiting);
+      if (tern__http1_open(o, req, req->timeouts[TERN_TIMEOUT_CONNECT]) == NULL)
+        tern__owner_complete(req, TERN_ENOMEM);
+    }
     return;
   }
   /* HTTP/1.1 after all: one request per connection, so the waiters open their own. */

@@ -63,8 +63,7 @@ static void *serve(void *arg) {
     }
     shutdown(fd, SHUT_WR);
     char sink[4096];
-    while (read(fd, sink, sizeof sink) > 0) {
-    }
+    while (read(fd, sink, sizeof sink) > 0) {}
     close(fd);
     pthread_mutex_lock(&lock);
     served++;
@@ -122,7 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pthread_mutex_unlock(&lock);
   int err = tern_request_get_error(req);
   CHECK(err != TERN_ETOTALTIMEOUT); /* bytes then the end of the stream: never a hang */
-  if (err == 0) CHECK(tern_request_get_status(req) >= 200 && tern_request_get_http_version(req) == 20);
+  if (err == 0)
+    CHECK(tern_request_get_status(req) >= 200 && tern_request_get_http_version(req) == 20);
   size_t body_len;
   (void)tern_request_get_body(req, &body_len);
   tern_request_free(req);
