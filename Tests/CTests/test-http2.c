@@ -935,6 +935,60 @@ TEST(h2_redirect) {
   test_finish(eng);
 }
 
+/* Basic authentication over h2: the 401 and the answered hop share the connection. */
+TEST(h2_basic_auth) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = tls_req("H2_TLS_PORT", "/basic/1k.bin");
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(tern_request_get_http_version(req), 20);
+  tern_request_free(req);
+  req = tls_req("H2_TLS_PORT", "/basic/1k.bin");
+  ASSERT_EQ(tern_request_set_auth(req, testsrv_get("AUTH_USER"), testsrv_get("AUTH_PASSWORD"),
+                                  TERN_AUTH_BASIC),
+            0);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_EQ(tern_request_get_http_version(req), 20);
+  test_assert_req_body_sha(req, "SHA_1K");
+  tern_request_free(req);
+  ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
+  test_finish(eng);
+}
+
+/* A CONNECT tunnel through squid and a SOCKS5 tunnel through Dante carry h2: TLS and ALPN run
+ * inside the tunnel; 20 requests share one tunnel. */
+TEST(h2_through_tunnels) {
+  const char *proxies[] = { "http://127.0.0.1:%d", "socks5h://127.0.0.1:%d" };
+  const char *ports[] = { "SQUID_PORT", "SOCKS_PORT" };
+  for (int p = 0; p < 2; p++) {
+    tern_engine_t *eng = test_engine_new(NULL);
+    char *proxy = test_fmt(proxies[p], testsrv_port(ports[p]));
+    test_waiter w;
+    test_waiter_init(&w, 20);
+    tern_request_t *reqs[20];
+    for (int i = 0; i < 20; i++) {
+      reqs[i] = tls_req("H2_TLS_PORT", "/64k.txt");
+      ASSERT_EQ(tern_request_set_proxy(reqs[i], proxy), 0);
+      set_timeouts(reqs[i], 10000);
+      test_waiter_submit(&w, eng, reqs[i]);
+    }
+    test_waiter_wait(&w, 30000);
+    for (int i = 0; i < 20; i++) {
+      ASSERT_TERN_ERR(reqs[i], 0);
+      ASSERT_EQ(tern_request_get_http_version(reqs[i]), 20);
+      if (p == 0 && i == 0) ASSERT_EQ(tern_request_get_connect_status(reqs[i]), 200);
+      test_assert_req_body_sha(reqs[i], "SHA_64K");
+      tern_request_free(reqs[i]);
+    }
+    ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
+    free(proxy);
+    test_finish(eng);
+  }
+}
+
 static int cancel_after_bytes(tern_request_t *req, tern_progress_state state, int percent,
                               uint64_t done, uint64_t total, void *ud) {
   (void)req;
