@@ -354,6 +354,9 @@ int tern__request_proto(const tern_request_t *req) {
   const tern__auth *wa = &req->auth.www;
   bool ntlm = wa->user && (wa->schemes & TERN_AUTH_NTLM);
   if (req->http10 || ntlm || req->http_version == TERN_HTTP_VERSION_1_1) return TERN__PROTO_H1;
+  /* A request's own rate cap, sending budget or group budget counts its connection's bytes:
+   * exact on a connection of its own, not on one shared by other requests' streams. */
+  if (req->max_recv_speed || req->send_budget || req->bandwidth) return TERN__PROTO_H1;
   /* Through an HTTP proxy without a tunnel, requests go in absolute form: HTTP/1.1. */
   if (req->proxy.host && req->proxy.kind == TERN__PROXY_KIND_HTTP && !req->url.tls)
     return TERN__PROTO_H1;

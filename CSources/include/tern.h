@@ -644,8 +644,10 @@ typedef enum {
   TERN_HTTP_VERSION_2_PRIOR_KNOWLEDGE = 3
 } tern_http_version;
 /** Which HTTP versions the request may speak (default TERN_HTTP_VERSION_DEFAULT). Requests that
- *  differ here never share a connection. Requests that may answer NTLM challenges, and requests
- *  through an HTTP proxy without a tunnel (http:// URLs), speak HTTP/1.1 whatever is set.
+ *  differ here never share a connection. Requests that may answer NTLM challenges (TERN_AUTH_NTLM
+ *  among their schemes), requests through an HTTP proxy without a tunnel (http:// URLs), and
+ *  requests with a receive-rate cap, a sending budget or a group budget (which count the bytes
+ *  of a connection of their own) speak HTTP/1.1 whatever is set.
  *  Returns 0 or TERN_EINVAL. Thread: the request's owner, before submit. Since 0.4. */
 TERN_API int tern_request_set_http_version(tern_request_t *req, tern_http_version version);
 /* TLS (https:// URLs). Verification is on by default against the system trust store. Requests

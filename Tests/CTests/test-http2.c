@@ -989,6 +989,31 @@ TEST(h2_through_tunnels) {
   }
 }
 
+/* A request's own rate cap or budget counts its connection's bytes: it speaks HTTP/1.1, on a
+ * connection of its own, while its neighbours share an HTTP/2 one. */
+TEST(h2_budgets_keep_http11) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *capped = tls_req("H2_TLS_PORT", "/64k.txt");
+  ASSERT_EQ(tern_request_set_max_recv_speed(capped, 10u << 20), 0);
+  tern_request_t *sending = tls_req("H2_TLS_PORT", "/64k.txt");
+  ASSERT_EQ(tern_request_set_max_send_speed(sending, 10u << 20), 0);
+  tern_bandwidth_t *group;
+  ASSERT_EQ(tern_bandwidth_new(&group, 10u << 20, 0), 0);
+  tern_request_t *grouped = tls_req("H2_TLS_PORT", "/64k.txt");
+  ASSERT_EQ(tern_request_set_bandwidth(grouped, group), 0);
+  tern_bandwidth_free(group);
+  tern_request_t *plain = tls_req("H2_TLS_PORT", "/64k.txt");
+  tern_request_t *all[] = { capped, sending, grouped, plain };
+  for (int i = 0; i < 4; i++) {
+    test_run(eng, all[i]);
+    ASSERT_TERN_ERR(all[i], 0);
+    test_assert_req_body_sha(all[i], "SHA_64K");
+    ASSERT_EQ(tern_request_get_http_version(all[i]), i == 3 ? 20 : 11);
+    tern_request_free(all[i]);
+  }
+  test_finish(eng);
+}
+
 static int cancel_after_bytes(tern_request_t *req, tern_progress_state state, int percent,
                               uint64_t done, uint64_t total, void *ud) {
   (void)req;
