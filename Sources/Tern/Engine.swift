@@ -19,7 +19,8 @@ import Musl
 import Darwin
 #endif
 
-/// An HTTP/1.1 engine: one I/O thread, keep-alive connection pools per origin, and counters.
+/// An HTTP/1.1 and HTTP/2 engine: one I/O thread, keep-alive connection pools per origin, and
+/// counters.
 ///
 /// Most programs use ``shared``. Create your own engine when you want a separate I/O thread,
 /// separate pools, or a different ``Configuration`` (buffer size, limits, user agent, logger):
@@ -79,6 +80,11 @@ public final class Engine: Sendable {
         /// How many idempotent requests may be queued on one connection (default 1: no
         /// pipelining). Requests opt in with ``Request/allowsPipelining``.
         public var pipelineDepth: Int
+        /// What a request to an HTTP/2 origin does when every stream its connections may
+        /// carry (the server's `SETTINGS_MAX_CONCURRENT_STREAMS`) is in use: `false` (the
+        /// default) waits for a stream to free up; `true` opens another connection, within
+        /// ``maxConnectionsPerOrigin``.
+        public var opensHTTP2ConnectionWhenFull: Bool
         /// The `User-Agent` sent when a request sets none: `nil` sends `tern/VERSION`, `""`
         /// sends none.
         public var userAgent: String?
@@ -122,9 +128,11 @@ public final class Engine: Sendable {
             logger: Logger = Logger(label: "tern"),
             tls: TLSOptions = .default,
             proxyEnvironment: ProxyEnvironment = .direct,
-            dnsCacheTimeout: TimeInterval = 60
+            dnsCacheTimeout: TimeInterval = 60,
+            opensHTTP2ConnectionWhenFull: Bool = false
         ) {
             self.dnsCacheTimeout = dnsCacheTimeout
+            self.opensHTTP2ConnectionWhenFull = opensHTTP2ConnectionWhenFull
             self.tls = tls
             self.proxyEnvironment = proxyEnvironment
             self.bufferSize = bufferSize

@@ -80,9 +80,15 @@ extension Request {
         outcome(\.head).map { HTTPResponse.Status(code: $0.status, reasonPhrase: $0.reason) }
     }
 
-    /// The response's HTTP minor version (1 for HTTP/1.1, 0 for HTTP/1.0), once a response
-    /// head arrived.
-    public var responseHTTPMinorVersion: Int? { outcome(\.head)?.httpMinorVersion }
+    /// The HTTP version the response came in (such as ``Response/HTTPVersion/http2``), once
+    /// a response head arrived; see ``httpVersion`` for the versions the request may speak.
+    ///
+    /// Readable from the first `download` listener event, and in ``headHandler``.
+    public var responseHTTPVersion: Response.HTTPVersion? { outcome(\.head)?.httpVersion }
+
+    /// The response's HTTP minor version (1 for HTTP/1.1, 0 for HTTP/1.0 and HTTP/2), once a
+    /// response head arrived. Read ``responseHTTPVersion`` to tell HTTP/2 apart.
+    public var responseHTTPMinorVersion: Int? { outcome(\.head)?.httpVersion.minor }
 
     /// The response header fields, once a response head arrived (empty before).
     public var responseHeaders: HTTPFields { outcome(\.head)?.fields ?? [:] }

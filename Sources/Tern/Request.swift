@@ -178,6 +178,7 @@ public final class Request: Sendable {
         var tls: TLSOptions?
         var concatData = false
         var http10 = false
+        var httpVersion = HTTPVersionPreference.automatic
         var maxReceiveSpeed: UInt64 = 0
         var maxSendSpeed: UInt64 = 0
         var bandwidthBudget: BandwidthBudget?
@@ -423,9 +424,33 @@ public final class Request: Sendable {
 
     /// Speaks HTTP/1.0 (ASIHTTPRequest's `useHTTPVersionOne`): no chunked request bodies, and
     /// keep-alive only when the server offers it.
+    ///
+    /// It wins over ``httpVersion``: a request that speaks HTTP/1.0 never speaks HTTP/2.
     public var http10: Bool {
         get { setting(\.http10) }
         set { set(\.http10, newValue) }
+    }
+
+    /// The HTTP versions the request may speak (default ``HTTPVersionPreference/automatic``:
+    /// HTTP/2 when the server offers it over TLS, HTTP/1.1 otherwise, as curl does).
+    ///
+    /// ``Response/httpVersion`` tells which version the response came in. Requests that
+    /// differ here never share a connection. Whatever is set, HTTP/1.1 is spoken by requests
+    /// whose credential may answer NTLM challenges (a ``credential``, or one in the URL, with
+    /// ``authenticationSchemes`` that include ``AuthenticationSchemes/ntlm``, as the default
+    /// does: NTLM authenticates a connection, which HTTP/2 would share with other requests),
+    /// and by `http` requests sent through an HTTP proxy without a tunnel; with ``http10``,
+    /// HTTP/1.0 is.
+    ///
+    /// ```swift
+    /// let request = Request(url: URL(string: "http://127.0.0.1:8080/")!)
+    /// request.httpVersion = .http2PriorKnowledge  // h2c: HTTP/2 without TLS
+    /// let response = try await request.response()
+    /// print(response.httpVersion)                 // HTTP/2
+    /// ```
+    public var httpVersion: HTTPVersionPreference {
+        get { setting(\.httpVersion) }
+        set { set(\.httpVersion, newValue) }
     }
 
     /// The connection buffer size for connections this request opens, in bytes; 0 (the

@@ -49,8 +49,12 @@ public struct Response: Sendable {
     /// A download resumed from a file that was already complete needs no exchange and
     /// reports status 0.
     public let status: HTTPResponse.Status
-    /// The response's HTTP minor version: 1 for HTTP/1.1, 0 for HTTP/1.0.
-    public let httpMinorVersion: Int
+    /// The HTTP version the response came in, such as ``HTTPVersion/http2``
+    /// (``HTTPVersion/http1_1`` for a response from a cache); see ``Request/httpVersion``.
+    public let httpVersion: HTTPVersion
+    /// The response's HTTP minor version: 1 for HTTP/1.1, 0 for HTTP/1.0 and HTTP/2. Read
+    /// ``httpVersion`` to tell HTTP/2 apart.
+    public var httpMinorVersion: Int { httpVersion.minor }
     /// The response header fields, in the order received.
     public let headerFields: HTTPFields
     /// The body length the server announced (`Content-Length`, or `Content-Size` with a

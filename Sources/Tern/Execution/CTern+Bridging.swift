@@ -109,6 +109,9 @@ enum CEngine {
         try check(
             tern_config_set_pipeline_depth(config, UInt32(clamping: c.pipelineDepth)),
             "pipelineDepth \(c.pipelineDepth)")
+        if c.opensHTTP2ConnectionWhenFull {
+            try check(tern_config_set_http2_open_when_full(config, 1), "opensHTTP2ConnectionWhenFull")
+        }
         if let userAgent = c.userAgent {
             try check(tern_config_set_user_agent(config, userAgent), "userAgent")
         }
@@ -446,6 +449,11 @@ extension Execution {
         }
         if !p.persistent { try check(tern_request_set_persistent(h, 0), "persistent") }
         if p.http10 { try check(tern_request_set_http10(h, 1), "http10") }
+        // HTTP/1.0 never negotiates HTTP/2: http10 wins over the preference.
+        let version = p.http10 ? .http1_1 : p.httpVersion
+        if version != .automatic {
+            try check(tern_request_set_http_version(h, version.engineValue), "httpVersion \(version)")
+        }
         if p.pipelining { try check(tern_request_set_pipelining(h, 1), "pipelining") }
         if p.bufferSize != 0 {
             try check(
@@ -628,10 +636,22 @@ extension Execution {
         return ResponseHead(
             status: Int(tern_request_get_status(h)),
             reason: String(cString: tern_request_get_reason(h)),
-            httpMinorVersion: Int(tern_request_get_http_minor(h)),
+            httpVersion: Self.responseVersion(h),
             fields: fields,
             contentLength: length >= 0 ? length : nil,
             isReused: tern_request_is_reused(h) != 0)
+    }
+
+    /// The version of the current head: the engine's 10, 11 or 20, else its HTTP/1 minor
+    /// version.
+    private static func responseVersion(_ h: OpaquePointer) -> Response.HTTPVersion {
+        switch tern_request_get_http_version(h) {
+        case 10: return .http1_0
+        case 11: return .http1_1
+        case let version where version >= 20:
+            return Response.HTTPVersion(major: Int(version / 10), minor: Int(version % 10))
+        default: return tern_request_get_http_minor(h) == 0 ? .http1_0 : .http1_1
+        }
     }
 
     /// The `Set-Cookie` values of the current head, without reading the other fields.
@@ -744,6 +764,18 @@ extension Execution {
             connectStatus: Int(tern_request_get_connect_status(h)),
             redirectedURL: redirected,
             redirectCount: redirects)
+    }
+}
+
+extension Request.HTTPVersionPreference {
+    /// The engine's name for the preference.
+    var engineValue: tern_http_version {
+        switch self {
+        case .automatic: TERN_HTTP_VERSION_DEFAULT
+        case .http1_1: TERN_HTTP_VERSION_1_1
+        case .http2: TERN_HTTP_VERSION_2
+        case .http2PriorKnowledge: TERN_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+        }
     }
 }
 

@@ -366,7 +366,7 @@ extension Execution {
         }
         let length = UInt64(isHead ? 0 : entry.bodyLength)
         let responseHead = ResponseHead(
-            status: head.status, reason: head.reason, httpMinorVersion: 1, fields: fields,
+            status: head.status, reason: head.reason, httpVersion: .http1_1, fields: fields,
             contentLength: fields[.contentLength].flatMap { Int64($0) }, isReused: false)
         request.storage.withLock { s in
             s.outcome.head = responseHead
@@ -381,7 +381,7 @@ extension Execution {
         return Response(
             url: plan.url, originalURL: plan.url, redirectCount: 0,
             status: HTTPResponse.Status(code: head.status, reasonPhrase: head.reason),
-            httpMinorVersion: 1, headerFields: fields, contentLength: responseHead.contentLength,
+            httpVersion: .http1_1, headerFields: fields, contentLength: responseHead.contentLength,
             offset: 0, bytesReceived: length, data: data, downloadFile: downloadFile,
             isReused: false, isFromCache: true, attempts: 0, timings: Response.Timings(),
             sentRequestHead: nil, tlsInfo: nil, decodedEncoding: nil, bytesDelivered: length,
@@ -419,14 +419,14 @@ extension Execution {
     private func gatewayTimeout() -> Response {
         request.storage.withLock { s in
             s.outcome.head = ResponseHead(
-                status: 504, reason: "Gateway Timeout", httpMinorVersion: 1, fields: [:], contentLength: 0,
+                status: 504, reason: "Gateway Timeout", httpVersion: .http1_1, fields: [:], contentLength: 0,
                 isReused: false)
             s.outcome.data = Data()
         }
         return Response(
             url: plan.url, originalURL: plan.url, redirectCount: 0,
             status: HTTPResponse.Status(code: 504, reasonPhrase: "Gateway Timeout"),
-            httpMinorVersion: 1, headerFields: [:], contentLength: 0, offset: 0, bytesReceived: 0,
+            httpVersion: .http1_1, headerFields: [:], contentLength: 0, offset: 0, bytesReceived: 0,
             data: Data(), downloadFile: nil, isReused: false, isFromCache: false, attempts: 0,
             timings: Response.Timings(), sentRequestHead: nil, tlsInfo: nil, decodedEncoding: nil,
             bytesDelivered: 0, isRequestBodySkipped: false)

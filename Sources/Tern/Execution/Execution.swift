@@ -50,7 +50,7 @@ struct Handlers: Sendable {
 struct ResponseHead: Sendable {
     var status: Int
     var reason: String
-    var httpMinorVersion: Int
+    var httpVersion: Response.HTTPVersion
     var fields: HTTPFields
     var contentLength: Int64?
     var isReused: Bool
@@ -735,7 +735,7 @@ final class Execution: @unchecked Sendable {
             originalURL: plan.url,
             redirectCount: report.redirectCount,
             status: HTTPResponse.Status(code: head?.status ?? 0, reasonPhrase: head?.reason ?? ""),
-            httpMinorVersion: head?.httpMinorVersion ?? 1,
+            httpVersion: head?.httpVersion ?? .http1_1,
             headerFields: head?.fields ?? [:],
             contentLength: report.contentLength,
             offset: report.offset,

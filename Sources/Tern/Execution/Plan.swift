@@ -83,6 +83,7 @@ struct Plan: Sendable {
     let tls: TLSOptions
     let persistent: Bool
     let http10: Bool
+    let httpVersion: Request.HTTPVersionPreference
     let pipelining: Bool
     let bufferSize: Int
     let concatData: Bool
@@ -114,6 +115,7 @@ struct Plan: Sendable {
         tls = s.tls ?? engine.configuration.tls
         persistent = s.persistent
         http10 = s.http10
+        httpVersion = s.httpVersion
         pipelining = s.allowsPipelining
         bufferSize = s.bufferSize
         concatData = s.concatData
