@@ -57,6 +57,9 @@ public struct TernTransport: ClientTransport {
         /// and decode them, so the body the client sees is decoded; the response still names
         /// the `Content-Encoding` the server used).
         public var decoding: Request.Decoding
+        /// The HTTP versions requests may speak (default `.automatic`: HTTP/2 when the server
+        /// offers it over TLS, HTTP/1.1 otherwise); see `Request.httpVersion`.
+        public var httpVersion: Request.HTTPVersionPreference
         /// Response body bytes that may wait for a slow consumer before the engine stops
         /// reading that response (default 1 MiB).
         public var responseBufferLimit: Int
@@ -73,12 +76,14 @@ public struct TernTransport: ClientTransport {
         ///   - maxRedirects: How many redirects to follow.
         ///   - maxRetries: How many times a transient failure is retried.
         ///   - decoding: What to do about compressed response bodies.
+        ///   - httpVersion: The HTTP versions requests may speak.
         ///   - responseBufferLimit: Response bytes that may wait for the consumer.
         ///   - prepare: Sets anything else on each request before it is sent.
         public init(
             engine: Engine = .shared, timeouts: Request.Timeouts = Request.Timeouts(),
             tls: TLSOptions? = nil, maxRedirects: Int = 20, maxRetries: Int = 0,
-            decoding: Request.Decoding = .automatic, responseBufferLimit: Int = 1 << 20,
+            decoding: Request.Decoding = .automatic,
+            httpVersion: Request.HTTPVersionPreference = .automatic, responseBufferLimit: Int = 1 << 20,
             prepare: (@Sendable (Request, _ operationID: String) -> Void)? = nil
         ) {
             self.engine = engine
@@ -87,6 +92,7 @@ public struct TernTransport: ClientTransport {
             self.maxRedirects = maxRedirects
             self.maxRetries = maxRetries
             self.decoding = decoding
+            self.httpVersion = httpVersion
             self.responseBufferLimit = responseBufferLimit
             self.prepare = prepare
         }
@@ -153,6 +159,7 @@ public struct TernTransport: ClientTransport {
         ternRequest.maxRedirects = configuration.maxRedirects
         ternRequest.maxRetries = configuration.maxRetries
         ternRequest.decoding = configuration.decoding
+        ternRequest.httpVersion = configuration.httpVersion
         // Framing is Tern's: the length comes from the body (or a Content-Length the runtime
         // or a middleware set), and the engine writes Content-Length or chunked itself.
         var fields = request.headerFields
