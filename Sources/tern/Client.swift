@@ -279,6 +279,7 @@ final class CommandRunner: Sendable {
         if let seconds = options.maxTime { timeouts.total = seconds }
         request.timeouts = timeouts
         request.http10 = options.http10
+        request.httpVersion = options.httpVersion
         // curl sends no Accept-Encoding without --compressed; with it, bodies are decoded as
         // they stream (a decompression bomb ends with exit 61).
         request.decoding = options.compressed ? .automatic : .none
@@ -657,15 +658,23 @@ final class CommandRunner: Sendable {
         return .file(upload)
     }
 
-    /// The response head as curl prints it for -i and -D: status line, fields, blank line.
+    /// The response head as curl prints it for -i, -D and -v: status line, fields, blank line.
     static func headText(_ request: Request) -> String {
-        var text = "HTTP/1.\(request.responseHTTPMinorVersion ?? 1) \(request.statusCode)"
-        if let reason = request.status?.reasonPhrase, !reason.isEmpty { text += " \(reason)" }
+        var text = statusLine(
+            version: request.responseHTTPVersion ?? .http1_1, code: request.statusCode,
+            reason: request.status?.reasonPhrase ?? "")
         text += "\r\n"
         for field in request.responseHeaders {
             text += "\(field.name.rawName): \(field.value)\r\n"
         }
         return text + "\r\n"
+    }
+
+    /// A status line as curl prints it, without its CRLF: `HTTP/1.1 200 OK`, and for HTTP/2,
+    /// which has no reason phrase, `HTTP/2 200 ` with curl's trailing space.
+    static func statusLine(version: Response.HTTPVersion, code: Int, reason: String) -> String {
+        if version.major >= 2 { return "\(version) \(code) " }
+        return reason.isEmpty ? "\(version) \(code)" : "\(version) \(code) \(reason)"
     }
 
     /// Prints the request head as sent, curl's `> ` lines.

@@ -20,7 +20,7 @@ import Darwin
 struct TernCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tern",
-        abstract: "Transfer URLs over HTTP/1.1, with curl's flags.",
+        abstract: "Transfer URLs over HTTP/1.1 and HTTP/2, with curl's flags.",
         discussion: """
             Several URLs are fetched one after another, or at once with -Z; the n-th -o or -O \
             goes with the n-th URL. The exit code is the last transfer's (-Z: the \
@@ -123,7 +123,7 @@ struct TernCommand: ParsableCommand {
     var parallelMax: Int = TernCommand.parallelDefault
 
     @Flag(name: .customLong("parallel-immediate"),
-          help: "Accepted for curl; changes nothing. curl's option opens new connections rather than wait to multiplex transfers on one; Tern speaks HTTP/1.1, where with -Z every running transfer gets a connection of its own without waiting.")
+          help: "Accepted for curl; changes nothing. curl's option opens new connections rather than wait to multiplex transfers on one; Tern, like curl without it, lets transfers wait while a connection finds out whether it speaks HTTP/2, then multiplexes them on it.")
     var parallelImmediate = false
 
     @Flag(name: .customLong("fail-early"),
@@ -184,8 +184,42 @@ struct TernCommand: ParsableCommand {
             help: ArgumentHelp("Retry transient failures (timeouts, resolve errors, HTTP 408, 429, 500, 502, 503, 504) up to N times.", valueName: "num"))
     var retry: Int = 0
 
-    @Flag(name: [.customShort("0"), .customLong("http1.0")], help: "Speak HTTP/1.0.")
+    @Flag(name: [.customShort("0"), .customLong("http1.0")],
+          help: "Speak HTTP/1.0. The last of --http1.0, --http1.1, --http2 and --http2-prior-knowledge wins.")
     var http10 = false
+
+    @Flag(name: .customLong("http1.1"), help: "Speak HTTP/1.1 only (over TLS, ALPN offers http/1.1 alone).")
+    var http11 = false
+
+    @Flag(name: .customLong("http2"),
+          help: "Speak HTTP/2 when TLS negotiates it, else HTTP/1.1: the default (no h2c upgrade on http://).")
+    var http2 = false
+
+    @Flag(name: .customLong("http2-prior-knowledge"),
+          help: "Speak HTTP/2 without negotiating it: h2c on http://, ALPN h2 alone over TLS.")
+    var http2PriorKnowledge = false
+
+    /// The flags that choose the HTTP version, of which the last given wins (as in curl).
+    static let httpVersionFlags: Set<String> = [
+        "-0", "--http1.0", "--http1.1", "--http2", "--http2-prior-knowledge",
+    ]
+
+    /// Keeps only the last of the HTTP version flags set, as curl takes the last of them.
+    mutating func settleHTTPVersion(lastFlag: String?) {
+        http10 = lastFlag == "-0" || lastFlag == "--http1.0"
+        http11 = lastFlag == "--http1.1"
+        http2 = lastFlag == "--http2"
+        http2PriorKnowledge = lastFlag == "--http2-prior-knowledge"
+    }
+
+    /// The HTTP versions a request may speak by the version flags: with --http1.0 the
+    /// request's `http10` wins over this.
+    var httpVersion: Request.HTTPVersionPreference {
+        if http11 { return .http1_1 }
+        if http2 { return .http2 }
+        if http2PriorKnowledge { return .http2PriorKnowledge }
+        return .automatic
+    }
 
     @Flag(name: [.customShort("L"), .customLong("location")],
           help: "Follow redirects (301, 302, 303, 307, 308).")
@@ -360,6 +394,8 @@ enum Main {
             command.settleProxy(lastFlag: CurlArguments.last(
                 of: ["-x", "--proxy", "--socks4", "--socks4a", "--socks5", "--socks5-hostname"],
                 in: arguments))
+            command.settleHTTPVersion(
+                lastFlag: CurlArguments.last(of: TernCommand.httpVersionFlags, in: arguments))
             try command.validate()
         } catch {
             if TernCommand.exitCode(for: error) == .success {

@@ -50,7 +50,7 @@ enum WriteOut {
             "redirect_url": redirectURL(request),
             "url": url,
             "content_type": request.responseHeaders[.contentType] ?? "",
-            "http_version": request.responseHTTPMinorVersion.map { "1.\($0)" } ?? "0",
+            "http_version": httpVersion(request.responseHTTPVersion),
             "num_connects": request.statusCode == 0 || request.isReused || request.attempts == 0 ? "0" : "1",
             "filename_effective": outputPath ?? "",
             "exitcode": "\(exitCode)",
@@ -103,6 +103,13 @@ enum WriteOut {
             }
         }
         flush()
+    }
+
+    /// curl's `%{http_version}`: `1.0`, `1.1` or `2`, and `0` when no response came.
+    static func httpVersion(_ version: Response.HTTPVersion?) -> String {
+        guard let version else { return "0" }
+        return version.major >= 2 && version.minor == 0
+            ? "\(version.major)" : "\(version.major).\(version.minor)"
     }
 
     /// Where a 3xx that was not followed points, resolved against the URL it came from (curl's
