@@ -377,6 +377,26 @@ struct TernCommand: ParsableCommand {
     }
 }
 
+extension TernCommand {
+    /// The command from normalized arguments (``CurlArguments/normalize(_:)``), read as curl
+    /// reads them: the last of -x and --socks*, and of the HTTP version flags, wins.
+    static func parse(normalized arguments: [String], urlForms: [String: String] = [:]) throws
+        -> TernCommand
+    {
+        // URLs go around swift-argument-parser, whose handling of positional arguments is
+        // quadratic (10,000 URLs took seconds); it sees at most the first one.
+        let (options, urls) = CurlArguments.splitURLs(arguments, urlForms: urlForms)
+        var command = try TernCommand.parse(options + urls.prefix(1))
+        command.urls = urls
+        command.settleProxy(lastFlag: CurlArguments.last(
+            of: ["-x", "--proxy", "--socks4", "--socks4a", "--socks5", "--socks5-hostname"],
+            in: arguments))
+        command.settleHTTPVersion(lastFlag: CurlArguments.last(of: httpVersionFlags, in: arguments))
+        try command.validate()
+        return command
+    }
+}
+
 @main
 enum Main {
     static func main() async {
@@ -384,19 +404,9 @@ enum Main {
         signal(SIGPIPE, SIG_IGN)  // a closed pipe becomes a write error (exit 23)
         let argv = CurlArguments.commandLine()
         let arguments = CurlArguments.normalize(argv.words)
-        // URLs go around swift-argument-parser, whose handling of positional arguments is
-        // quadratic (10,000 URLs took seconds); it sees at most the first one.
-        let (options, urls) = CurlArguments.splitURLs(arguments, urlForms: argv.urlForms)
-        var command: TernCommand
+        let command: TernCommand
         do {
-            command = try TernCommand.parse(options + urls.prefix(1))
-            command.urls = urls
-            command.settleProxy(lastFlag: CurlArguments.last(
-                of: ["-x", "--proxy", "--socks4", "--socks4a", "--socks5", "--socks5-hostname"],
-                in: arguments))
-            command.settleHTTPVersion(
-                lastFlag: CurlArguments.last(of: TernCommand.httpVersionFlags, in: arguments))
-            try command.validate()
+            command = try TernCommand.parse(normalized: arguments, urlForms: argv.urlForms)
         } catch {
             if TernCommand.exitCode(for: error) == .success {
                 TernCommand.exit(withError: error)  // --help, --version
