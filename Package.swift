@@ -125,12 +125,15 @@ let package = Package(
             path: "Sources/tern-file-transfer-run",
             swiftSettings: swiftSettings
         ),
+        // Runs the `tern` binary as a process, and also imports its module for unit tests of
+        // the flag parsing and output formatting.
         .testTarget(
             name: "TernTests",
             dependencies: [
                 "Tern",
                 "TernFoundation",
                 "CTern",
+                "tern",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ],
