@@ -69,7 +69,8 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let bodyTimedOut = Code(rawValue: -12)
         /// The request exceeded its total time limit.
         public static let totalTimedOut = Code(rawValue: -13)
-        /// The response was not valid HTTP/1.x.
+        /// The response was not valid HTTP: a malformed HTTP/1.x response, or a peer that
+        /// broke HTTP/2's rules.
         public static let protocolError = Code(rawValue: -14)
         /// The response head was larger than allowed.
         public static let headersTooLarge = Code(rawValue: -15)
@@ -260,7 +261,7 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let bodyTimedOut = TernError(code: .bodyTimedOut)
     /// Matches errors with code ``Code/totalTimedOut``: the request exceeded its total time limit.
     public static let totalTimedOut = TernError(code: .totalTimedOut)
-    /// Matches errors with code ``Code/protocolError``: the response was not valid HTTP/1.x.
+    /// Matches errors with code ``Code/protocolError``: the response was not valid HTTP.
     public static let protocolError = TernError(code: .protocolError)
     /// Matches errors with code ``Code/headersTooLarge``: the response head was too large.
     public static let headersTooLarge = TernError(code: .headersTooLarge)
