@@ -248,6 +248,15 @@ final class Counter: Sendable {
         }
     }
 
+    @Test func theHTTPVersionPreferenceReachesTheRequest() throws {
+        #expect(TernTransport.Configuration().httpVersion == .automatic)
+        let transport = TernTransport(configuration: .init(httpVersion: .http1_1))
+        let request = try transport.makeRequest(
+            HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/echo"), body: nil,
+            baseURL: URL(string: "https://example.com/v1")!, operationID: "getEcho")
+        #expect(request.httpVersion == .http1_1)
+    }
+
     @Test func readmeExample() async throws {
         let servers = try TestServers.get()
         let serverURL = servers.fault("/")
