@@ -435,12 +435,17 @@ public final class Request: Sendable {
     /// HTTP/2 when the server offers it over TLS, HTTP/1.1 otherwise, as curl does).
     ///
     /// ``Response/httpVersion`` tells which version the response came in. Requests that
-    /// differ here never share a connection. Whatever is set, HTTP/1.1 is spoken by requests
-    /// whose credential may answer NTLM challenges (a ``credential``, or one in the URL, with
-    /// ``authenticationSchemes`` that include ``AuthenticationSchemes/ntlm``, as the default
-    /// does: NTLM authenticates a connection, which HTTP/2 would share with other requests),
-    /// and by `http` requests sent through an HTTP proxy without a tunnel; with ``http10``,
-    /// HTTP/1.0 is.
+    /// differ here never share a connection. Whatever is set, HTTP/1.1 is spoken by:
+    ///
+    /// - requests whose credential may answer NTLM challenges: a ``credential``, or one in the
+    ///   URL, with ``authenticationSchemes`` that include ``AuthenticationSchemes/ntlm``, as
+    ///   the default does (NTLM authenticates a connection, which HTTP/2 would share with
+    ///   other requests);
+    /// - `http` requests sent through an HTTP proxy without a tunnel;
+    /// - requests with a ``maxReceiveSpeed``, a ``maxSendSpeed`` or a ``bandwidthBudget``,
+    ///   which count the bytes of a connection of their own.
+    ///
+    /// With ``http10``, HTTP/1.0 is.
     ///
     /// ```swift
     /// let request = Request(url: URL(string: "http://127.0.0.1:8080/")!)

@@ -333,7 +333,7 @@ struct TernCommand: ParsableCommand {
     var cacheFolder: String?
 
     @Option(name: .customLong("limit-rate"), parsing: .unconditional,
-            help: ArgumentHelp("Receive at most RATE bytes per second; suffixes k, m, g (1024-based).", valueName: "speed"))
+            help: ArgumentHelp("Receive at most RATE bytes per second; suffixes k, m, g (1024-based). The transfer then speaks HTTP/1.1 (the cap counts the bytes of a connection of its own).", valueName: "speed"))
     var limitRate: String?
 
     @Argument(help: "URLs to fetch, one after another (with -Z, at once).")
