@@ -328,9 +328,12 @@ bool tern__request_answer_challenge(tern_request_t *req, tern__auth *a, const ch
     if (!have_basic && tern__challenge_find(pairs[2 * i + 1], "Basic", &ch))
       basic = ch, have_basic = true;
   }
-  /* NTLM authenticates a connection; an HTTP/2 one is shared by other requests' streams. A
-   * request that may answer NTLM (TERN_AUTH_NTLM set) speaks HTTP/1.1 from the start. */
-  if (req->resp.version == 20) have_ntlm = false;
+  /* NTLM authenticates a connection; an HTTP/2 one is shared by other requests' streams. An
+   * NTLM offer over HTTP/2 that the request may answer sends the next hops over HTTP/1.1
+   * (curl does the same on HTTP_1_1_REQUIRED). */
+  unsigned may_ntlm = a->schemes ? a->schemes : TERN_AUTH_ANY;
+  if (req->resp.version == 20 && have_ntlm && slot == 1 && (may_ntlm & TERN_AUTH_NTLM))
+    req->http11_required = true;
   if (a->scheme == TERN_AUTH_NTLM && a->ntlm_step == 1) {
     /* The NEGOTIATE was answered: the server's CHALLENGE, answered on the same connection. */
     tern__ntlm_challenge ntlm;

@@ -8,11 +8,12 @@ int tern__exchange_head(tern__conn *c, tern_request_t *req) {
   req->recv_start_ms = uv_now(c->engine->loop);
   if (c->ssl) tern__tls_note(c, req);
   int v = req->resp.version;
-  tern__log(c->engine, TERN_LOG_INFO, req, "HTTP/%s %d %s from %s after %.3f s",
+  const char *reason = req->resp.reason ? req->resp.reason : ""; /* HTTP/2 has none */
+  tern__log(c->engine, TERN_LOG_INFO, req, "HTTP/%s %d%s%s from %s after %.3f s",
             v == 20   ? "2"
             : v == 11 ? "1.1"
                       : "1.0",
-            req->resp.status, req->resp.reason ? req->resp.reason : "", req->url.hostport,
+            req->resp.status, reason[0] ? " " : "", reason, req->url.hostport,
             tern_request_get_time(req, TERN_TIME_HEADERS));
   /* The hop is decided first, so the callback can tell (tern_request_is_final_hop). */
   int r = tern__request_decide_hop(req);

@@ -193,10 +193,15 @@ static void lose(tern__conn *c, tern_request_t *req, int err, const char *why) {
   tern__owner_complete(req, err);
 }
 
+static void settle_one(tern__conn *c, tern_request_t *req);
+
 static void on_closing(tern__conn *c) {
   while (!tern__list_empty(&c->requests))
     lose(c, tern__conn_first(c), TERN_ECONNRESET, "HTTP/2 connection closed");
-  settle(c); /* streams that had ended already */
+  /* Streams that had ended already, even when a settle under way closes the connection: the
+   * session and its list go now. */
+  while (c->h2 && !tern__list_empty(&c->h2->finished))
+    settle_one(c, tern__container_of(c->h2->finished.next, tern_request_t, node));
   if (c->h2) {
     nghttp2_session_del(c->h2->ngh);
     free(c->h2);
@@ -518,6 +523,26 @@ void tern__http2_send(tern__conn *c, tern_request_t *req) {
   settle(c);
 }
 
+/* nghttp2 allocates through the engine's functions, so the torture run fails its allocations
+ * too. */
+static void *mem_malloc(size_t n, void *ud) {
+  (void)ud;
+  return tern__malloc(n);
+}
+static void mem_free(void *p, void *ud) {
+  (void)ud;
+  free(p);
+}
+static void *mem_calloc(size_t k, size_t n, void *ud) {
+  (void)ud;
+  return tern__calloc(k, n);
+}
+static void *mem_realloc(void *p, size_t n, void *ud) {
+  (void)ud;
+  return tern__realloc(p, n);
+}
+static nghttp2_mem engine_mem = { NULL, mem_malloc, mem_free, mem_calloc, mem_realloc };
+
 void tern__http2_start(tern__conn *c) {
   tern_request_t *first = tern__conn_first(c);
   struct tern__h2 *s = tern__calloc(1, sizeof *s);
@@ -539,7 +564,7 @@ void tern__http2_start(tern__conn *c) {
   nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, on_invalid_frame);
   nghttp2_option_set_no_auto_window_update(opt, 1); /* windows open as sinks take the bytes */
   nghttp2_option_set_max_reserved_remote_streams(opt, 0);
-  int rv = nghttp2_session_client_new2(&s->ngh, cb, c, opt);
+  int rv = nghttp2_session_client_new3(&s->ngh, cb, c, opt, &engine_mem);
   nghttp2_session_callbacks_del(cb);
   nghttp2_option_del(opt);
   if (rv != 0) {

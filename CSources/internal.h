@@ -439,6 +439,7 @@ struct tern_request {
   uint64_t timeouts[4];
   bool persistent, pipelining, http10;
   tern_http_version http_version; /* what the request may speak (tern_request_set_http_version) */
+  bool http11_required;           /* an NTLM offer came over HTTP/2: the next hops speak HTTP/1.1 */
   size_t buffer_size;
   uint64_t max_recv_speed;
   int priority;                  /* higher leaves a wait list first (tern_request_set_priority) */

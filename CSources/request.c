@@ -349,19 +349,24 @@ int tern_request_set_http_version(tern_request_t *req, tern_http_version version
 }
 
 int tern__request_proto(const tern_request_t *req) {
-  /* NTLM authenticates a connection, which HTTP/2 shares among requests (RFC 9113 9.2.1 is why
-   * servers answer it with HTTP_1_1_REQUIRED): credentials meant for it keep HTTP/1.1. */
+  /* NTLM authenticates a connection, which HTTP/2 shares among requests (why servers answer it
+   * with HTTP_1_1_REQUIRED): credentials for NTLM alone keep HTTP/1.1 from the start; with
+   * other schemes allowed too, an NTLM offer over HTTP/2 moves the next hops to HTTP/1.1. */
   const tern__auth *wa = &req->auth.www;
-  bool ntlm = wa->user && (wa->schemes & TERN_AUTH_NTLM);
-  if (req->http10 || ntlm || req->http_version == TERN_HTTP_VERSION_1_1) return TERN__PROTO_H1;
+  bool ntlm_only = wa->user && (wa->schemes & TERN_AUTH_NTLM) &&
+                   !(wa->schemes & (TERN_AUTH_BASIC | TERN_AUTH_DIGEST));
+  if (req->http10 || ntlm_only || req->http11_required ||
+      req->http_version == TERN_HTTP_VERSION_1_1)
+    return TERN__PROTO_H1;
   /* A request's own rate cap, sending budget or group budget counts its connection's bytes:
    * exact on a connection of its own, not on one shared by other requests' streams. */
   if (req->max_recv_speed || req->send_budget || req->bandwidth) return TERN__PROTO_H1;
   /* Through an HTTP proxy without a tunnel, requests go in absolute form: HTTP/1.1. */
   if (req->proxy.host && req->proxy.kind == TERN__PROXY_KIND_HTTP && !req->url.tls)
     return TERN__PROTO_H1;
-  if (req->http_version == TERN_HTTP_VERSION_2_PRIOR_KNOWLEDGE) return TERN__PROTO_H2;
-  return req->url.tls ? TERN__PROTO_ALPN : TERN__PROTO_H1;
+  /* Over TLS, prior knowledge is what ALPN says anyway (curl offers http/1.1 too). */
+  if (req->url.tls) return TERN__PROTO_ALPN;
+  return req->http_version == TERN_HTTP_VERSION_2_PRIOR_KNOWLEDGE ? TERN__PROTO_H2 : TERN__PROTO_H1;
 }
 
 int tern_request_set_expect_continue(tern_request_t *req, int64_t min_body, uint64_t wait_ms) {

@@ -59,7 +59,7 @@ step "allocation-failure torture run: selected C cases with the N-th engine allo
 cmake -S . -B build/torture -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_BUILD_TYPE=Debug \
   -DTERN_ASAN=ON -DTERN_WERROR=ON -DTERN_TORTURE=ON -DTERN_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/torture -j"$JOBS" --target test-http test-hops test-body test-tls test-faults \
-  test-hostile test-ntlm 2>&1 | grep -v "Cannot export local symbol '__asan" || true
+  test-hostile test-ntlm test-http2 2>&1 | grep -v "Cannot export local symbol '__asan" || true
 torture_rc=0
 python3 Tests/CTests/torture.py --jobs "$JOBS" build/torture >build/torture.log 2>&1 || torture_rc=$?
 grep -vE '^[a-z]+:[a-z0-9_]+ +A=' build/torture.log || true # per case: runs, seconds, outcomes

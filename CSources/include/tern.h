@@ -639,13 +639,13 @@ typedef enum {
   TERN_HTTP_VERSION_1_1 = 1,
   /** The same as the default: HTTP/2 when TLS negotiates it (no h2c upgrade on http://). */
   TERN_HTTP_VERSION_2 = 2,
-  /** HTTP/2 without negotiation, on http:// too (h2c with prior knowledge, RFC 9113 3.3); over
-   *  TLS ALPN offers "h2" alone. */
+  /** HTTP/2 without negotiation on http:// (h2c with prior knowledge, RFC 9113 3.3); over TLS
+   *  the same as the default (ALPN decides), as curl does. */
   TERN_HTTP_VERSION_2_PRIOR_KNOWLEDGE = 3
 } tern_http_version;
 /** Which HTTP versions the request may speak (default TERN_HTTP_VERSION_DEFAULT). Requests that
- *  differ here never share a connection. Requests that may answer NTLM challenges (TERN_AUTH_NTLM
- *  among their schemes), requests through an HTTP proxy without a tunnel (http:// URLs), and
+ *  differ here never share a connection. Requests with credentials for NTLM alone (and the next
+ *  hops of one that met an NTLM offer over HTTP/2 and may answer it), requests through an HTTP proxy without a tunnel (http:// URLs), and
  *  requests with a receive-rate cap, a sending budget or a group budget (which count the bytes
  *  of a connection of their own) speak HTTP/1.1 whatever is set.
  *  Returns 0 or TERN_EINVAL. Thread: the request's owner, before submit. Since 0.4. */

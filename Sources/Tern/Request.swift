@@ -437,10 +437,11 @@ public final class Request: Sendable {
     /// ``Response/httpVersion`` tells which version the response came in. Requests that
     /// differ here never share a connection. Whatever is set, HTTP/1.1 is spoken by:
     ///
-    /// - requests whose credential may answer NTLM challenges: a ``credential``, or one in the
-    ///   URL, with ``authenticationSchemes`` that include ``AuthenticationSchemes/ntlm``, as
-    ///   the default does (NTLM authenticates a connection, which HTTP/2 would share with
-    ///   other requests);
+    /// - requests whose credential is for NTLM alone (``authenticationSchemes`` is
+    ///   ``AuthenticationSchemes/ntlm``): NTLM authenticates a connection, which HTTP/2 would
+    ///   share with other requests. With other schemes allowed too (the default), a request
+    ///   starts on HTTP/2 and, when a server offers NTLM there, goes on over HTTP/1.1 (as curl
+    ///   does when told HTTP/1.1 is required);
     /// - `http` requests sent through an HTTP proxy without a tunnel;
     /// - requests with a ``maxReceiveSpeed``, a ``maxSendSpeed`` or a ``bandwidthBudget``,
     ///   which count the bytes of a connection of their own.

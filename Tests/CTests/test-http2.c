@@ -958,6 +958,28 @@ TEST(h2_basic_auth) {
   test_finish(eng);
 }
 
+/* An NTLM offer over HTTP/2 to a request that may answer it: the next hops go over HTTP/1.1
+ * (NTLM authenticates a connection), as curl does on HTTP_1_1_REQUIRED. nginx never accepts the
+ * NEGOTIATE, so the request ends with the 401, now over HTTP/1.1. Basic alone stays on h2. */
+TEST(h2_ntlm_offer_moves_to_http11) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = tls_req("H2_TLS_PORT", "/ntlm-offer");
+  ASSERT_EQ(tern_request_set_auth(req, "user", "secret", TERN_AUTH_ANY), 0);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(tern_request_get_http_version(req), 11);
+  tern_request_free(req);
+  req = tls_req("H2_TLS_PORT", "/ntlm-offer");
+  ASSERT_EQ(tern_request_set_auth(req, "user", "secret", TERN_AUTH_BASIC), 0);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  ASSERT_EQ(tern_request_get_status(req), 401);
+  ASSERT_EQ(tern_request_get_http_version(req), 20);
+  tern_request_free(req);
+  test_finish(eng);
+}
+
 /* A CONNECT tunnel through squid and a SOCKS5 tunnel through Dante carry h2: TLS and ALPN run
  * inside the tunnel; 20 requests share one tunnel. */
 TEST(h2_through_tunnels) {

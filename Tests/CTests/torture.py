@@ -63,6 +63,9 @@ CASES = [
     "faults:faults_interim_responses",                # 1xx responses
     "faults:faults_bad_chunks",                       # malformed chunked bodies
     "hostile:hostile_decode_br_and_zstd",             # br and zstd decoding
+    "http2:h2_alpn_negotiates_h2",                    # HTTP/2 over TLS, two streams
+    "http2:h2_redirect",                              # a hop over HTTP/2
+    "http2:h2_basic_auth",                            # a 401 and its answer over HTTP/2
 ]
 
 EXIT_ASSERT, EXIT_ASSERT_OTHER, EXIT_LIVE, EXIT_SANITIZER, EXIT_WATCHDOG, EXIT_FREE_HANG = 3, 4, 5, 23, 124, 125
