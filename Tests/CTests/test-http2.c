@@ -958,6 +958,62 @@ TEST(h2_basic_auth) {
   test_finish(eng);
 }
 
+typedef struct {
+  int up, down;
+  uint64_t up_done, down_done;
+} progress_seen;
+
+static int note_progress(tern_request_t *req, tern_progress_state state, int percent, uint64_t done,
+                         uint64_t total, void *ud) {
+  (void)req;
+  (void)total;
+  progress_seen *p = ud;
+  if (state == TERN_PROGRESS_UPLOAD && percent >= p->up) p->up = percent, p->up_done = done;
+  if (state == TERN_PROGRESS_DOWNLOAD && percent >= p->down) p->down = percent, p->down_done = done;
+  return 0;
+}
+
+/* Progress over h2: an upload reports up to 100% of its body, then the download up to 100%. */
+TEST(h2_progress) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  size_t size = 1u << 20;
+  unsigned char *data = malloc(size);
+  for (size_t i = 0; i < size; i++) data[i] = (unsigned char)(i * 31);
+  char path[96];
+  snprintf(path, sizeof path, "/upload/h2-%d-progress.bin", (int)getpid());
+  progress_seen up = { -1, -1, 0, 0 };
+  tern_request_t *req = tls_req("H2_TLS_PORT", path);
+  ASSERT_EQ(tern_request_set_method(req, "PUT"), 0);
+  ASSERT_EQ(tern_request_set_body(req, data, size), 0);
+  ASSERT_EQ(tern_request_set_progress_cb(req, note_progress, &up), 0);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  ASSERT_EQ(tern_request_get_http_version(req), 20);
+  ASSERT_EQ(up.up, 100);
+  ASSERT_UEQ(up.up_done, size);
+  tern_request_free(req);
+  progress_seen down = { -1, -1, 0, 0 };
+  char *dest = test_tmp_path("h2-progress-100m.bin");
+  req = tls_req("H2_TLS_PORT", "/100m.bin");
+  ASSERT_EQ(tern_request_set_download_file(req, dest, 0, 0, 0), 0);
+  ASSERT_EQ(tern_request_set_progress_cb(req, note_progress, &down), 0);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  ASSERT_EQ(tern_request_get_http_version(req), 20);
+  ASSERT_EQ(down.down, 100);
+  ASSERT_UEQ(down.down_done, 100u << 20);
+  test_assert_file_sha(dest, "SHA_100M");
+  unlink(dest);
+  free(dest);
+  tern_request_free(req);
+  char *stored =
+      test_fmt("%s/uploads/upload/h2-%d-progress.bin", testsrv_get("STATE"), (int)getpid());
+  unlink(stored);
+  free(stored);
+  free(data);
+  test_finish(eng);
+}
+
 /* An NTLM offer over HTTP/2 to a request that may answer it: the next hops go over HTTP/1.1
  * (NTLM authenticates a connection), as curl does on HTTP_1_1_REQUIRED. nginx never accepts the
  * NEGOTIATE, so the request ends with the 401, now over HTTP/1.1. Basic alone stays on h2. */
