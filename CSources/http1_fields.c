@@ -172,3 +172,17 @@ int tern__name_is(const char *name, size_t name_len, const char *lower) {
       return 0;
   return lower[name_len] == '\0';
 }
+
+int tern__h2_field_left_out(const char *name, size_t n, const char *value, size_t vn) {
+  switch (n) {
+    case 2:
+      return tern__name_is(name, n, "te") && !(vn == 8 && tern__name_is(value, vn, "trailers"));
+    case 4: return tern__name_is(name, n, "host");
+    case 6: return tern__name_is(name, n, "expect");
+    case 7: return tern__name_is(name, n, "upgrade");
+    case 10: return tern__name_is(name, n, "connection") || tern__name_is(name, n, "keep-alive");
+    case 16: return tern__name_is(name, n, "proxy-connection");
+    case 17: return tern__name_is(name, n, "transfer-encoding");
+    default: return 0;
+  }
+}

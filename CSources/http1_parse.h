@@ -123,4 +123,8 @@ int tern__parse_keep_alive_timeout(const char *value, size_t len, uint64_t *seco
 /* Case-insensitive comparison of a header name view with a NUL-terminated lower-case name. */
 int tern__name_is(const char *name, size_t name_len, const char *lower);
 
+/* Whether a request field stays out of an HTTP/2 request (RFC 9113 8.2.2): the connection's
+ * own fields, Host (carried as :authority), Expect (the body goes at once), TE but "trailers". */
+int tern__h2_field_left_out(const char *name, size_t n, const char *value, size_t vn);
+
 #endif

@@ -5,22 +5,6 @@
 
 #include <stdio.h>
 
-/* Fields HTTP/2 forbids or carries otherwise (RFC 9113 8.2.2): the connection's own, Host (in
- * :authority), and Expect (the body goes at once; a stream can be reset instead). */
-static bool left_out(const char *name, size_t n, const char *value, size_t vn) {
-  switch (n) {
-    case 2:
-      return tern__name_is(name, n, "te") && !(vn == 8 && tern__name_is(value, vn, "trailers"));
-    case 4: return tern__name_is(name, n, "host");
-    case 6: return tern__name_is(name, n, "expect");
-    case 7: return tern__name_is(name, n, "upgrade");
-    case 10: return tern__name_is(name, n, "connection") || tern__name_is(name, n, "keep-alive");
-    case 16: return tern__name_is(name, n, "proxy-connection");
-    case 17: return tern__name_is(name, n, "transfer-encoding");
-    default: return false;
-  }
-}
-
 static nghttp2_nv nv(const char *name, size_t nl, const char *value, size_t vl) {
   return (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, nl, vl, NGHTTP2_NV_FLAG_NONE };
 }
@@ -60,7 +44,7 @@ int tern__h2_request_fields(const tern_request_t *req, bool tls, nghttp2_nv **nv
         if (*q >= 'A' && *q <= 'Z') *q = (char)(*q - 'A' + 'a');
       if (name_len == 4 && memcmp(line, "host", 4) == 0)
         v[2] = nv(":authority", 10, val, vlen); /* the caller's own Host */
-      else if (!left_out(line, name_len, val, vlen))
+      else if (!tern__h2_field_left_out(line, name_len, val, vlen))
         v[k++] = nv(line, name_len, val, vlen);
     }
     line = nl + 1;

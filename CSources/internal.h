@@ -473,6 +473,7 @@ struct tern_request {
     unsigned refusals;   /* streams refused (or cut by GOAWAY) so far, across hops */
     uint64_t last_ms;    /* uv_now of the stream's last frame either way: its silence counts */
     bool peer_reset;     /* the server sent RST_STREAM (not our nghttp2) */
+    tern__str head_text; /* the head as it went, for tern_request_get_request_head */
   } h2;
 
   /* ---- the request body's source (body.c) ---- */

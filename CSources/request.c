@@ -57,6 +57,7 @@ static void destroy(tern_request_t *req) {
   free(req->sink.validator_path);
   tern__str_free(&req->resp.interim);
   tern__str_free(&req->h2.fields);
+  tern__str_free(&req->h2.head_text);
   tern__decoder_free(req->sink.decoder);
   tern__encoder_free(req->upload.encoder);
   tern__request_clear_body(req);

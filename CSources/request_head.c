@@ -198,6 +198,7 @@ void tern__request_rewind(tern_request_t *req) {
   req->h2.head = req->h2.got_frames = false;
   req->h2.status = 0;
   req->h2.fields.len = 0;
+  req->h2.head_text.len = 0;
   req->h2.nfields = 0;
   req->h2.unconsumed = 0;
   req->error = 0; /* an abandoned attempt's failure is not the request's */

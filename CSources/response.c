@@ -100,9 +100,50 @@ int64_t tern_request_get_content_length(const tern_request_t *req) {
   return req ? req->resp.content_length : -1;
 }
 uint64_t tern_request_get_offset(const tern_request_t *req) { return req ? req->resp.offset : 0; }
+/* What went as HTTP/2 fields, shown as curl shows it: "GET /path HTTP/2", the fields that went,
+ * names in lower case as on the wire (Host for :authority). Made from the HTTP/1.1 head. */
+static int h2_head_text(const tern_request_t *req, tern__str *out) {
+  const char *p = req->head, *end = req->head + req->head_len;
+  const char *eol = memchr(p, '\n', req->head_len);
+  const char *sp = eol ? memchr(p, ' ', (size_t)(eol - p)) : NULL;
+  const char *sp2 = sp ? memchr(sp + 1, ' ', (size_t)(eol - sp - 1)) : NULL;
+  if (sp2 == NULL) return TERN_EINVAL;
+  if (tern__str_appendf(out, "%.*s HTTP/2\r\n", (int)(sp2 - p), p)) return TERN_ENOMEM;
+  for (const char *line = eol + 1; line < end;) {
+    const char *nl = memchr(line, '\n', (size_t)(end - line));
+    if (nl == NULL) break;
+    const char *colon = memchr(line, ':', (size_t)(nl - line));
+    if (colon) {
+      const char *val = colon + 1, *vend = nl > line && nl[-1] == '\r' ? nl - 1 : nl;
+      while (val < vend && (*val == ' ' || *val == '\t')) val++;
+      size_t n = (size_t)(colon - line);
+      bool host = tern__name_is(line, n, "host");
+      if (host || !tern__h2_field_left_out(line, n, val, (size_t)(vend - val))) {
+        size_t at = out->len;
+        if (tern__str_append(out, line, (size_t)(nl + 1 - line))) return TERN_ENOMEM;
+        for (size_t i = host ? n : 0; i < n; i++)
+          if (out->data[at + i] >= 'A' && out->data[at + i] <= 'Z') out->data[at + i] += 'a' - 'A';
+      }
+    }
+    line = nl + 1;
+  }
+  return tern__str_append(out, "\r\n", 2) ? TERN_ENOMEM : 0;
+}
+
 const char *tern_request_get_request_head(const tern_request_t *req, size_t *len) {
-  if (len) *len = req && req->head ? req->head_len : 0;
-  return req ? req->head : NULL;
+  if (len) *len = 0;
+  if (req == NULL || req->head == NULL) return NULL;
+  if (req->resp.version == 20 || req->h2.stream_id) {
+    /* Built on the first call (after completion or in a callback: one thread at a time). */
+    tern__str *text = (tern__str *)&req->h2.head_text;
+    if (text->len == 0 && h2_head_text(req, text) != 0) text->len = 0;
+    if (text->len > 0) {
+      if (len) *len = text->len;
+      return text->data;
+    }
+  }
+  if (len) *len = req->head_len;
+  return req->head;
 }
 
 int tern_request_is_reused(const tern_request_t *req) { return req ? req->reused : 0; }

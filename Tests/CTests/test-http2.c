@@ -137,6 +137,13 @@ TEST(h2_alpn_negotiates_h2) {
   test_assert_req_body_sha(req, "SHA_1K");
   ASSERT(tern_request_get_header(req, "X-Connection") != NULL);
   ASSERT_STR_EQ(tern_request_get_header(req, "content-length"), "1024");
+  /* The head as it went, shown as curl shows it: HTTP/2, field names in lower case. */
+  size_t hl;
+  const char *head = tern_request_get_request_head(req, &hl);
+  static const char first[] = "GET /1k.bin HTTP/2\r\nHost: localhost:";
+  ASSERT(head != NULL && strncmp(head, first, sizeof first - 1) == 0);
+  ASSERT(strstr(head, "\r\nuser-agent: ") != NULL && strstr(head, "\r\nConnection") == NULL);
+  ASSERT(hl > 4 && memcmp(head + hl - 4, "\r\n\r\n", 4) == 0);
   tern_request_free(req);
   /* TERN_HTTP_VERSION_2 is the same as the default. */
   req = tls_req("H2_TLS_PORT", "/64k.txt");

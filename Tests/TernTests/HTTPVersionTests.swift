@@ -131,6 +131,9 @@ extension TernTests {
             #expect(request.responseHTTPVersion == .http2)
             #expect(response.statusCode == 200)
             #expect(sha256(response.data) == servers.sha("SHA_1K"))
+            // The head as it went, as curl shows it: HTTP/2, field names in lower case.
+            #expect(response.sentRequestHead?.hasPrefix("GET /1k.bin HTTP/2\r\nHost: ") == true)
+            #expect(response.sentRequestHead?.contains("\r\nuser-agent: ") == true)
         }
 
         @Test func http2IsAutomaticOverTLS() async throws {
