@@ -8,6 +8,9 @@
  *   DRIVER fanout URL N C W   N GETs with W in flight at any time (each its own request, the
  *                             next started as one finishes) over at most C connections
  *   DRIVER download URL PATH  one GET, the body written to PATH ("/dev/null": discarded)
+ *   DRIVER h2get URL N C W    (extra, not every driver) N GETs over HTTP/2 (TLS, ALPN h2), W in
+ *                             flight as streams of at most C connections; every response must
+ *                             have come over HTTP/2; `connections=K` (opened) appended
  *   DRIVER idle URL N         (extra, not every driver) N pooled idle connections, RSS each
  *   DRIVER upload URL FILE    (extra, not every driver) FILE as one multipart/form-data part,
  *                             sent with PUT (nginx's WebDAV module stores it); any 2xx is success
@@ -34,7 +37,7 @@
 #define BENCH_EXIT_USAGE       2
 #define BENCH_EXIT_UNSUPPORTED 3
 
-enum bench_mode { BENCH_GET, BENCH_DOWNLOAD, BENCH_IDLE, BENCH_UPLOAD, BENCH_FANOUT };
+enum bench_mode { BENCH_GET, BENCH_DOWNLOAD, BENCH_IDLE, BENCH_UPLOAD, BENCH_FANOUT, BENCH_H2GET };
 
 /* The multipart/form-data framing every upload driver sends around the file's bytes. */
 #define BENCH_BOUNDARY "tern-bench-7d1c0a5e9b3f"
@@ -50,8 +53,8 @@ struct bench_args {
   const char *url;
   const char *path;   /* download: where the body goes; upload: the file to send */
   long n;             /* get: requests; idle: connections */
-  long c;             /* get, fanout: connections */
-  long w;             /* fanout: requests in flight (get: equal to c) */
+  long c;             /* get, fanout, h2get: connections */
+  long w;             /* fanout, h2get: requests in flight (get: equal to c) */
   const char *cafile; /* $BENCH_CAFILE or NULL */
 };
 
@@ -81,7 +84,8 @@ static long bench_parse_count(const char *s, const char *what) {
   return v;
 }
 
-/* Parses argv by the contract; `has_extras` says whether this driver knows idle and upload. */
+/* Parses argv by the contract; `has_extras` says whether this driver knows idle, upload and
+ * h2get. */
 static void bench_parse_args(struct bench_args *a, int argc, char **argv, int has_extras) {
   const char *ca = getenv("BENCH_CAFILE");
 
@@ -98,6 +102,17 @@ static void bench_parse_args(struct bench_args *a, int argc, char **argv, int ha
   }
   if (argc == 6 && strcmp(argv[1], "fanout") == 0) {
     a->mode = BENCH_FANOUT;
+    a->url = argv[2];
+    a->n = bench_parse_count(argv[3], "N");
+    a->c = bench_parse_count(argv[4], "C");
+    a->w = bench_parse_count(argv[5], "W");
+    if (a->w > a->n) a->w = a->n;
+    if (a->c > a->w) a->c = a->w;
+    return;
+  }
+  if (argc == 6 && strcmp(argv[1], "h2get") == 0) {
+    if (!has_extras) bench_die(BENCH_EXIT_UNSUPPORTED, "unsupported workload: h2get");
+    a->mode = BENCH_H2GET;
     a->url = argv[2];
     a->n = bench_parse_count(argv[3], "N");
     a->c = bench_parse_count(argv[4], "C");
@@ -128,12 +143,12 @@ static void bench_parse_args(struct bench_args *a, int argc, char **argv, int ha
   }
   if (argc >= 2 && strcmp(argv[1], "get") != 0 && strcmp(argv[1], "download") != 0 &&
       strcmp(argv[1], "idle") != 0 && strcmp(argv[1], "upload") != 0 &&
-      strcmp(argv[1], "fanout") != 0)
+      strcmp(argv[1], "fanout") != 0 && strcmp(argv[1], "h2get") != 0)
     bench_die(BENCH_EXIT_UNSUPPORTED, "unsupported workload: %s", argv[1]);
   fprintf(stderr,
           "usage: %s get URL N C | fanout URL N C W | download URL PATH%s\n"
           "  env BENCH_CAFILE: PEM CA file to trust for https\n",
-          bench_name, has_extras ? " | idle URL N | upload URL FILE" : "");
+          bench_name, has_extras ? " | h2get URL N C W | idle URL N | upload URL FILE" : "");
   exit(BENCH_EXIT_USAGE);
 }
 

@@ -8,6 +8,14 @@
  *   curl-multi fanout URL N C W   the same with W easy handles (W transfers in flight) and at
  *                                 most C connections: libcurl queues the transfers that find no
  *                                 free connection
+ *   curl-multi h2get URL N C W    W easy handles over HTTP/2 (CURL_HTTP_VERSION_2TLS,
+ *                                 CURLOPT_PIPEWAIT so that the handles wait for the first
+ *                                 connection's ALPN instead of each opening its own) multiplexed
+ *                                 (CURLMOPT_PIPELINING CURLPIPE_MULTIPLEX) on at most C connections
+ *                                 (CURLMOPT_MAX_HOST_CONNECTIONS), up to ceil(W / C) streams on
+ *                                 each (CURLMOPT_MAX_CONCURRENT_STREAMS); every response must
+ *                                 have come over HTTP/2; appends the connections opened (the sum
+ *                                 of CURLINFO_NUM_CONNECTS)
  *   curl-multi download URL PATH  one transfer; the write callback write(2)s to PATH, or only
  *                                 counts for /dev/null. CURLOPT_BUFFERSIZE is 100 KiB, as the
  *                                 curl tool sets it.
@@ -15,7 +23,7 @@
  *   curl-multi upload URL FILE    FILE as one multipart/form-data part (curl_mime, file data
  *                                 streamed by libcurl), sent with PUT
  *
- * HTTP/1.1 is forced (the servers offer nothing else, but ALPN must not decide). A response
+ * HTTP/1.1 is forced outside h2get (ALPN must not decide). A response
  * counts only with CURLE_OK (libcurl reports short bodies as CURLE_PARTIAL_FILE) and status 200.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -31,6 +39,7 @@ struct run {
   struct bench_args args;
   CURLM *multi;
   long issued, done, failed;
+  long connects; /* h2get: connections opened, summed over the transfers */
   unsigned long long bytes;
   int fd; /* download target, or -1 */
   int write_failed;
@@ -64,7 +73,12 @@ static CURL *new_easy(struct run *r, long buffer_size) {
   curl_easy_setopt(e, CURLOPT_URL, r->args.url);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
-  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+  if (r->args.mode == BENCH_H2GET) {
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+  } else {
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+  }
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   if (buffer_size > 0) curl_easy_setopt(e, CURLOPT_BUFFERSIZE, buffer_size);
   if (r->args.cafile != NULL) curl_easy_setopt(e, CURLOPT_CAINFO, r->args.cafile);
@@ -93,15 +107,30 @@ static void collect(struct run *r, long total, int again) {
     CURL *e = msg->easy_handle;
     long code = 0;
 
+    long version = 0;
+
     if (msg->msg != CURLMSG_DONE) continue;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+    if (r->args.mode == BENCH_H2GET) {
+      long connects = 0;
+
+      curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &version);
+      curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &connects);
+      r->connects += connects;
+    }
     if (msg->data.result != CURLE_OK ||
-        (r->args.mode == BENCH_UPLOAD ? code < 200 || code > 299 : code != 200)) {
+        (r->args.mode == BENCH_UPLOAD ? code < 200 || code > 299 : code != 200) ||
+        (r->args.mode == BENCH_H2GET && version != CURL_HTTP_VERSION_2_0)) {
       if (r->failed == 0 && msg->data.result != CURLE_OK)
         fprintf(stderr, "%s: %s: %s\n", bench_name, r->args.url,
                 curl_easy_strerror(msg->data.result));
-      else if (r->failed == 0)
+      else if (r->failed == 0 && code != 200)
         fprintf(stderr, "%s: %s: status %ld\n", bench_name, r->args.url, code);
+      else if (r->failed == 0)
+        fprintf(stderr, "%s: %s: answered over %s, not HTTP/2\n", bench_name, r->args.url,
+                version == CURL_HTTP_VERSION_1_0   ? "HTTP/1.0"
+                : version == CURL_HTTP_VERSION_1_1 ? "HTTP/1.1"
+                                                   : "another HTTP version");
       r->failed++;
     }
     r->done++;
@@ -158,6 +187,16 @@ int main(int argc, char **argv) {
       curl_multi_setopt(r.multi, CURLMOPT_MAXCONNECTS, r.args.c);
       elapsed = run_loop(&r, r.args.n, r.args.w, 0);
       bench_report(elapsed, r.done, r.bytes, NULL);
+      break;
+    case BENCH_H2GET:
+      curl_multi_setopt(r.multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+      curl_multi_setopt(r.multi, CURLMOPT_MAX_HOST_CONNECTIONS, r.args.c);
+      curl_multi_setopt(r.multi, CURLMOPT_MAXCONNECTS, r.args.c);
+      curl_multi_setopt(r.multi, CURLMOPT_MAX_CONCURRENT_STREAMS,
+                        (r.args.w + r.args.c - 1) / r.args.c);
+      elapsed = run_loop(&r, r.args.n, r.args.w, 0);
+      snprintf(extra, sizeof extra, "connections=%ld", r.connects);
+      bench_report(elapsed, r.done, r.bytes, extra);
       break;
     case BENCH_DOWNLOAD:
       if (!bench_is_devnull(r.args.path)) {

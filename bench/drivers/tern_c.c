@@ -6,6 +6,12 @@
  *   tern-c fanout URL N C W   the same with W requests in flight over at most C connections
  *                             (the engine queues what the pool cannot take yet): the reference
  *                             for the Swift drivers' W concurrent tasks
+ *   tern-c h2get URL N C W    the same over HTTP/2: W requests in flight as streams of at most C
+ *                             connections (tern_config_set_max_connections_per_origin(C); the
+ *                             engine holds what finds no free stream until one frees up); each
+ *                             request asks TERN_HTTP_VERSION_DEFAULT (h2 when ALPN offers it) and
+ *                             each response must have come over HTTP/2; appends the connections
+ *                             the engine opened (TERN_STAT_CONNECTIONS_OPENED)
  *   tern-c download URL PATH  one GET into PATH (tern_request_set_download_file); /dev/null
  *                             discards the body in-process through a data callback
  *   tern-c idle URL N         N idle pooled connections: RSS before and after, per connection
@@ -76,6 +82,9 @@ static int submit_one(struct run *r) {
     goto fail;
   if (r->args.cafile != NULL && (e = tern_request_set_tls_ca_file(req, r->args.cafile)) != 0)
     goto fail;
+  if (r->args.mode == BENCH_H2GET &&
+      (e = tern_request_set_http_version(req, TERN_HTTP_VERSION_DEFAULT)) != 0)
+    goto fail;
   if ((e = tern_engine_submit(r->engine, req)) != 0) goto fail;
   return 0;
 fail:
@@ -96,9 +105,11 @@ static void on_complete(tern_request_t *req, int status, void *user_data) {
   int http = tern_request_get_status(req);
   int64_t length = tern_request_get_content_length(req);
   int good_status = r->args.mode == BENCH_UPLOAD ? http >= 200 && http <= 299 : http == 200;
+  int version = r->args.mode == BENCH_H2GET ? tern_request_get_http_version(req) : 0;
 
   if (status != 0 || !good_status ||
-      (length >= 0 && (uint64_t)length != tern_request_get_bytes_received(req))) {
+      (length >= 0 && (uint64_t)length != tern_request_get_bytes_received(req)) ||
+      (r->args.mode == BENCH_H2GET && version != 20)) {
     if (!r->first_error_reported) {
       r->first_error_reported = 1;
       if (status != 0)
@@ -106,6 +117,9 @@ static void on_complete(tern_request_t *req, int status, void *user_data) {
                 tern_request_get_error_message(req), tern_err_name(status));
       else if (!good_status)
         fprintf(stderr, "%s: %s: status %d\n", bench_name, r->args.url, http);
+      else if (r->args.mode == BENCH_H2GET && version != 20)
+        fprintf(stderr, "%s: %s: answered over HTTP/%d.%d, not HTTP/2\n", bench_name,
+                r->args.url, version / 10, version % 10);
       else
         fprintf(stderr, "%s: %s: body of %llu bytes, Content-Length %lld\n", bench_name,
                 r->args.url, (unsigned long long)tern_request_get_bytes_received(req),
@@ -165,7 +179,7 @@ int main(int argc, char **argv) {
   pthread_cond_init(&r.cond, NULL);
 
   if (tern_config_new(&cfg) != 0) bench_die(BENCH_EXIT_FAILED, "out of memory");
-  if (r.args.mode == BENCH_GET || r.args.mode == BENCH_FANOUT)
+  if (r.args.mode == BENCH_GET || r.args.mode == BENCH_FANOUT || r.args.mode == BENCH_H2GET)
     tern_config_set_max_connections_per_origin(cfg, (unsigned)r.args.c);
   if ((e = tern_engine_new(&r.engine, cfg)) != 0)
     bench_die(BENCH_EXIT_FAILED, "engine: %s", tern_strerror(e));
@@ -177,6 +191,15 @@ int main(int argc, char **argv) {
       elapsed = run_phase(&r, r.args.n, r.args.w);
       bench_report(elapsed, r.done, r.bytes, NULL);
       break;
+    case BENCH_H2GET: {
+      char extra[64];
+
+      elapsed = run_phase(&r, r.args.n, r.args.w);
+      snprintf(extra, sizeof extra, "connections=%llu",
+               (unsigned long long)tern_engine_get_stat(r.engine, TERN_STAT_CONNECTIONS_OPENED));
+      bench_report(elapsed, r.done, r.bytes, extra);
+      break;
+    }
     case BENCH_DOWNLOAD:
       elapsed = run_phase(&r, 1, 1);
       bench_report(elapsed, r.done, r.bytes, NULL);
