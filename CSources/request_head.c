@@ -43,6 +43,27 @@ static const char *u64_text(uint64_t v, char buf[21]) {
   return p;
 }
 
+/* The TLS settings as one string, "v1|ca_file|ca_path|cert|key|password": the pool's and the
+ * TLS contexts' key. Copied piece by piece (every https request makes one; a formatted print
+ * cost more than the rest of preparing it). */
+static char *tls_identity(const tern_request_t *req) {
+  const char *parts[5] = { req->tls.ca_file, req->tls.ca_path, req->tls.cert, req->tls.key,
+                           req->tls.password };
+  size_t lens[5], total = 2;
+  for (int i = 0; i < 5; i++) total += 1 + (lens[i] = parts[i] ? strlen(parts[i]) : 0);
+  char *id = tern__malloc(total + 1), *p = id;
+  if (id == NULL) return NULL;
+  *p++ = 'v';
+  *p++ = req->tls.verify ? '1' : '0';
+  for (int i = 0; i < 5; i++) {
+    *p++ = '|';
+    if (lens[i]) memcpy(p, parts[i], lens[i]);
+    p += lens[i];
+  }
+  *p = '\0';
+  return id;
+}
+
 int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   req->idempotent = method_is(req, "GET") || method_is(req, "HEAD") || method_is(req, "PUT") ||
                     method_is(req, "DELETE") || method_is(req, "OPTIONS") ||
@@ -56,15 +77,8 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   r = tern__request_open_body(req);
   if (r) return r;
 
-  if (req->url.tls && req->tls.id == NULL) {
-    tern__str id = { 0 };
-    r = tern__str_appendf(
-        &id, "v%d|%s|%s|%s|%s|%s", req->tls.verify, req->tls.ca_file ? req->tls.ca_file : "",
-        req->tls.ca_path ? req->tls.ca_path : "", req->tls.cert ? req->tls.cert : "",
-        req->tls.key ? req->tls.key : "", req->tls.password ? req->tls.password : "");
-    if (r) return r;
-    req->tls.id = id.data;
-  }
+  if (req->url.tls && req->tls.id == NULL && (req->tls.id = tls_identity(req)) == NULL)
+    return TERN_ENOMEM;
 
   char validator[256] = "";
   r = tern__request_prepare_download(req, validator, sizeof validator);

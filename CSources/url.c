@@ -105,10 +105,21 @@ int tern__url_parse(tern__url *out, const char *url) {
   size_t hpcap = strlen(u.host) + 16;
   u.hostport = tern__malloc(hpcap);
   if (u.hostport == NULL) goto nomem;
-  if (u.ipv6)
-    snprintf(u.hostport, hpcap, default_port ? "[%s]" : "[%s]:%u", u.host, (unsigned)u.port);
-  else
-    snprintf(u.hostport, hpcap, default_port ? "%s" : "%s:%u", u.host, (unsigned)u.port);
+  /* "host", "host:port", "[v6]:port", by hand: every request parses a URL. */
+  char *w = u.hostport;
+  size_t hl = strlen(u.host);
+  if (u.ipv6) *w++ = '[';
+  memcpy(w, u.host, hl);
+  w += hl;
+  if (u.ipv6) *w++ = ']';
+  if (!default_port) {
+    char digits[6];
+    int nd = 0;
+    for (unsigned v = u.port; v; v /= 10) digits[nd++] = (char)('0' + v % 10);
+    *w++ = ':';
+    while (nd) *w++ = digits[--nd];
+  }
+  *w = '\0';
 
   size_t tlen = strcspn(rest, "#");
   if (tlen == 0 || rest[0] != '/') {

@@ -118,8 +118,8 @@ static void on_complete(tern_request_t *req, int status, void *user_data) {
       else if (!good_status)
         fprintf(stderr, "%s: %s: status %d\n", bench_name, r->args.url, http);
       else if (r->args.mode == BENCH_H2GET && version != 20)
-        fprintf(stderr, "%s: %s: answered over HTTP/%d.%d, not HTTP/2\n", bench_name,
-                r->args.url, version / 10, version % 10);
+        fprintf(stderr, "%s: %s: answered over HTTP/%d.%d, not HTTP/2\n", bench_name, r->args.url,
+                version / 10, version % 10);
       else
         fprintf(stderr, "%s: %s: body of %llu bytes, Content-Length %lld\n", bench_name,
                 r->args.url, (unsigned long long)tern_request_get_bytes_received(req),
