@@ -419,6 +419,16 @@ void tern__conn_close(tern__conn *c) {
   eng->ops->conn_gone(c->origin);
 }
 
+void tern__conn_take_idle(tern__conn *c) {
+  if (c->state != TERN__CONN_IDLE) return;
+  TERN__STAT_SUB(c->engine, TERN_STAT_CONNECTIONS_IDLE, 1);
+  tern__list_remove(&c->node);
+  tern__list_insert_tail(&c->origin->busy, &c->node);
+  c->state = TERN__CONN_ACTIVE;
+  uv_timer_stop(&c->timer);
+  c->timer_kind = TERN__TIMER_NONE;
+}
+
 void tern__conn_abort(tern__conn *c, tern_request_t *req, int err) {
   if (c->events->abort)
     c->events->abort(c, req, err);

@@ -52,14 +52,7 @@ bool tern__http1_can_pipeline(const tern__conn *c, const tern_request_t *req, un
 
 void tern__http1_send(tern__conn *c, tern_request_t *req) {
   tern_engine_t *eng = c->engine;
-  if (c->state == TERN__CONN_IDLE) {
-    TERN__STAT_SUB(eng, TERN_STAT_CONNECTIONS_IDLE, 1);
-    tern__list_remove(&c->node);
-    tern__list_insert_tail(&c->origin->busy, &c->node);
-    c->state = TERN__CONN_ACTIVE;
-    uv_timer_stop(&c->timer);
-    c->timer_kind = TERN__TIMER_NONE;
-  }
+  tern__conn_take_idle(c);
   req->conn = c;
   req->reused = true;
   TERN__STAT_ADD(eng, TERN_STAT_REUSED, 1);

@@ -498,13 +498,7 @@ static int submit(tern__conn *c, tern_request_t *req) {
 
 void tern__http2_send(tern__conn *c, tern_request_t *req) {
   tern_engine_t *eng = c->engine;
-  if (c->state == TERN__CONN_IDLE) {
-    TERN__STAT_SUB(eng, TERN_STAT_CONNECTIONS_IDLE, 1);
-    tern__list_remove(&c->node);
-    tern__list_insert_tail(&c->origin->busy, &c->node);
-    c->state = TERN__CONN_ACTIVE;
-    c->timer_kind = TERN__TIMER_NONE;
-  }
+  tern__conn_take_idle(c);
   req->conn = c;
   req->reused = true;
   TERN__STAT_ADD(eng, TERN_STAT_REUSED, 1);

@@ -1045,6 +1045,8 @@ static inline bool tern__proxy_resolves_locally(int kind) {
 tern__conn *tern__conn_open(tern__origin *o, tern_request_t *first, uint64_t connect_ms,
                             const tern__conn_events *events);
 /* conn.c: a socket with its one buffer, timers, reads, writes (through TLS), close */
+/* An idle connection goes back to work: busy, its idle timer stopped. */
+void tern__conn_take_idle(tern__conn *c);
 /* A request on a connection is canceled or timed out (the protocol decides what else ends). */
 void tern__conn_abort(tern__conn *c, tern_request_t *req, int err);
 /* The request's receive pause changed, or its body callback has bytes again (loop thread). */

@@ -110,6 +110,29 @@ static void assert_pattern_body(const tern_request_t *req, size_t n) {
       TEST_FAIL_("body byte %zu is %u, want %u", i, body[i], (unsigned)(i % TESTSRV_PATTERN_MOD));
 }
 
+/* n h2c requests of one path in flight at once; each must end 200 with the fault server's
+ * pattern of `size` bytes. */
+static void run_pattern_requests(tern_engine_t *eng, const char *portkey, const char *path, int n,
+                                 size_t size, uint64_t timeout_ms) {
+  tern_request_t *reqs[64];
+  ASSERT(n <= 64);
+  test_waiter w;
+  test_waiter_init(&w, n);
+  for (int i = 0; i < n; i++) {
+    reqs[i] = h2c_req(portkey, path);
+    set_timeouts(reqs[i], timeout_ms);
+    test_waiter_submit(&w, eng, reqs[i]);
+  }
+  test_waiter_wait(&w, 60000);
+  for (int i = 0; i < n; i++) {
+    ASSERT_TERN_ERR(reqs[i], 0);
+    ASSERT_EQ(tern_request_get_status(reqs[i]), 200);
+    ASSERT_EQ(tern_request_get_http_version(reqs[i]), 20);
+    assert_pattern_body(reqs[i], size);
+    tern_request_free(reqs[i]);
+  }
+}
+
 static char *read_file_str(const char *path) {
   FILE *f = fopen(path, "rb");
   ASSERT(f != NULL);
@@ -272,21 +295,7 @@ TEST(h2_max_concurrent_streams_waits) {
   const char *tag = tag_of("streams2");
   char path[200];
   snprintf(path, sizeof path, "/ok?hold=300&size=5000&tag=%s", tag);
-  tern_request_t *reqs[10];
-  test_waiter w;
-  test_waiter_init(&w, 10);
-  for (int i = 0; i < 10; i++) {
-    reqs[i] = h2c_req("H2FAULT_STREAMS2_PORT", path);
-    set_timeouts(reqs[i], 20000);
-    test_waiter_submit(&w, eng, reqs[i]);
-  }
-  test_waiter_wait(&w, 60000);
-  for (int i = 0; i < 10; i++) {
-    ASSERT_TERN_ERR(reqs[i], 0);
-    ASSERT_EQ(tern_request_get_http_version(reqs[i]), 20);
-    assert_pattern_body(reqs[i], 5000);
-    tern_request_free(reqs[i]);
-  }
+  run_pattern_requests(eng, "H2FAULT_STREAMS2_PORT", path, 10, 5000, 20000);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
   test_finish(eng);
   fault_stats s = h2fault_stats(tag);
@@ -306,20 +315,7 @@ TEST(h2_max_concurrent_streams_open_when_full) {
   const char *tag = tag_of("streams2full");
   char path[200];
   snprintf(path, sizeof path, "/ok?hold=500&size=5000&tag=%s", tag);
-  tern_request_t *reqs[10];
-  test_waiter w;
-  test_waiter_init(&w, 10);
-  for (int i = 0; i < 10; i++) {
-    reqs[i] = h2c_req("H2FAULT_STREAMS2_PORT", path);
-    set_timeouts(reqs[i], 20000);
-    test_waiter_submit(&w, eng, reqs[i]);
-  }
-  test_waiter_wait(&w, 60000);
-  for (int i = 0; i < 10; i++) {
-    ASSERT_TERN_ERR(reqs[i], 0);
-    assert_pattern_body(reqs[i], 5000);
-    tern_request_free(reqs[i]);
-  }
+  run_pattern_requests(eng, "H2FAULT_STREAMS2_PORT", path, 10, 5000, 20000);
   ASSERT_GT(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
   test_finish(eng);
   fault_stats s = h2fault_stats(tag);
@@ -761,21 +757,7 @@ TEST(h2_goaway_mid_load_loses_nothing) {
   const char *tag = tag_of("goaway");
   char path[200];
   snprintf(path, sizeof path, "/goaway?after=5&hold=200&size=3000&tag=%s", tag);
-  tern_request_t *reqs[20];
-  test_waiter w;
-  test_waiter_init(&w, 20);
-  for (int i = 0; i < 20; i++) {
-    reqs[i] = h2c_req("H2FAULT_PORT", path);
-    set_timeouts(reqs[i], 15000);
-    test_waiter_submit(&w, eng, reqs[i]);
-  }
-  test_waiter_wait(&w, 60000);
-  for (int i = 0; i < 20; i++) {
-    ASSERT_TERN_ERR(reqs[i], 0);
-    ASSERT_EQ(tern_request_get_status(reqs[i]), 200);
-    assert_pattern_body(reqs[i], 3000);
-    tern_request_free(reqs[i]);
-  }
+  run_pattern_requests(eng, "H2FAULT_PORT", path, 20, 3000, 15000);
   ASSERT_GE(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 4);
   test_finish(eng);
   fault_stats s = h2fault_stats(tag);
