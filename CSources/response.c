@@ -127,7 +127,9 @@ static int h2_head_text(const tern_request_t *req, tern__str *out) {
     }
     line = nl + 1;
   }
-  return tern__str_append(out, "\r\n", 2) ? TERN_ENOMEM : 0;
+  if (tern__str_append(out, "\r\n", 3)) return TERN_ENOMEM; /* NUL-terminated, as the other */
+  out->len--;
+  return 0;
 }
 
 const char *tern_request_get_request_head(const tern_request_t *req, size_t *len) {
