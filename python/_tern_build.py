@@ -124,6 +124,7 @@ int tern_request_set_tls_ca_file(tern_request_t *req, const char *path);
 int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir);
 int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
                                      const char *key_file, const char *password);
+int tern_request_set_buffer_size(tern_request_t *req, size_t bytes);
 
 int tern_request_get_status(const tern_request_t *req);
 const char *tern_request_get_reason(const tern_request_t *req);

@@ -36,6 +36,22 @@ def test_download_writes_the_file_and_reports_progress_in_the_calling_thread(ser
     assert threads == {threading.get_ident()}
 
 
+def test_downloads_share_a_big_buffered_connection_of_their_own(servers, tmp_path):
+    # A download reads through a 1 MiB buffer: its connection is pooled apart from the 64 KiB
+    # one of other requests, and reused by the next download.
+    with tern.Client() as c:
+        c.get(servers.nginx("/1k.bin"))
+        c.download(servers.nginx("/64k.txt"), tmp_path / "a")
+        r = c.download(servers.nginx("/64k.txt"), tmp_path / "b")
+        assert r.reused_connection and c.stats()["connections_opened"] == 2
+        assert sha((tmp_path / "b").read_bytes()) == servers.must("SHA_64K")
+    # A client that sets buffer_size has one size for every request.
+    with tern.Client(buffer_size=65536) as c:
+        c.get(servers.nginx("/1k.bin"))
+        assert c.download(servers.nginx("/64k.txt"), tmp_path / "c").reused_connection
+        assert c.stats()["connections_opened"] == 1
+
+
 def test_download_resumes_byte_identical(servers, client, tmp_path):
     whole = (servers.www / "64k.txt").read_bytes()
     target = tmp_path / "resumed.txt"

@@ -164,6 +164,7 @@ class AsyncClient:
             buffer_size=buffer_size, resolve=resolve,
         )
         self._finalizer = weakref.finalize(self, self._handle.close)
+        self._download_buffer = _core.DOWNLOAD_BUFFER if buffer_size is None else None
 
     @property
     def headers(self) -> Any:
@@ -249,6 +250,7 @@ class AsyncClient:
                 req, self._options, method, url, params=params, headers=headers, auth=auth,
                 timeout=timeout, follow_redirects=follow_redirects, verify=verify, cert=cert,
                 proxy=proxy, download=(p, offset, end, 1 if resume else 0),
+                download_buffer=self._download_buffer,
             )
             return await run_async(self._handle, req, full, progress, path=p)
         finally:

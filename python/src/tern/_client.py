@@ -8,6 +8,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._core import (
+    DOWNLOAD_BUFFER,
     UNSET,
     CertTypes,
     EngineHandle,
@@ -244,6 +245,7 @@ class Client:
         ))
         # Frees the engines when the client is collected unclosed, or at interpreter exit.
         self._finalizer = weakref.finalize(self, self._engines.close)
+        self._download_buffer = DOWNLOAD_BUFFER if buffer_size is None else None
 
     @property
     def headers(self) -> Any:
@@ -347,7 +349,9 @@ class Client:
         cert: Any = UNSET,
         proxy: Any = UNSET,
     ) -> Response:
-        """Downloads a 2xx body into ``path``, streamed through the engine's buffer.
+        """Downloads a 2xx body into ``path``, written by the engine as it reads the socket,
+        through a 1 MiB connection buffer unless the client sets ``buffer_size`` (downloads
+        then share pooled connections with each other, not with other requests).
 
         The body goes to ``PATH.part``, which replaces ``path`` only when complete, so a failed
         download never truncates a good file. ``resume=True`` continues an existing file from
@@ -363,6 +367,7 @@ class Client:
                 req, self._options, method, url, params=params, headers=headers, auth=auth,
                 timeout=timeout, follow_redirects=follow_redirects, verify=verify, cert=cert,
                 proxy=proxy, download=(p, offset, end, 1 if resume else 0),
+                download_buffer=self._download_buffer,
             )
             return self._run(req, full, progress, path=p)
         finally:
