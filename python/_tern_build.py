@@ -33,12 +33,31 @@ RESPONSE_STRUCT = r"""typedef struct {
   size_t header_count;
   size_t header_bytes;
   size_t body_len;
-  const void *body;
+  const char *body;
   const char *reason;
   const char *url;
   const char *tls_version;
   const char *decoded_encoding;
+  size_t strings_len;
 } tern_py_response;"""
+
+# The client's defaults for every request, as tern_py_local_go applies them (one struct per
+# client, made again when its headers change): the four timeouts (ms, 0: none), redirects (max,
+# or -1: not followed), TLS verification, a CA file or directory (NULL: none), decoding, and the
+# header fields as one block of NUL-terminated names and values.
+TEMPLATE_STRUCT = r"""typedef struct {
+  uint64_t connect_ms;
+  uint64_t headers_ms;
+  uint64_t body_ms;
+  uint64_t total_ms;
+  int follow_max;
+  int verify;
+  int decode_off;
+  const char *ca_file;
+  const char *ca_path;
+  const char *headers;
+  size_t headers_len;
+} tern_py_template;"""
 
 # The part of tern.h the binding uses. Checked by the compiler against the real header.
 CDEF = r"""
@@ -148,6 +167,8 @@ typedef enum {
 } tern_time;
 double tern_request_get_time(const tern_request_t *req, tern_time which);
 
+static const int TERN_ESHUTDOWN;
+
 /* The binding's own helpers (below in SOURCE). */
 typedef struct tern_py_waiter tern_py_waiter;
 tern_py_waiter *tern_py_waiter_new(void);
@@ -161,15 +182,22 @@ int tern_py_waiter_take_progress(tern_py_waiter *w, int index, int *percent, uin
  * thread, no thread hop per request): only the thread that made it uses it. */
 typedef struct tern_py_local tern_py_local;
 tern_py_local *tern_py_local_new(const tern_config_t *config, int *err);
-int tern_py_local_submit(tern_py_local *l, tern_request_t *req);
+int tern_py_local_submit(tern_py_local *l, tern_py_waiter *w, tern_request_t *req);
 int tern_py_local_run(tern_py_local *l, tern_py_waiter *w, int slice_ms);
+void tern_py_local_cancel_all(tern_py_local *l);
+void tern_py_local_unlink(tern_py_local *l, tern_py_waiter *w);
 uint64_t tern_py_local_stat(tern_py_local *l, tern_stat stat);
 void tern_py_local_free(tern_py_local *l);
+/* A request with the client's defaults only, in one call: made, set up from the template,
+ * armed, submitted and run for a first slice; see SOURCE. */
+@TEMPLATE_STRUCT@
+int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
+                     const char *url, const char *method, tern_request_t **out, int slice_ms);
 /* A completed request's response in two calls: the scalar fields, and the header fields as
  * one block of NUL-terminated names and values. */
 @RESPONSE_STRUCT@
-void tern_py_response_info(const tern_request_t *req, tern_py_response *out);
-size_t tern_py_headers_block(const tern_request_t *req, char *buf, size_t cap);
+size_t tern_py_response_take(const tern_request_t *req, tern_py_response *out, char *buf,
+                             size_t cap);
 /* The per-request setters that almost every call makes, in one call: URL, method, the four
  * timeouts (ms, 0: none) and redirects (max, or -1: not followed). */
 int tern_py_setup(tern_request_t *req, const char *url, const char *method, uint64_t connect_ms,
@@ -196,6 +224,9 @@ SOURCE = r"""
 typedef struct tern_py_waiter {
   pthread_mutex_t mu;
   pthread_cond_t cv;
+  /* A local engine's requests in flight, for tern_py_local_cancel_all (under the engine's mu). */
+  tern_request_t *req;
+  struct tern_py_waiter *prev, *next;
   int done;
   int status;
   int events;          /* progress reports not yet seen by the waiting thread */
@@ -308,6 +339,11 @@ struct tern_py_local {
   uv_timer_t slice;
   tern_engine_t *engine;
   int slice_over;
+  /* What another thread's close() needs: the requests in flight (their waiters, linked) and
+   * whether new ones are refused. The owner adds and removes; any thread may cancel. */
+  pthread_mutex_t mu;
+  int closing;
+  tern_py_waiter *inflight;
 };
 static void tern_py_local_on_slice(uv_timer_t *t) {
   tern_py_local *l = t->data;
@@ -335,11 +371,42 @@ static tern_py_local *tern_py_local_new(const tern_config_t *config, int *err) {
     *err = rc;
     return NULL;
   }
+  pthread_mutex_init(&l->mu, NULL);
   return l;
 }
-/* The loop is not running while this is called: the request joins the engine's ready list. */
-static int tern_py_local_submit(tern_py_local *l, tern_request_t *req) {
-  return tern_engine_submit(l->engine, req);
+/* Submits w's armed request (the loop is not running: it joins the engine's ready list) and
+ * links w into the requests in flight; refused with TERN_ESHUTDOWN once closing. */
+static int tern_py_local_submit(tern_py_local *l, tern_py_waiter *w, tern_request_t *req) {
+  pthread_mutex_lock(&l->mu);
+  int rc = l->closing ? TERN_ESHUTDOWN : tern_engine_submit(l->engine, req);
+  if (rc == 0) {
+    w->req = req;
+    w->prev = NULL;
+    w->next = l->inflight;
+    if (l->inflight) l->inflight->prev = w;
+    l->inflight = w;
+  }
+  pthread_mutex_unlock(&l->mu);
+  return rc;
+}
+static void tern_py_local_unlink(tern_py_local *l, tern_py_waiter *w) {
+  pthread_mutex_lock(&l->mu);
+  if (w->req) {
+    if (w->prev) w->prev->next = w->next;
+    else l->inflight = w->next;
+    if (w->next) w->next->prev = w->prev;
+    w->req = NULL;
+    w->prev = w->next = NULL;
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+/* From any thread: new requests are refused and those in flight cancelled (they complete
+ * with TERN_ECANCELED while their owner runs the loop). */
+static void tern_py_local_cancel_all(tern_py_local *l) {
+  pthread_mutex_lock(&l->mu);
+  l->closing = 1;
+  for (tern_py_waiter *w = l->inflight; w; w = w->next) tern_request_cancel(w->req);
+  pthread_mutex_unlock(&l->mu);
 }
 /* Runs the loop on this thread until w's request completed (1), a progress report came (2),
  * or slice_ms passed (0), so that the caller can look at signals between slices. Other
@@ -362,6 +429,7 @@ static int tern_py_local_run(tern_py_local *l, tern_py_waiter *w, int slice_ms) 
     uv_run(&l->loop, UV_RUN_ONCE);
   }
   uv_timer_stop(&l->slice);
+  if (result == 1) tern_py_local_unlink(l, w);
   return result;
 }
 static uint64_t tern_py_local_stat(tern_py_local *l, tern_stat stat) {
@@ -375,12 +443,24 @@ static void tern_py_local_free(tern_py_local *l) {
   while (uv_run(&l->loop, UV_RUN_DEFAULT) != 0) {
   }
   uv_loop_close(&l->loop);
+  pthread_mutex_destroy(&l->mu);
   free(l);
 }
 
 /* ---- responses and requests in few calls ---- */
 @RESPONSE_STRUCT@
-static void tern_py_response_info(const tern_request_t *req, tern_py_response *out) {
+static size_t tern_py_put(char *buf, size_t at, size_t cap, const char *s) {
+  size_t n = strlen(s ? s : "") + 1;
+  if (at + n <= cap) memcpy(buf + at, s ? s : "", n);
+  return at + n;
+}
+/* A completed request's response in one call: the scalar fields into *out, and into buf the
+ * reason phrase, effective URL, TLS version and decoded encoding ("" for none), then every
+ * header field's name and value, each NUL-terminated (out->strings_len: where the fields
+ * start). Returns the bytes the block takes; when that is more than cap, buf holds only what
+ * fitted: call again with a buffer that large. */
+static size_t tern_py_response_take(const tern_request_t *req, tern_py_response *out, char *buf,
+                                    size_t cap) {
   out->status = tern_request_get_status(req);
   out->error = tern_request_get_error(req);
   out->http_minor = tern_request_get_http_minor(req);
@@ -389,31 +469,25 @@ static void tern_py_response_info(const tern_request_t *req, tern_py_response *o
   out->offset = tern_request_get_offset(req);
   out->elapsed = tern_request_get_time(req, TERN_TIME_END);
   out->header_count = tern_request_get_header_count(req);
-  size_t bytes = 0;
-  for (size_t i = 0; i < out->header_count; i++) {
-    const char *n = NULL, *v = NULL;
-    if (tern_request_get_header_at(req, i, &n, &v) == 0) bytes += strlen(n) + strlen(v) + 2;
-  }
-  out->header_bytes = bytes;
   out->body_len = 0;
   out->body = tern_request_get_body(req, &out->body_len);
   out->reason = tern_request_get_reason(req);
   out->url = tern_request_get_effective_url(req);
   out->tls_version = tern_request_get_tls_version(req);
   out->decoded_encoding = tern_request_get_decoded_encoding(req);
-}
-/* "name\0value\0" for every header field, in order; returns the bytes written (at most cap). */
-static size_t tern_py_headers_block(const tern_request_t *req, char *buf, size_t cap) {
-  size_t n = tern_request_get_header_count(req), at = 0;
-  for (size_t i = 0; i < n; i++) {
+  size_t at = 0;
+  at = tern_py_put(buf, at, cap, out->reason);
+  at = tern_py_put(buf, at, cap, out->url);
+  at = tern_py_put(buf, at, cap, out->tls_version);
+  at = tern_py_put(buf, at, cap, out->decoded_encoding);
+  out->strings_len = at;
+  for (size_t i = 0; i < out->header_count; i++) {
     const char *name = NULL, *value = NULL;
     if (tern_request_get_header_at(req, i, &name, &value) != 0) continue;
-    size_t nl = strlen(name) + 1, vl = strlen(value) + 1;
-    if (at + nl + vl > cap) break;
-    memcpy(buf + at, name, nl);
-    memcpy(buf + at + nl, value, vl);
-    at += nl + vl;
+    at = tern_py_put(buf, at, cap, name);
+    at = tern_py_put(buf, at, cap, value);
   }
+  out->header_bytes = at - out->strings_len;
   return at;
 }
 static int tern_py_setup(tern_request_t *req, const char *url, const char *method,
@@ -433,6 +507,41 @@ static int tern_py_setup(tern_request_t *req, const char *url, const char *metho
   return 0;
 }
 
+/* A request with only the client's defaults (a plain client.get(url)) in one call: made, set
+ * up from the template, armed with w, submitted, and run for a first slice. Returns what
+ * tern_py_local_run returns (the request, in *out, is then the caller's to run on and free),
+ * or a negative code when the request could not be made, set up or submitted (*out NULL: the
+ * caller makes it again the long way, which names what was refused). */
+@TEMPLATE_STRUCT@
+static int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
+                            const char *url, const char *method, tern_request_t **out,
+                            int slice_ms) {
+  *out = NULL;
+  tern_request_t *req = NULL;
+  int rc = tern_request_new(&req);
+  if (rc) return rc;
+  rc = tern_py_setup(req, url, method, t->connect_ms, t->headers_ms, t->body_ms, t->total_ms,
+                     t->follow_max);
+  const char *h = t->headers, *end = t->headers + t->headers_len;
+  while (rc == 0 && h < end) {
+    const char *v = h + strlen(h) + 1;
+    rc = tern_request_add_header(req, h, v);
+    h = v + strlen(v) + 1;
+  }
+  if (rc == 0 && !t->verify) rc = tern_request_set_tls_verify(req, 0);
+  if (rc == 0 && t->ca_file) rc = tern_request_set_tls_ca_file(req, t->ca_file);
+  if (rc == 0 && t->ca_path) rc = tern_request_set_tls_ca_path(req, t->ca_path);
+  if (rc == 0 && t->decode_off) rc = tern_request_set_decoding(req, TERN_DECODE_OFF);
+  if (rc == 0) rc = tern_py_waiter_arm(w, req, 0);
+  if (rc == 0) rc = tern_py_local_submit(l, w, req);
+  if (rc) {
+    tern_request_free(req);
+    return rc < 0 ? rc : -1;
+  }
+  *out = req;
+  return tern_py_local_run(l, w, slice_ms);
+}
+
 /* The latest report of one phase (0 upload, 1 download) if it changed since the last take. */
 static int tern_py_waiter_take_progress(tern_py_waiter *w, int index, int *percent,
                                         uint64_t *done, uint64_t *total) {
@@ -448,8 +557,9 @@ static int tern_py_waiter_take_progress(tern_py_waiter *w, int index, int *perce
 }
 """
 
-CDEF = CDEF.replace("@RESPONSE_STRUCT@", RESPONSE_STRUCT)
-SOURCE = SOURCE.replace("@RESPONSE_STRUCT@", RESPONSE_STRUCT)
+CDEF = CDEF.replace("@RESPONSE_STRUCT@", RESPONSE_STRUCT).replace("@TEMPLATE_STRUCT@", TEMPLATE_STRUCT)
+SOURCE = SOURCE.replace("@RESPONSE_STRUCT@", RESPONSE_STRUCT).replace("@TEMPLATE_STRUCT@",
+                                                                      TEMPLATE_STRUCT)
 
 
 def _pkg_config(*args: str, package: str = "tern") -> list[str]:

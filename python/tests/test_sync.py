@@ -78,6 +78,39 @@ def test_client_defaults_and_base_url(servers):
     assert sent["x-default"] == "d" and sent["x-call"] == "c"
 
 
+def test_plain_calls_send_the_clients_headers_as_they_change(servers):
+    # A call with no keyword argument takes the short way (the client's defaults, kept as one
+    # C template), which must see every change to client.headers.
+    with tern.Client(headers={"X-A": "1"}) as c:
+        def sent():
+            return {k.lower(): v for k, v in c.get(servers.fault("/echo")).json()["headers"]}
+
+        assert sent()["x-a"] == "1"
+        c.headers["X-B"] = "2"
+        assert sent()["x-b"] == "2"
+        del c.headers["x-a"]
+        got = sent()
+        assert "x-a" not in got and got["x-b"] == "2"
+        c.headers.update({"X-B": "3"})
+        assert sent()["x-b"] == "3"
+
+
+def test_plain_and_keyword_calls_give_the_same_response(servers, client):
+    url = servers.nginx("/redirect/1k.bin")
+    plain = client.get(url)
+    long = client.get(url, timeout=tern.Timeout())  # any keyword: the long way
+    for r in (plain, long):
+        assert r.status_code == 200 and r.reason_phrase == "OK" and r.http_version == "HTTP/1.1"
+        assert r.url == servers.nginx("/1k.bin") and r.num_redirects == 1
+        assert sha(r.content) == servers.must("SHA_1K") and r.path is None and r.offset == 0
+        assert r.tls_version is None and r.decoded_encoding is None and r.elapsed > 0
+    skip = {"date", "x-connection", "x-connection-requests"}
+    assert ([(k, v) for k, v in plain.headers.multi_items() if k.lower() not in skip]
+            == [(k, v) for k, v in long.headers.multi_items() if k.lower() not in skip])
+    head = client.head(servers.nginx("/64k.txt"))
+    assert head.content == b"" and head.headers["content-length"] == "65536"
+
+
 def test_client_reuses_its_connection(servers, client):
     first = client.get(servers.nginx("/1k.bin"))
     second = client.get(servers.nginx("/1k.bin"))

@@ -22,9 +22,14 @@ def test_https_with_the_test_ca(servers):
     assert sha(r.content) == servers.must("SHA_1K")
     assert r.tls_version in ("TLSv1.2", "TLSv1.3")
     assert again.reused_connection
-    # A CA directory (OpenSSL hashed) works too, per request.
+    # A CA directory (OpenSSL hashed) works too, per request and per client.
     r = tern.get(servers.https("TLS12_PORT", "/1k.bin"), verify=servers.must("CA_DIR"))
     assert r.tls_version == "TLSv1.2"
+    with tern.Client(verify=servers.must("CA_DIR")) as c:
+        assert c.get(servers.https("TLS12_PORT", "/1k.bin")).tls_version == "TLSv1.2"
+    with tern.Client() as c:  # the system's CAs do not know the test CA
+        with pytest.raises(tern.TLSVerifyError):
+            c.get(servers.https("TLS_PORT", "/1k.bin"))
 
 
 @pytest.mark.parametrize("key,name", [

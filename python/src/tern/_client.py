@@ -15,13 +15,18 @@ from ._core import (
     LocalEngine,
     Options,
     ProxiesTypes,
+    Scratch,
     ProxyTypes,
+    Template,
     VerifyTypes,
+    build_response,
     check,
     error_for,
     new_request,
     prepare,
     response_from,
+    take,
+    template,
 )
 from ._models import (
     AuthTypes,
@@ -103,22 +108,50 @@ def run_sync(handle: EngineHandle, req: Any, url: str, progress: Optional[Progre
         _give_waiter(w)
 
 
+def _finish_local(local: LocalEngine, scratch: Scratch, req: Any, url: str,
+                  path: Optional[str]) -> Response:
+    """The response (or the exception) of a request of the owner's engine that completed."""
+    n = take(req, scratch)
+    status = scratch.info.error
+    if status:
+        if local.closing:
+            raise ClosedError("the client was closed while the request ran", status,
+                              "ESHUTDOWN", url)
+        raise error_for(req, status, url)
+    return build_response(scratch, n, path)
+
+
+def _abandon_local(local: LocalEngine, w: Any, req: Any, r: int) -> None:
+    """After an exception while the owner ran its request: cancels it and runs the loop until
+    it completed (r: what the last run returned), or at least unlinks it from the requests in
+    flight before the caller frees it."""
+    lib.tern_request_cancel(req)
+    try:
+        while r != 1:
+            r = lib.tern_py_local_run(local.ptr, w, 200)
+    finally:
+        if r != 1:
+            lib.tern_py_local_unlink(local.ptr, w)
+
+
 def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[ProgressCallback],
               path: Optional[str] = None) -> Response:
     """Submits a prepared request to the calling thread's engine and runs its loop until the
     request completes, with the GIL released, in slices so that Ctrl-C (and other signal
     handlers) still run. Progress, exceptions and cancellation as in :func:`run_sync`."""
-    w = _take_waiter()
+    slot = local.take_slot()
+    w = slot.w
     try:
         with local.lock:
             if local.ptr is None or local.closing:
                 raise ClosedError("the client is closed", 0, "ESHUTDOWN", url)
             check(lib.tern_py_waiter_arm(w, req, 1 if progress is not None else 0), "callbacks")
-            rc = lib.tern_py_local_submit(local.ptr, req)
-            if rc:
-                check(rc, "submit")
-            local.begin(req)
+            rc = lib.tern_py_local_submit(local.ptr, w, req)
+            if rc == lib.TERN_ESHUTDOWN:
+                raise ClosedError("the client is closed", 0, "ESHUTDOWN", url)
+            check(rc, "submit")
             vals = (ffi.new("int *"), ffi.new("uint64_t *"), ffi.new("uint64_t *")) if progress else None
+            r = 0
             try:
                 while True:
                     r = lib.tern_py_local_run(local.ptr, w, 200)
@@ -129,21 +162,46 @@ def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[Progres
                 if progress is not None:
                     _report(w, progress, req, vals)  # type: ignore[arg-type]
             except BaseException:
-                lib.tern_request_cancel(req)
-                while lib.tern_py_local_run(local.ptr, w, 200) != 1:
-                    pass
+                _abandon_local(local, w, req, r)
                 raise
-            finally:
-                local.end(req)
-        status = lib.tern_request_get_error(req)
-        if status and local.closing:
-            raise ClosedError("the client was closed while the request ran", status,
-                              "ESHUTDOWN", url)
-        if status:
-            raise error_for(req, status, url)
-        return response_from(req, path)
+            return _finish_local(local, slot.scratch, req, url, path)
     finally:
-        _give_waiter(w)
+        local.slots.append(slot)
+
+
+# The methods a plain call sends, as C strings.
+_METHODS = {m: m.encode() for m in ("GET", "HEAD", "OPTIONS", "DELETE", "POST", "PUT", "PATCH")}
+
+
+def run_plain(local: LocalEngine, tpl: Template, method: bytes, url: str) -> Optional[Response]:
+    """A request with nothing but the client's defaults, on the owner's engine: made, set up,
+    submitted and run by one C call (tern_py_local_go), then read by one more. None when the
+    engine refused the request as set up (the caller then takes the long way, which says
+    why)."""
+    slot = local.take_slot()
+    w = slot.w
+    try:
+        with local.lock:
+            ptr = local.ptr
+            if ptr is None or local.closing:
+                return None
+            cell = slot.cell
+            r = lib.tern_py_local_go(ptr, w, tpl.c, url.encode(), method, cell, 200)
+            if r < 0:
+                return None
+            req = cell[0]
+            try:
+                try:
+                    while r != 1:
+                        r = lib.tern_py_local_run(ptr, w, 200)
+                except BaseException:
+                    _abandon_local(local, w, req, r)
+                    raise
+                return _finish_local(local, slot.scratch, req, url, None)
+            finally:
+                lib.tern_request_free(req)
+    finally:
+        local.slots.append(slot)
 
 
 class _Engines:
@@ -245,7 +303,27 @@ class Client:
         ))
         # Frees the engines when the client is collected unclosed, or at interpreter exit.
         self._finalizer = weakref.finalize(self, self._engines.close)
+        # A plain call's template (see _plain), made again when the headers change (every
+        # change gives Headers a new list).
+        self._tpl: Optional[Template] = None
+        self._tpl_items: Any = None
         self._download_buffer = DOWNLOAD_BUFFER if buffer_size is None else None
+
+    def _plain(self, method: str, url: str) -> Response:
+        """A request with nothing but the client's defaults (no keyword argument): on the
+        creating thread, made, sent and read in two C calls (:func:`run_plain`)."""
+        local = self._engines.local
+        if threading.get_ident() == local.owner:
+            items = self._options.headers._items
+            if items is not self._tpl_items:
+                self._tpl = template(self._options)
+                self._tpl_items = items
+            tpl = self._tpl
+            if tpl is not None:
+                r = run_plain(local, tpl, _METHODS[method], url)
+                if r is not None:
+                    return r
+        return self.request(method, url)
 
     @property
     def headers(self) -> Any:
@@ -375,28 +453,42 @@ class Client:
 
     def get(self, url: str, **kwargs: Any) -> Response:
         """A GET request (see :meth:`request` for the arguments)."""
-        return self.request("GET", url, **kwargs)
+        if kwargs:
+            return self.request("GET", url, **kwargs)
+        return self._plain("GET", url)
 
     def head(self, url: str, **kwargs: Any) -> Response:
         """A HEAD request (no body is read)."""
-        return self.request("HEAD", url, **kwargs)
+        if kwargs:
+            return self.request("HEAD", url, **kwargs)
+        return self._plain("HEAD", url)
 
     def options(self, url: str, **kwargs: Any) -> Response:
         """An OPTIONS request."""
-        return self.request("OPTIONS", url, **kwargs)
+        if kwargs:
+            return self.request("OPTIONS", url, **kwargs)
+        return self._plain("OPTIONS", url)
 
     def delete(self, url: str, **kwargs: Any) -> Response:
         """A DELETE request."""
-        return self.request("DELETE", url, **kwargs)
+        if kwargs:
+            return self.request("DELETE", url, **kwargs)
+        return self._plain("DELETE", url)
 
     def post(self, url: str, **kwargs: Any) -> Response:
         """A POST request (``content``, ``data``, ``json`` or ``files`` give the body)."""
-        return self.request("POST", url, **kwargs)
+        if kwargs:
+            return self.request("POST", url, **kwargs)
+        return self._plain("POST", url)
 
     def put(self, url: str, **kwargs: Any) -> Response:
         """A PUT request."""
-        return self.request("PUT", url, **kwargs)
+        if kwargs:
+            return self.request("PUT", url, **kwargs)
+        return self._plain("PUT", url)
 
     def patch(self, url: str, **kwargs: Any) -> Response:
         """A PATCH request."""
-        return self.request("PATCH", url, **kwargs)
+        if kwargs:
+            return self.request("PATCH", url, **kwargs)
+        return self._plain("PATCH", url)

@@ -126,19 +126,18 @@ class LocalEngine:
         self.ptr: Any = ptr
         self.owner = threading.get_ident()
         self.pid = os.getpid()
-        # Requests in flight, so that close() from another thread can cancel them; guarded by
-        # its own lock (self.lock is held by the owner for as long as it runs the loop).
-        self.inflight: Dict[Any, None] = {}
+        # The requests in flight are linked in C (tern_py_local_submit, _run), so that close()
+        # from another thread can cancel them; close() holds this lock while it uses the
+        # pointer outside self.lock (which the owner holds for as long as it runs the loop).
         self.inflight_lock = threading.Lock()
         self.closing = False
+        # The owner's slots to reuse, one per nesting depth (a progress callback or a signal
+        # handler may send a request while another waits).
+        self.slots: List[Slot] = []
 
-    def begin(self, req: Any) -> None:
-        with self.inflight_lock:
-            self.inflight[req] = None
-
-    def end(self, req: Any) -> None:
-        with self.inflight_lock:
-            self.inflight.pop(req, None)
+    def take_slot(self) -> "Slot":
+        """A slot for one of the owner's requests (give it back with ``slots.append``)."""
+        return self.slots.pop() if self.slots else Slot()
 
     def stat(self, which: int) -> int:
         with self.lock:
@@ -150,13 +149,29 @@ class LocalEngine:
         and run until the engine's handles are closed."""
         with self.inflight_lock:
             self.closing = True
-            for req in self.inflight:
-                lib.tern_request_cancel(req)
+            if self.ptr is not None and self.pid == os.getpid():
+                lib.tern_py_local_cancel_all(self.ptr)
         with self.lock:
-            ptr, self.ptr = self.ptr, None
+            with self.inflight_lock:
+                ptr, self.ptr = self.ptr, None
             if ptr is None or self.pid != os.getpid():
                 return
             lib.tern_py_local_free(ptr)
+
+
+class Slot:
+    """What one request of a LocalEngine's owner uses: its waiter, the cell that
+    tern_py_local_go hands the request back in, and the scratch its response is read into."""
+
+    __slots__ = ("w", "cell", "scratch")
+
+    def __init__(self) -> None:
+        w = lib.tern_py_waiter_new()
+        if w == ffi.NULL:
+            raise MemoryError("tern: cannot allocate a waiter")
+        self.w = ffi.gc(w, lib.tern_py_waiter_free)
+        self.cell = ffi.new("tern_request_t *[1]")
+        self.scratch = Scratch(8192)
 
 
 class EngineHandle:
@@ -252,6 +267,63 @@ class Options:
         self.no_proxy = no_proxy
         self.proxy_auth = proxy_auth
         self.decompress = decompress
+
+
+class Template:
+    """A client's defaults as one ``tern_py_template`` for :func:`tern_py_local_go`, with the
+    C strings it points to kept alive."""
+
+    __slots__ = ("c", "refs")
+
+    def __init__(self, c: Any, refs: List[Any]) -> None:
+        self.c = c
+        self.refs = refs
+
+
+def template(options: Options) -> Optional[Template]:
+    """The template of a request with nothing but ``options``, or None when they hold more than
+    a template carries (a base URL, params, auth, a client certificate, proxies) or a value the
+    long way should judge (and name when refused)."""
+    if (options.base_url or options.params or options.auth is not None or options.cert
+            or options.proxy or options.proxies or options.no_proxy or options.proxy_auth
+            or options.max_redirects < 0):
+        return None
+    try:
+        t = options.timeout
+        c = ffi.new("tern_py_template *")
+        refs: List[Any] = []
+        c.connect_ms = _ms(t.connect)
+        c.headers_ms = _ms(t.headers)
+        c.body_ms = _ms(t.body)
+        c.total_ms = _ms(t.total)
+        c.follow_max = options.max_redirects if options.follow_redirects else -1
+        v = options.verify
+        c.verify = 0 if v is False else 1
+        if v is not False and v is not True and v is not None:
+            is_dir = _ca_is_dir.get(v)
+            if is_dir is None:
+                is_dir = _ca_is_dir[v] = os.path.isdir(v)
+            path = ffi.new("char[]", _b(v))
+            refs.append(path)
+            if is_dir:
+                c.ca_path = path
+            else:
+                c.ca_file = path
+        c.decode_off = 0 if options.decompress else 1
+        block = bytearray()
+        for k, val in options.headers._items:
+            kb, vb = k.encode("latin-1"), val.encode("latin-1")
+            if b"\0" in kb or b"\0" in vb:
+                return None
+            block += kb + b"\0" + vb + b"\0"
+        if block:
+            hb = ffi.new("char[]", bytes(block))
+            refs.append(hb)
+            c.headers = hb
+            c.headers_len = len(block)
+    except Exception:  # noqa: BLE001  (the long way raises it, with its name)
+        return None
+    return Template(c, refs)
 
 
 def build_url(options: Options, url: str, params: ParamTypes) -> str:
@@ -549,40 +621,72 @@ def error_for(req: Any, status: int, url: str) -> _errors.TernError:
 DOWNLOAD_BUFFER = 1 << 20
 
 
-_info_type = "tern_py_response *"
+class Scratch:
+    """Where tern_py_response_take puts a response: the scalar fields and a block of strings."""
+
+    __slots__ = ("info", "buf", "cap")
+
+    def __init__(self, cap: int) -> None:
+        self.info = ffi.new("tern_py_response *")
+        self.buf = ffi.new("char[]", cap)
+        self.cap = cap
+
+
+_new = object.__new__
+
+
+def take(req: Any, scratch: Scratch) -> int:
+    """Fills ``scratch`` from a completed request (one C call, two when its block outgrows the
+    buffer, which then grows); returns the block's length. ``scratch.info.error`` is the
+    request's error code."""
+    n = lib.tern_py_response_take(req, scratch.info, scratch.buf, scratch.cap)
+    if n > scratch.cap:
+        scratch.buf = ffi.new("char[]", n)
+        scratch.cap = n
+        n = lib.tern_py_response_take(req, scratch.info, scratch.buf, n)
+    return int(n)
+
+
+def build_response(scratch: Scratch, n: int, path: Optional[str] = None) -> Response:
+    """The Response of a request whose fields :func:`take` put in ``scratch`` (the body is
+    copied from the request, which must not be freed before)."""
+    info = scratch.info
+    blob = ffi.unpack(scratch.buf, n)
+    k = info.strings_len
+    strings = blob[:k].decode("utf-8", "replace").split("\0")
+    if n > k:
+        parts = blob[k:].decode("latin-1").split("\0")
+        items = list(zip(parts[0:-1:2], parts[1::2]))
+    else:
+        items = []
+    body_len = info.body_len
+    headers = _new(Headers)
+    headers._items = items
+    r = _new(Response)
+    r.status_code = info.status
+    r.headers = headers
+    r.content = ffi.unpack(info.body, body_len) if body_len else b""
+    r.url = strings[1]
+    r.reason_phrase = strings[0]
+    minor = info.http_minor
+    r.http_version = "HTTP/1.1" if minor == 1 else f"HTTP/1.{minor}" if minor >= 0 else ""
+    elapsed = info.elapsed
+    r.elapsed = elapsed if elapsed > 0.0 else 0.0
+    r.num_redirects = info.redirects
+    r.reused_connection = info.reused != 0
+    r.tls_version = strings[2] or None
+    r.decoded_encoding = strings[3] or None
+    r.offset = info.offset
+    r.path = path
+    r._encoding = None
+    return r
 
 
 def response_from(req: Any, path: Optional[str] = None) -> Response:
-    """A Response from a request that completed without error (two C calls: the scalar fields,
-    then the header fields as one block)."""
-    info = ffi.new(_info_type)
-    lib.tern_py_response_info(req, info)
-    items: List[Tuple[str, str]] = []
-    if info.header_count:
-        cap = info.header_bytes
-        buf = ffi.new("char[]", cap)
-        n = lib.tern_py_headers_block(req, buf, cap)
-        parts = ffi.unpack(buf, n).decode("latin-1").split("\0")
-        items = list(zip(parts[0:-1:2], parts[1::2]))
-    content = ffi.unpack(ffi.cast("const char *", info.body), info.body_len) if info.body != ffi.NULL else b""
-    minor = info.http_minor
-    headers = Headers()
-    headers._items = items
-    return Response(
-        info.status,
-        headers,
-        content,
-        _text(info.url),
-        reason_phrase=_text(info.reason),
-        http_version=f"HTTP/1.{minor}" if minor >= 0 else "",
-        elapsed=max(0.0, info.elapsed),
-        num_redirects=info.redirects,
-        reused_connection=bool(info.reused),
-        tls_version=_text(info.tls_version) if info.tls_version != ffi.NULL else None,
-        decoded_encoding=_text(info.decoded_encoding) if info.decoded_encoding != ffi.NULL else None,
-        offset=info.offset,
-        path=path,
-    )
+    """A Response from a request that completed without error (one C call for every field but
+    the body)."""
+    scratch = Scratch(2048)
+    return build_response(scratch, take(req, scratch), path)
 
 
 def engine_stats(handle: EngineHandle) -> Dict[str, int]:

@@ -61,6 +61,12 @@ class Headers(MutableMapping[str, str]):
             raise KeyError(name)
         return ", ".join(values)
 
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The field's values joined with ``", "``, or ``default`` when it is absent."""
+        lower = name.lower()
+        values = [v for k, v in self._items if k.lower() == lower]
+        return ", ".join(values) if values else default
+
     def __setitem__(self, name: str, value: str) -> None:
         lower = name.lower()
         self._items = [(k, v) for k, v in self._items if k.lower() != lower]
