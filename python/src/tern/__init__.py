@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Union
 
-from ._async import AsyncClient
 from ._client import Client
 from ._core import requests_live as _requests_live
 from ._errors import (
@@ -67,7 +66,25 @@ from ._models import (
 from ._tern import ffi as _ffi
 from ._tern import lib as _lib
 
+if TYPE_CHECKING:
+    from ._async import AsyncClient
+
 __version__ = "0.3.0"
+
+
+def __getattr__(name: str) -> Any:
+    # AsyncClient is loaded on first use: importing asyncio is half of `import tern`'s time,
+    # which a program using only the synchronous API need not pay.
+    if name == "AsyncClient":
+        from ._async import AsyncClient
+
+        globals()["AsyncClient"] = AsyncClient
+        return AsyncClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | {"AsyncClient"})
 
 __all__ = [
     "AnyAuth", "AsyncClient", "AuthError", "BasicAuth", "BodyTimeout", "Cancelled", "Client",

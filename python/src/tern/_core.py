@@ -5,9 +5,7 @@ exception."""
 from __future__ import annotations
 
 import json as _json
-import mimetypes
 import os
-import secrets
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import urlencode, urlsplit
@@ -380,6 +378,8 @@ def _file_source(value: Any) -> Tuple[Optional[str], Any, Optional[str]]:
             "file with a name on disk, or bytes"
         )
     if ctype is None:
+        import mimetypes  # here: its tables take longer to load than the rest of tern
+
         ctype = mimetypes.guess_type(filename or "")[0] or "application/octet-stream"
     return filename, value, ctype
 
@@ -414,6 +414,8 @@ def _set_body(
 ) -> None:
     """Sets the body and, unless the caller gave one, its Content-Type in ``headers``."""
     if files:
+        import secrets  # here: it imports random, which a program without forms never needs
+
         boundary = "tern-" + secrets.token_hex(16)
         for name, value in _items(data):
             values = value if isinstance(value, (list, tuple)) else [value]
