@@ -193,8 +193,11 @@ void tern_py_local_free(tern_py_local *l);
 @TEMPLATE_STRUCT@
 int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
                      const char *url, const char *method, tern_request_t **out, int slice_ms);
-/* A completed request's response in two calls: the scalar fields, and the header fields as
- * one block of NUL-terminated names and values. */
+/* The same request made and set up, for the asyncio client to submit. */
+int tern_py_make_plain(const tern_py_template *t, const char *url, const char *method,
+                       tern_request_t **out);
+/* A completed request's response in one call: the scalar fields, and the strings and header
+ * fields as one block of NUL-terminated strings. */
 @RESPONSE_STRUCT@
 size_t tern_py_response_take(const tern_request_t *req, tern_py_response *out, char *buf,
                              size_t cap);
@@ -507,15 +510,10 @@ static int tern_py_setup(tern_request_t *req, const char *url, const char *metho
   return 0;
 }
 
-/* A request with only the client's defaults (a plain client.get(url)) in one call: made, set
- * up from the template, armed with w, submitted, and run for a first slice. Returns what
- * tern_py_local_run returns (the request, in *out, is then the caller's to run on and free),
- * or a negative code when the request could not be made, set up or submitted (*out NULL: the
- * caller makes it again the long way, which names what was refused). */
 @TEMPLATE_STRUCT@
-static int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
-                            const char *url, const char *method, tern_request_t **out,
-                            int slice_ms) {
+/* A request made and set up from the template (*out; NULL and a negative code when refused). */
+static int tern_py_make_plain(const tern_py_template *t, const char *url, const char *method,
+                              tern_request_t **out) {
   *out = NULL;
   tern_request_t *req = NULL;
   int rc = tern_request_new(&req);
@@ -532,7 +530,27 @@ static int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_t
   if (rc == 0 && t->ca_file) rc = tern_request_set_tls_ca_file(req, t->ca_file);
   if (rc == 0 && t->ca_path) rc = tern_request_set_tls_ca_path(req, t->ca_path);
   if (rc == 0 && t->decode_off) rc = tern_request_set_decoding(req, TERN_DECODE_OFF);
-  if (rc == 0) rc = tern_py_waiter_arm(w, req, 0);
+  if (rc) {
+    tern_request_free(req);
+    return rc < 0 ? rc : -1;
+  }
+  *out = req;
+  return 0;
+}
+
+/* A request with only the client's defaults (a plain client.get(url)) in one call: made, set
+ * up from the template, armed with w, submitted, and run for a first slice. Returns what
+ * tern_py_local_run returns (the request, in *out, is then the caller's to run on and free),
+ * or a negative code when the request could not be made, set up or submitted (*out NULL: the
+ * caller makes it again the long way, which names what was refused). */
+static int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
+                            const char *url, const char *method, tern_request_t **out,
+                            int slice_ms) {
+  *out = NULL;
+  tern_request_t *req = NULL;
+  int rc = tern_py_make_plain(t, url, method, &req);
+  if (rc) return rc;
+  rc = tern_py_waiter_arm(w, req, 0);
   if (rc == 0) rc = tern_py_local_submit(l, w, req);
   if (rc) {
     tern_request_free(req);

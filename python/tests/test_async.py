@@ -33,6 +33,25 @@ def test_async_get_and_post(servers):
     assert echo["method"] == "POST" and echo["body_length"] == len(b'{"a":1}')
 
 
+def test_async_plain_calls_send_the_clients_headers_as_they_change(servers):
+    # As Client's: a call with no keyword argument is set up from a template of the defaults.
+    async def main():
+        async with tern.AsyncClient(headers={"X-A": "1"}) as client:
+            async def sent():
+                r = await client.get(servers.fault("/echo"))
+                return {k.lower(): v for k, v in r.json()["headers"]}
+
+            first = await sent()
+            client.headers["X-A"] = "2"
+            second = await sent()
+            with pytest.raises(tern.InvalidURL):  # refused by the template's way: the long way says why
+                await client.get("ftp://example.org/")
+            return first, second
+
+    first, second = run(main())
+    assert first["x-a"] == "1" and second["x-a"] == "2"
+
+
 def test_many_concurrent_requests_share_few_connections(servers):
     async def main():
         async with tern.AsyncClient(max_connections_per_origin=8) as client:

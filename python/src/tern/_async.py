@@ -165,6 +165,27 @@ class AsyncClient:
         )
         self._finalizer = weakref.finalize(self, self._handle.close)
         self._download_buffer = _core.DOWNLOAD_BUFFER if buffer_size is None else None
+        # A plain call's template, as Client's (made again when the headers change).
+        self._tpl: Optional[_core.Template] = None
+        self._tpl_items: Any = None
+
+    async def _plain(self, method: str, url: str) -> Response:
+        """A request with nothing but the client's defaults (no keyword argument): made and
+        set up from the client's template in one C call."""
+        items = self._options.headers._items
+        if items is not self._tpl_items:
+            self._tpl = _core.template(self._options)
+            self._tpl_items = items
+        tpl = self._tpl
+        if tpl is not None:
+            cell = ffi.new("tern_request_t *[1]")
+            if lib.tern_py_make_plain(tpl.c, url.encode(), _core.METHODS[method], cell) == 0:
+                req = cell[0]
+                try:
+                    return await run_async(self._handle, req, url, None)
+                finally:
+                    lib.tern_request_free(req)
+        return await self.request(method, url)
 
     @property
     def headers(self) -> Any:
@@ -258,28 +279,42 @@ class AsyncClient:
 
     async def get(self, url: str, **kwargs: Any) -> Response:
         """A GET request."""
-        return await self.request("GET", url, **kwargs)
+        if kwargs:
+            return await self.request("GET", url, **kwargs)
+        return await self._plain("GET", url)
 
     async def head(self, url: str, **kwargs: Any) -> Response:
         """A HEAD request."""
-        return await self.request("HEAD", url, **kwargs)
+        if kwargs:
+            return await self.request("HEAD", url, **kwargs)
+        return await self._plain("HEAD", url)
 
     async def options(self, url: str, **kwargs: Any) -> Response:
         """An OPTIONS request."""
-        return await self.request("OPTIONS", url, **kwargs)
+        if kwargs:
+            return await self.request("OPTIONS", url, **kwargs)
+        return await self._plain("OPTIONS", url)
 
     async def delete(self, url: str, **kwargs: Any) -> Response:
         """A DELETE request."""
-        return await self.request("DELETE", url, **kwargs)
+        if kwargs:
+            return await self.request("DELETE", url, **kwargs)
+        return await self._plain("DELETE", url)
 
     async def post(self, url: str, **kwargs: Any) -> Response:
         """A POST request."""
-        return await self.request("POST", url, **kwargs)
+        if kwargs:
+            return await self.request("POST", url, **kwargs)
+        return await self._plain("POST", url)
 
     async def put(self, url: str, **kwargs: Any) -> Response:
         """A PUT request."""
-        return await self.request("PUT", url, **kwargs)
+        if kwargs:
+            return await self.request("PUT", url, **kwargs)
+        return await self._plain("PUT", url)
 
     async def patch(self, url: str, **kwargs: Any) -> Response:
         """A PATCH request."""
-        return await self.request("PATCH", url, **kwargs)
+        if kwargs:
+            return await self.request("PATCH", url, **kwargs)
+        return await self._plain("PATCH", url)

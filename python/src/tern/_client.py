@@ -12,6 +12,7 @@ from ._core import (
     UNSET,
     CertTypes,
     EngineHandle,
+    METHODS,
     LocalEngine,
     Options,
     ProxiesTypes,
@@ -169,10 +170,6 @@ def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[Progres
         local.slots.append(slot)
 
 
-# The methods a plain call sends, as C strings.
-_METHODS = {m: m.encode() for m in ("GET", "HEAD", "OPTIONS", "DELETE", "POST", "PUT", "PATCH")}
-
-
 def run_plain(local: LocalEngine, tpl: Template, method: bytes, url: str) -> Optional[Response]:
     """A request with nothing but the client's defaults, on the owner's engine: made, set up,
     submitted and run by one C call (tern_py_local_go), then read by one more. None when the
@@ -320,7 +317,7 @@ class Client:
                 self._tpl_items = items
             tpl = self._tpl
             if tpl is not None:
-                r = run_plain(local, tpl, _METHODS[method], url)
+                r = run_plain(local, tpl, METHODS[method], url)
                 if r is not None:
                     return r
         return self.request(method, url)

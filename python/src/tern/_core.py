@@ -267,6 +267,10 @@ class Options:
         self.decompress = decompress
 
 
+# The methods a plain call (no keyword argument) sends, as C strings.
+METHODS = {m: m.encode() for m in ("GET", "HEAD", "OPTIONS", "DELETE", "POST", "PUT", "PATCH")}
+
+
 class Template:
     """A client's defaults as one ``tern_py_template`` for :func:`tern_py_local_go`, with the
     C strings it points to kept alive."""
