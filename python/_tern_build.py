@@ -186,6 +186,7 @@ int tern_py_local_submit(tern_py_local *l, tern_py_waiter *w, tern_request_t *re
 int tern_py_local_run(tern_py_local *l, tern_py_waiter *w, int slice_ms);
 void tern_py_local_cancel_all(tern_py_local *l);
 void tern_py_local_unlink(tern_py_local *l, tern_py_waiter *w);
+int tern_py_waiter_linked(tern_py_waiter *w);
 uint64_t tern_py_local_stat(tern_py_local *l, tern_stat stat);
 void tern_py_local_free(tern_py_local *l);
 /* A request with the client's defaults only, in one call: made, set up from the template,
@@ -402,6 +403,11 @@ static void tern_py_local_unlink(tern_py_local *l, tern_py_waiter *w) {
     w->prev = w->next = NULL;
   }
   pthread_mutex_unlock(&l->mu);
+}
+/* Whether w's request was submitted and its completion not yet seen by tern_py_local_run
+ * (only the owner links and unlinks, so the owner may ask without the lock). */
+static int tern_py_waiter_linked(tern_py_waiter *w) {
+  return w->req != NULL;
 }
 /* From any thread: new requests are refused and those in flight cancelled (they complete
  * with TERN_ECANCELED while their owner runs the loop). */

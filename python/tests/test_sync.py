@@ -319,3 +319,47 @@ def test_ctrl_c_cancels_a_waiting_request(servers, client):
     assert time.monotonic() - t < 2
     assert client.stats()["requests_active"] == 0
     assert client.get(servers.nginx("/1k.bin")).status_code == 200
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"timeout": 30}], ids=["plain", "keyword"])
+def test_signals_at_any_moment_leave_no_request_behind(servers, kwargs):
+    # A signal handler's exception may come at any bytecode, also as a C call returns (after
+    # a request was made or submitted): thousands of them, at random moments, must leave no
+    # request allocated or in flight, and the client working.
+    import random
+    import signal
+
+    class Boom(Exception):
+        pass
+
+    armed = [False]
+
+    def handler(signum, frame):
+        if armed[0]:
+            armed[0] = False
+            raise Boom()
+
+    url = servers.nginx("/1k.bin")
+    old = signal.signal(signal.SIGALRM, handler)
+    booms = 0
+    try:
+        with tern.Client() as c:
+            end = time.monotonic() + 1.5
+            while time.monotonic() < end:
+                try:
+                    try:
+                        armed[0] = True
+                        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.00005, 0.002))
+                        for _ in range(20):
+                            c.get(url, **kwargs)
+                    finally:
+                        armed[0] = False
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                except Boom:
+                    booms += 1
+            assert c.get(url, **kwargs).status_code == 200
+            assert c.stats()["requests_active"] == 0
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    assert booms > 50
+    assert live_requests_settle() == 0

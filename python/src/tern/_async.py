@@ -21,6 +21,7 @@ from ._core import (
     error_for,
     new_request,
     prepare,
+    request_cell,
     response_from,
 )
 from ._models import (
@@ -178,13 +179,13 @@ class AsyncClient:
             self._tpl_items = items
         tpl = self._tpl
         if tpl is not None:
-            cell = ffi.new("tern_request_t *[1]")
-            if lib.tern_py_make_plain(tpl.c, url.encode(), _core.METHODS[method], cell) == 0:
-                req = cell[0]
-                try:
-                    return await run_async(self._handle, req, url, None)
-                finally:
-                    lib.tern_request_free(req)
+            cell = _core.request_cell()
+            try:
+                if lib.tern_py_make_plain(tpl.c, url.encode(), _core.METHODS[method], cell) == 0:
+                    return await run_async(self._handle, cell[0], url, None)
+            finally:
+                if cell[0] != ffi.NULL:
+                    lib.tern_request_free(cell[0])
         return await self.request(method, url)
 
     @property
@@ -233,8 +234,9 @@ class AsyncClient:
     ) -> Response:
         """Sends one request (arguments as :meth:`Client.request`). ``progress`` is called on
         the event loop's thread; cancel the task to cancel the request."""
-        req = new_request()
+        cell = request_cell()
         try:
+            req = new_request(cell)
             full = prepare(
                 req, self._options, method, url, params=params, headers=headers,
                 content=content, data=data, json=json, files=files, auth=auth, timeout=timeout,
@@ -242,7 +244,8 @@ class AsyncClient:
             )
             return await run_async(self._handle, req, full, progress)
         finally:
-            lib.tern_request_free(req)
+            if cell[0] != ffi.NULL:  # inline: a function call here could be cut at its start
+                lib.tern_request_free(cell[0])
 
     async def download(
         self,
@@ -264,8 +267,9 @@ class AsyncClient:
         proxy: Any = UNSET,
     ) -> Response:
         """Downloads into ``path`` (see :meth:`Client.download`)."""
-        req = new_request()
+        cell = request_cell()
         try:
+            req = new_request(cell)
             p = os.fspath(path)
             full = prepare(
                 req, self._options, method, url, params=params, headers=headers, auth=auth,
@@ -275,7 +279,8 @@ class AsyncClient:
             )
             return await run_async(self._handle, req, full, progress, path=p)
         finally:
-            lib.tern_request_free(req)
+            if cell[0] != ffi.NULL:  # inline: a function call here could be cut at its start
+                lib.tern_request_free(cell[0])
 
     async def get(self, url: str, **kwargs: Any) -> Response:
         """A GET request."""

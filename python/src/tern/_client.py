@@ -25,6 +25,7 @@ from ._core import (
     error_for,
     new_request,
     prepare,
+    request_cell,
     response_from,
     take,
     template,
@@ -122,17 +123,16 @@ def _finish_local(local: LocalEngine, scratch: Scratch, req: Any, url: str,
     return build_response(scratch, n, path)
 
 
-def _abandon_local(local: LocalEngine, w: Any, req: Any, r: int) -> None:
-    """After an exception while the owner ran its request: cancels it and runs the loop until
-    it completed (r: what the last run returned), or at least unlinks it from the requests in
-    flight before the caller frees it."""
+def _abandon_local(local: LocalEngine, w: Any, req: Any) -> None:
+    """After an exception in the owner's thread (a signal handler's, a progress callback's,
+    even one raised as a C call returned): if w's request was submitted and has not been seen
+    to complete, cancels it and runs the loop until it completes. The caller then unlinks w
+    (in a ``finally``: a second exception may cut this short) before the request is freed."""
+    if not lib.tern_py_waiter_linked(w):
+        return
     lib.tern_request_cancel(req)
-    try:
-        while r != 1:
-            r = lib.tern_py_local_run(local.ptr, w, 200)
-    finally:
-        if r != 1:
-            lib.tern_py_local_unlink(local.ptr, w)
+    while lib.tern_py_local_run(local.ptr, w, 200) != 1:
+        pass
 
 
 def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[ProgressCallback],
@@ -147,13 +147,12 @@ def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[Progres
             if local.ptr is None or local.closing:
                 raise ClosedError("the client is closed", 0, "ESHUTDOWN", url)
             check(lib.tern_py_waiter_arm(w, req, 1 if progress is not None else 0), "callbacks")
-            rc = lib.tern_py_local_submit(local.ptr, w, req)
-            if rc == lib.TERN_ESHUTDOWN:
-                raise ClosedError("the client is closed", 0, "ESHUTDOWN", url)
-            check(rc, "submit")
             vals = (ffi.new("int *"), ffi.new("uint64_t *"), ffi.new("uint64_t *")) if progress else None
-            r = 0
             try:
+                rc = lib.tern_py_local_submit(local.ptr, w, req)
+                if rc == lib.TERN_ESHUTDOWN:
+                    raise ClosedError("the client is closed", 0, "ESHUTDOWN", url)
+                check(rc, "submit")
                 while True:
                     r = lib.tern_py_local_run(local.ptr, w, 200)
                     if r == 1:
@@ -163,7 +162,10 @@ def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[Progres
                 if progress is not None:
                     _report(w, progress, req, vals)  # type: ignore[arg-type]
             except BaseException:
-                _abandon_local(local, w, req, r)
+                try:
+                    _abandon_local(local, w, req)
+                finally:
+                    lib.tern_py_local_unlink(local.ptr, w)  # a no-op once run saw it complete
                 raise
             return _finish_local(local, slot.scratch, req, url, path)
     finally:
@@ -183,17 +185,24 @@ def run_plain(local: LocalEngine, tpl: Template, method: bytes, url: str) -> Opt
             if ptr is None or local.closing:
                 return None
             cell = slot.cell
-            r = lib.tern_py_local_go(ptr, w, tpl.c, url.encode(), method, cell, 200)
-            if r < 0:
-                return None
+            cell[0] = ffi.NULL  # go sets it; an exception before go ran finds nothing there
+            try:
+                r = lib.tern_py_local_go(ptr, w, tpl.c, url.encode(), method, cell, 200)
+                if r < 0:
+                    return None
+                while r != 1:
+                    r = lib.tern_py_local_run(ptr, w, 200)
+            except BaseException:
+                req = cell[0]
+                if req != ffi.NULL:
+                    try:
+                        _abandon_local(local, w, req)
+                    finally:
+                        lib.tern_py_local_unlink(ptr, w)
+                        lib.tern_request_free(req)
+                raise
             req = cell[0]
             try:
-                try:
-                    while r != 1:
-                        r = lib.tern_py_local_run(ptr, w, 200)
-                except BaseException:
-                    _abandon_local(local, w, req, r)
-                    raise
                 return _finish_local(local, slot.scratch, req, url, None)
             finally:
                 lib.tern_request_free(req)
@@ -394,8 +403,9 @@ class Client:
 
         Raises a :class:`TernError` subclass when no response arrives.
         """
-        req = new_request()
+        cell = request_cell()
         try:
+            req = new_request(cell)
             full = prepare(
                 req, self._options, method, url, params=params, headers=headers,
                 content=content, data=data, json=json, files=files, auth=auth, timeout=timeout,
@@ -403,7 +413,8 @@ class Client:
             )
             return self._run(req, full, progress)
         finally:
-            lib.tern_request_free(req)
+            if cell[0] != ffi.NULL:  # inline: a function call here could be cut at its start
+                lib.tern_request_free(cell[0])
 
     def download(
         self,
@@ -435,8 +446,9 @@ class Client:
         alone and keeps its body (up to 1 MiB) in ``response.content``. The returned response
         has ``path`` set and an empty ``content`` on success.
         """
-        req = new_request()
+        cell = request_cell()
         try:
+            req = new_request(cell)
             p = os.fspath(path)
             full = prepare(
                 req, self._options, method, url, params=params, headers=headers, auth=auth,
@@ -446,7 +458,8 @@ class Client:
             )
             return self._run(req, full, progress, path=p)
         finally:
-            lib.tern_request_free(req)
+            if cell[0] != ffi.NULL:
+                lib.tern_request_free(cell[0])
 
     def get(self, url: str, **kwargs: Any) -> Response:
         """A GET request (see :meth:`request` for the arguments)."""

@@ -492,10 +492,19 @@ def _auth(auth: AuthTypes) -> Optional[Tuple[str, str, int]]:
 _ca_is_dir: Dict[Any, bool] = {}
 
 
-def new_request() -> Any:
-    reqp = ffi.new("tern_request_t **")
-    check(lib.tern_request_new(reqp), "tern_request_new")
-    return reqp[0]
+def request_cell() -> Any:
+    """A cell for one request (NULL until :func:`new_request` fills it), so that the
+    ``finally`` that frees it finds the request even when an exception (a signal handler's) is
+    raised as tern_request_new returns."""
+    return ffi.new("tern_request_t *[1]")
+
+
+def new_request(cell: Any = None) -> Any:
+    if cell is None:
+        cell = request_cell()
+    check(lib.tern_request_new(cell), "tern_request_new")
+    return cell[0]
+
 
 
 def prepare(
