@@ -144,6 +144,7 @@ int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir);
 int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
                                      const char *key_file, const char *password);
 int tern_request_set_buffer_size(tern_request_t *req, size_t bytes);
+void tern_request_set_user_data(tern_request_t *req, void *user_data);
 
 int tern_request_get_status(const tern_request_t *req);
 const char *tern_request_get_reason(const tern_request_t *req);
@@ -206,7 +207,16 @@ size_t tern_py_response_take(const tern_request_t *req, tern_py_response *out, c
  * timeouts (ms, 0: none) and redirects (max, or -1: not followed). */
 int tern_py_setup(tern_request_t *req, const char *url, const char *method, uint64_t connect_ms,
                   uint64_t headers_ms, uint64_t body_ms, uint64_t total_ms, int follow_max);
-/* asyncio: completions and progress reach Python on the engine's thread. */
+/* asyncio: completions queued in C for the event loop, which reads them in batches when an
+ * eventfd says there are some (no Python, no GIL on the engine's thread). */
+typedef struct tern_py_queue tern_py_queue;
+tern_py_queue *tern_py_queue_new(void);
+int tern_py_queue_fd(tern_py_queue *q);
+int tern_py_queue_arm(tern_py_queue *q, tern_request_t *req, int64_t id);
+size_t tern_py_queue_take(tern_py_queue *q, int64_t *ids, int *statuses, size_t cap);
+void tern_py_queue_free(tern_py_queue *q);
+/* asyncio with a progress callback (or a loop without add_reader): completions and progress
+ * reach Python on the engine's thread. */
 extern "Python" void _tern_async_complete(tern_request_t *req, int status, void *user_data);
 extern "Python" int _tern_async_progress(tern_request_t *req, tern_progress_state state,
                                          int percent, uint64_t done, uint64_t total,
@@ -564,6 +574,99 @@ static int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_t
   }
   *out = req;
   return tern_py_local_run(l, w, slice_ms);
+}
+
+/* ---- asyncio completions, queued for the event loop ---- */
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+typedef struct tern_py_queue {
+  pthread_mutex_t mu;
+  int fd;         /* eventfd: readable while entries wait (written once per batch) */
+  int signaled;
+  size_t len, cap;
+  int64_t *ids;
+  int *statuses;
+} tern_py_queue;
+static tern_py_queue *tern_py_queue_new(void) {
+  tern_py_queue *q = calloc(1, sizeof *q);
+  if (!q) return NULL;
+  q->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  q->cap = 256;
+  q->ids = malloc(q->cap * sizeof *q->ids);
+  q->statuses = malloc(q->cap * sizeof *q->statuses);
+  if (q->fd < 0 || !q->ids || !q->statuses) {
+    if (q->fd >= 0) close(q->fd);
+    free(q->ids);
+    free(q->statuses);
+    free(q);
+    return NULL;
+  }
+  pthread_mutex_init(&q->mu, NULL);
+  return q;
+}
+static int tern_py_queue_fd(tern_py_queue *q) {
+  return q->fd;
+}
+/* On the engine's thread: the request's id joins the queue; the first of a batch wakes the
+ * loop. */
+static void tern_py_queue_on_complete(tern_request_t *req, int status, void *user_data) {
+  tern_py_queue *q = user_data;
+  int64_t id = (int64_t)(intptr_t)tern_request_get_user_data(req);
+  pthread_mutex_lock(&q->mu);
+  if (q->len == q->cap) {
+    size_t cap = q->cap * 2;
+    int64_t *ids = realloc(q->ids, cap * sizeof *ids);
+    if (ids) q->ids = ids;
+    int *st = ids ? realloc(q->statuses, cap * sizeof *st) : NULL;
+    if (st) q->statuses = st;
+    if (ids && st) q->cap = cap;
+  }
+  if (q->len < q->cap) {
+    q->ids[q->len] = id;
+    q->statuses[q->len] = status;
+    q->len++;
+  }
+  if (!q->signaled) {
+    uint64_t one = 1;
+    ssize_t w = write(q->fd, &one, sizeof one);
+    (void)w;
+    q->signaled = 1;
+  }
+  pthread_mutex_unlock(&q->mu);
+}
+/* Before submit: the request completes into q under id. */
+static int tern_py_queue_arm(tern_py_queue *q, tern_request_t *req, int64_t id) {
+  tern_request_set_user_data(req, (void *)(intptr_t)id);
+  return tern_request_set_complete_cb(req, tern_py_queue_on_complete, q);
+}
+/* On the loop's thread: up to cap completions, oldest first; once the queue is empty the
+ * eventfd is read back to not readable. */
+static size_t tern_py_queue_take(tern_py_queue *q, int64_t *ids, int *statuses, size_t cap) {
+  pthread_mutex_lock(&q->mu);
+  size_t n = q->len < cap ? q->len : cap;
+  memcpy(ids, q->ids, n * sizeof *ids);
+  memcpy(statuses, q->statuses, n * sizeof *statuses);
+  q->len -= n;
+  memmove(q->ids, q->ids + n, q->len * sizeof *q->ids);
+  memmove(q->statuses, q->statuses + n, q->len * sizeof *q->statuses);
+  if (q->len == 0 && q->signaled) {
+    uint64_t v;
+    ssize_t r = read(q->fd, &v, sizeof v);
+    (void)r;
+    q->signaled = 0;
+  }
+  pthread_mutex_unlock(&q->mu);
+  return n;
+}
+/* Only once no request armed with q can complete any more (its engine freed). */
+static void tern_py_queue_free(tern_py_queue *q) {
+  if (!q) return;
+  close(q->fd);
+  pthread_mutex_destroy(&q->mu);
+  free(q->ids);
+  free(q->statuses);
+  free(q);
 }
 
 /* The latest report of one phase (0 upload, 1 download) if it changed since the last take. */

@@ -52,6 +52,25 @@ def test_async_plain_calls_send_the_clients_headers_as_they_change(servers):
     assert first["x-a"] == "1" and second["x-a"] == "2"
 
 
+def test_one_client_on_several_loops_and_its_completion_queues_go_with_it(servers):
+    # Completions reach each event loop through a queue and an eventfd of its own; closing the
+    # client frees them (an unclosed loop's on that loop, a closed loop's at once).
+    import os
+
+    client = tern.AsyncClient()
+    fds = len(os.listdir("/proc/self/fd"))
+
+    async def one():
+        return (await client.get(servers.nginx("/1k.bin"))).status_code
+
+    assert run(one()) == 200
+    assert run(one()) == 200  # a second loop
+    assert len(client._completers) == 2
+    run(client.aclose())
+    assert not client._completers
+    assert len(os.listdir("/proc/self/fd")) <= fds
+
+
 def test_many_concurrent_requests_share_few_connections(servers):
     async def main():
         async with tern.AsyncClient(max_connections_per_origin=8) as client:

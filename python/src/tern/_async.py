@@ -93,25 +93,98 @@ def _call_progress(cb: ProgressCallback, report: Progress) -> None:
         )
 
 
+class _Completer:
+    """One client's completions for one event loop, without Python on the engine's thread: the
+    engine's thread queues each request's id and status in C (tern_py_queue) and writes an
+    eventfd once per batch; the loop reads the batch when the eventfd is readable (add_reader)
+    and resolves the futures. The C queue is freed only after the client's engine (detach)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        q = lib.tern_py_queue_new()
+        if q == ffi.NULL:
+            raise MemoryError("tern: cannot make a completion queue")
+        self.q: Any = q
+        self.loop = loop
+        self.fd = lib.tern_py_queue_fd(q)
+        self.futures: Dict[int, "asyncio.Future[int]"] = {}
+        self.ids = ffi.new("int64_t[]", 256)
+        self.statuses = ffi.new("int[]", 256)
+        try:
+            loop.add_reader(self.fd, self.drain)
+        except BaseException:
+            lib.tern_py_queue_free(q)
+            raise
+
+    def drain(self) -> None:
+        q, ids, statuses, futures = self.q, self.ids, self.statuses, self.futures
+        while q is not None:
+            n = lib.tern_py_queue_take(q, ids, statuses, 256)
+            for i in range(n):
+                fut = futures.pop(ids[i], None)
+                if fut is not None and not fut.done():
+                    fut.set_result(statuses[i])
+            if n < 256:
+                break
+
+    def detach(self) -> None:
+        """On the loop's thread, once the engine is freed: the last completions, then the
+        queue goes."""
+        if self.q is None:
+            return
+        try:
+            self.drain()
+        finally:
+            q, self.q = self.q, None
+            try:
+                self.loop.remove_reader(self.fd)
+            except Exception:  # noqa: BLE001  (a closed loop has nothing registered)
+                pass
+            lib.tern_py_queue_free(q)
+
+
+def _close(handle: EngineHandle, completers: Dict[Any, _Completer]) -> None:
+    """The client's finalizer: frees the engine (its thread joined: no completion comes after),
+    then hands each completion queue to its loop to detach (or detaches it here when the loop
+    is closed)."""
+    handle.close()
+    for loop, comp in list(completers.items()):
+        completers.pop(loop, None)
+        try:
+            if loop.is_closed():
+                raise RuntimeError("closed")
+            loop.call_soon_threadsafe(comp.detach)
+        except RuntimeError:
+            comp.detach()
+
+
 async def run_async(handle: EngineHandle, req: Any, url: str,
-                    progress: Optional[ProgressCallback], path: Optional[str] = None) -> Response:
+                    progress: Optional[ProgressCallback], path: Optional[str] = None,
+                    completer: Optional[_Completer] = None) -> Response:
     loop = asyncio.get_running_loop()
     fut: "asyncio.Future[int]" = loop.create_future()
     rid = next(_ids)
-    ud = ffi.cast("void *", rid)
-    check(lib.tern_request_set_complete_cb(req, lib._tern_async_complete, ud), "callbacks")
-    if progress is not None:
-        check(lib.tern_request_set_progress_cb(req, lib._tern_async_progress, ud), "callbacks")
-    _pending[rid] = (loop, fut, progress)
+    pending: Dict[int, Any]
+    if completer is not None and progress is None and completer.q is not None:
+        check(lib.tern_py_queue_arm(completer.q, req, rid), "callbacks")
+        pending = completer.futures
+        pending[rid] = fut
+    else:
+        ud = ffi.cast("void *", rid)
+        check(lib.tern_request_set_complete_cb(req, lib._tern_async_complete, ud), "callbacks")
+        if progress is not None:
+            check(lib.tern_request_set_progress_cb(req, lib._tern_async_progress, ud),
+                  "callbacks")
+        pending = _pending
+        pending[rid] = (loop, fut, progress)
     try:
         handle.submit(req, url)
     except BaseException:
-        _pending.pop(rid, None)
+        pending.pop(rid, None)
         raise
     try:
         status = await fut
     except BaseException:  # the task was canceled: so is the request
-        _pending.pop(rid, None)
+        pending.pop(rid, None)
         lib.tern_request_cancel(req)
         raise
     if status:
@@ -122,9 +195,10 @@ async def run_async(handle: EngineHandle, req: Any, url: str,
 class AsyncClient:
     """The asyncio form of :class:`Client`: same arguments, awaitable methods.
 
-    ``async with tern.AsyncClient() as client: r = await client.get(url)``. Completions reach
-    the event loop through ``loop.call_soon_threadsafe`` from the engine's thread; nothing
-    blocks the loop. Canceling the awaiting task cancels the request in the engine.
+    ``async with tern.AsyncClient() as client: r = await client.get(url)``. Completions are
+    queued in C by the engine's thread and read by the event loop in batches (an eventfd it
+    watches with ``add_reader``); nothing blocks the loop. Canceling the awaiting task cancels
+    the request in the engine.
     """
 
     def __init__(
@@ -164,11 +238,24 @@ class AsyncClient:
             max_active_requests=max_active_requests, idle_timeout=idle_timeout,
             buffer_size=buffer_size, resolve=resolve,
         )
-        self._finalizer = weakref.finalize(self, self._handle.close)
+        # Completion queues per event loop (None: the loop has no add_reader).
+        self._completers: Dict[Any, _Completer] = {}
+        self._no_reader: Dict[Any, None] = {}
+        self._finalizer = weakref.finalize(self, _close, self._handle, self._completers)
         self._download_buffer = _core.DOWNLOAD_BUFFER if buffer_size is None else None
         # A plain call's template, as Client's (made again when the headers change).
         self._tpl: Optional[_core.Template] = None
         self._tpl_items: Any = None
+
+    def _completer(self) -> Optional[_Completer]:
+        loop = asyncio.get_running_loop()
+        comp = self._completers.get(loop)
+        if comp is None and loop not in self._no_reader and self._handle.ptr is not None:
+            try:
+                comp = self._completers[loop] = _Completer(loop)
+            except (NotImplementedError, OSError, MemoryError):
+                self._no_reader[loop] = None
+        return comp
 
     async def _plain(self, method: str, url: str) -> Response:
         """A request with nothing but the client's defaults (no keyword argument): made and
@@ -182,7 +269,8 @@ class AsyncClient:
             cell = _core.request_cell()
             try:
                 if lib.tern_py_make_plain(tpl.c, url.encode(), _core.METHODS[method], cell) == 0:
-                    return await run_async(self._handle, cell[0], url, None)
+                    return await run_async(self._handle, cell[0], url, None,
+                                           completer=self._completer())
             finally:
                 if cell[0] != ffi.NULL:
                     lib.tern_request_free(cell[0])
@@ -242,7 +330,8 @@ class AsyncClient:
                 content=content, data=data, json=json, files=files, auth=auth, timeout=timeout,
                 follow_redirects=follow_redirects, verify=verify, cert=cert, proxy=proxy,
             )
-            return await run_async(self._handle, req, full, progress)
+            return await run_async(self._handle, req, full, progress,
+                                   completer=self._completer())
         finally:
             if cell[0] != ffi.NULL:  # inline: a function call here could be cut at its start
                 lib.tern_request_free(cell[0])
@@ -277,7 +366,8 @@ class AsyncClient:
                 proxy=proxy, download=(p, offset, end, 1 if resume else 0),
                 download_buffer=self._download_buffer,
             )
-            return await run_async(self._handle, req, full, progress, path=p)
+            return await run_async(self._handle, req, full, progress, path=p,
+                                   completer=self._completer())
         finally:
             if cell[0] != ffi.NULL:  # inline: a function call here could be cut at its start
                 lib.tern_request_free(cell[0])

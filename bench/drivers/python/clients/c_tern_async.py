@@ -1,6 +1,7 @@
 """tern-python, asyncio: one tern.AsyncClient (at most C connections per origin), C tasks on
-the default asyncio loop sharing the N requests; completions reach the loop through
-call_soon_threadsafe from the engine's thread. Downloads: AsyncClient.download."""
+the default asyncio loop sharing the N requests; completions are queued in C by the engine's
+thread and read by the loop in batches (an eventfd under add_reader). Downloads:
+AsyncClient.download."""
 
 import asyncio
 import os
