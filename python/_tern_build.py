@@ -26,6 +26,7 @@ RESPONSE_STRUCT = r"""typedef struct {
   int status;
   int error;
   int http_minor;
+  int http_version;
   unsigned redirects;
   int reused;
   uint64_t offset;
@@ -483,6 +484,7 @@ static size_t tern_py_response_take(const tern_request_t *req, tern_py_response 
   out->status = tern_request_get_status(req);
   out->error = tern_request_get_error(req);
   out->http_minor = tern_request_get_http_minor(req);
+  out->http_version = tern_request_get_http_version(req);
   out->redirects = tern_request_get_redirect_count(req);
   out->reused = tern_request_is_reused(req);
   out->offset = tern_request_get_offset(req);

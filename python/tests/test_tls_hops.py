@@ -32,6 +32,19 @@ def test_https_with_the_test_ca(servers):
             c.get(servers.https("TLS_PORT", "/1k.bin"))
 
 
+def test_http2_over_tls(servers):
+    # nginx's h2 listener: ALPN picks HTTP/2, the response says so, requests share the connection.
+    with tern.Client(verify=servers.must("CA_PEM")) as c:
+        r = c.get(servers.https("H2_TLS_PORT", "/1k.bin"))
+        again = c.get(servers.https("H2_TLS_PORT", "/1k.bin"))
+    assert r.http_version == "HTTP/2" and r.status_code == 200
+    assert sha(r.content) == servers.must("SHA_1K")
+    assert again.http_version == "HTTP/2" and again.reused_connection
+    # The HTTP/1.1-only listener still answers in HTTP/1.1.
+    r = tern.get(servers.https("TLS_PORT", "/1k.bin"), verify=servers.must("CA_PEM"))
+    assert r.http_version == "HTTP/1.1"
+
+
 @pytest.mark.parametrize("key,name", [
     ("TLS_SELFSIGNED_PORT", None),
     ("TLS_EXPIRED_PORT", "ETLSCERTEXPIRED"),

@@ -662,6 +662,10 @@ def take(req: Any, scratch: Scratch) -> int:
     return int(n)
 
 
+# tern_request_get_http_version's values as the response names them (0: no head arrived).
+_HTTP_VERSIONS = {10: "HTTP/1.0", 11: "HTTP/1.1", 20: "HTTP/2"}
+
+
 def build_response(scratch: Scratch, n: int, path: Optional[str] = None) -> Response:
     """The Response of a request whose fields :func:`take` put in ``scratch`` (the body is
     copied from the request, which must not be freed before)."""
@@ -683,8 +687,7 @@ def build_response(scratch: Scratch, n: int, path: Optional[str] = None) -> Resp
     r.content = ffi.unpack(info.body, body_len) if body_len else b""
     r.url = strings[1]
     r.reason_phrase = strings[0]
-    minor = info.http_minor
-    r.http_version = "HTTP/1.1" if minor == 1 else f"HTTP/1.{minor}" if minor >= 0 else ""
+    r.http_version = _HTTP_VERSIONS.get(info.http_version, "")
     elapsed = info.elapsed
     r.elapsed = elapsed if elapsed > 0.0 else 0.0
     r.num_redirects = info.redirects
