@@ -28,6 +28,8 @@ import Darwin
 package final class CacheEntry: Sendable {
     /// The stored head (after any 304 refreshes).
     package let head: CachedHead
+    /// What the freshness rules need of the head, worked out once (``StoredFacts``).
+    package let facts: StoredFacts
     /// The entry file's path (it may be gone by the time it is read; use the methods).
     package let path: String
     /// Where the body starts in the file, and its length.
@@ -40,6 +42,8 @@ package final class CacheEntry: Sendable {
     /// Set for entries held by the store's memory layer: the body, once read, stays here.
     let keepsBody: Bool
     private let memoryBody = Locked<Data?>(nil)
+    /// The fields last served (``servedFields(now:)``), by their Age.
+    private let served = Locked<(age: Int, fields: HTTPFields, contentLength: Int64?)?>(nil)
     /// The last-use stamp this process last gave the file through this entry (0: none yet), in
     /// nanoseconds; guarded by the store's state lock (see ``CacheStore/touch(_:)``).
     nonisolated(unsafe) var lastStamp: Int64 = 0
@@ -47,6 +51,7 @@ package final class CacheEntry: Sendable {
     init(head: CachedHead, path: String, prefix: CacheFile.Prefix, inode: UInt64, fd: Int32, keepsBody: Bool = false) {
         self.keepsBody = keepsBody
         self.head = head
+        self.facts = StoredFacts(head)
         self.path = path
         self.bodyOffset = prefix.bodyOffset
         self.bodyLength = prefix.bodyLength
@@ -56,6 +61,19 @@ package final class CacheEntry: Sendable {
     }
 
     deinit { close(fd) }
+
+    /// The stored fields as a hit serves them at `now`, with an `Age` field (RFC 9111 5.1),
+    /// and the `Content-Length` they give. Made once per Age value: an entry held by the store
+    /// answers the hits of one second with the same fields, not a copy each.
+    package func servedFields(now: Date) -> (fields: HTTPFields, contentLength: Int64?) {
+        let age = CacheRules.ageSeconds(head, facts: facts, now: now)
+        if let memo = served.withLock({ $0 }), memo.age == age { return (memo.fields, memo.contentLength) }
+        var fields = head.headers
+        fields[.age] = String(age)
+        let length = fields[.contentLength].flatMap { Int64($0) }
+        served.withLock { $0 = (age, fields, length) }
+        return (fields, length)
+    }
 
     /// The whole body in memory, its checksum verified.
     ///

@@ -156,7 +156,8 @@ public final class HTTPCache: Sendable {
     ) -> (entry: CacheEntry?, decision: CacheDecision) {
         let behaviour = behaviour(for: policy)
         let entry = behaviour.read == .never ? nil : lookup(url: url, request: request)
-        let decision = CacheRules.decide(method: method, request: request, stored: entry?.head, behaviour: behaviour, now: now)
+        let decision = CacheRules.decide(
+            method: method, request: request, stored: entry?.head, facts: entry?.facts, behaviour: behaviour, now: now)
         return (entry, decision)
     }
 
