@@ -226,7 +226,7 @@ package final class CacheWriter: @unchecked Sendable {
         if !writeAll(prefix, at: 0) { fail("write") }
         if failure == nil, store.syncsToDisk, fsync(fd) != 0 { fail("fsync") }
         store.stampUse(fd)
-        if failure == nil, rename(temporary, destination) != 0 { fail("rename") }
+        if failure == nil, !store.moveIntoPlace(temporary, destination) { fail("rename") }
         if let failure {
             discard()
             throw failure
@@ -342,12 +342,8 @@ package final class CacheStore: Sendable {
                 throw TernError(code: .fileWriteFailed, message: "create cache folder \(dir): \(String(cString: strerror(errno)))")
             }
         }
-        for bucket in 0..<256 {
-            let dir = folder + "/entries/" + Self.hex2(bucket)
-            if mkdir(dir, 0o700) != 0, errno != EEXIST {
-                throw TernError(code: .fileWriteFailed, message: "create cache folder \(dir): \(String(cString: strerror(errno)))")
-            }
-        }
+        // The 256 bucket folders are made as entries first go into them (moveIntoPlace): no
+        // 256 mkdir calls each time a process opens the cache.
         let fd = open(folder + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw TernError(code: .fileWriteFailed, message: "create \(folder)/lock: \(String(cString: strerror(errno)))")
@@ -597,6 +593,14 @@ package final class CacheStore: Sendable {
     }
 
     // MARK: Writing
+
+    /// Renames a written file to its entry path, making the bucket folder on its first entry.
+    fileprivate func moveIntoPlace(_ temporary: String, _ destination: String) -> Bool {
+        if rename(temporary, destination) == 0 { return true }
+        guard errno == ENOENT, let slash = destination.utf8.lastIndex(of: UInt8(ascii: "/")) else { return false }
+        if mkdir(String(destination[..<slash]), 0o700) != 0, errno != EEXIST { return false }
+        return rename(temporary, destination) == 0
+    }
 
     /// Starts writing a response under `head` (its key and Vary values name the entry).
     /// `expectedLength` (Content-Length) only decides the body's alignment.
