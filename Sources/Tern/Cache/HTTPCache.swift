@@ -61,6 +61,9 @@ public final class HTTPCache: Sendable {
     ///   - memoryLimit: The bytes of response bodies kept in memory as well, for the most
     ///     recently used entries (0, the default: none). Entries read from memory are still
     ///     checked against the folder, so another process's newer entry is never shadowed.
+    ///     Either way the most recently used entries stay open with their head parsed (at
+    ///     most 64 with bodies up to 1 MiB without a memory limit), so a hit reads only the
+    ///     body.
     ///   - syncsToDisk: Whether each entry is flushed to disk before it becomes visible, so
     ///     that it is also whole or absent after a power loss (the default). Without it an
     ///     entry is still whole or absent after a crash of the process.
