@@ -34,7 +34,13 @@ private func decide(
     _ head: CachedHead?, _ request: [(String, String)] = [], method: HTTPRequest.Method = .get,
     now: TimeInterval, behaviour: HTTPCache.Behaviour = .standard
 ) -> CacheDecision {
-    CacheRules.decide(method: method, request: fields(request), stored: head, behaviour: behaviour, now: at(now))
+    let decision = CacheRules.decide(method: method, request: fields(request), stored: head, behaviour: behaviour, now: at(now))
+    // A held entry decides from facts worked out when it was opened: always the same answer.
+    let fromFacts = CacheRules.decide(
+        method: method, request: fields(request), stored: head, facts: head.map(StoredFacts.init), behaviour: behaviour,
+        now: at(now))
+    #expect(fromFacts == decision, "StoredFacts decide as the head itself does")
+    return decision
 }
 
 extension TernTests {
@@ -142,6 +148,7 @@ extension TernTests {
             // corrected_initial_age = max(apparent 2, 10 + delay 2) = 12; resident 5.
             #expect(CacheRules.currentAge(head, now: at(7)) == 17)
             #expect(CacheRules.ageField(head, now: at(7)) == "17")
+            #expect(CacheRules.ageSeconds(head, facts: StoredFacts(head), now: at(7)) == 17)
             // A Date in the future of the receipt makes no negative age.
             let skewed = stored([("Date", httpDate(at(100)))])
             #expect(CacheRules.currentAge(skewed, now: at(1)) == 1)

@@ -166,6 +166,70 @@ extension TernTests {
             #expect(store.lookup(key: "http://m.test/big", request: [:])?.keepsBody == false)
         }
 
+        @Test func entriesAreHeldWithoutAMemoryLayer() throws {
+            // No memory limit: recently used entries are still held open with their parsed head
+            // (not their body), reused while the path names the same file.
+            let store = try makeStore(limit: 8 << 20)
+            defer { removeTree(store.folder) }
+            try store.store(head: head("http://h.test/a"), body: bytes(1000))
+            let first = try #require(store.lookup(key: "http://h.test/a", request: [:]))
+            #expect(!first.keepsBody)
+            let second = try #require(store.lookup(key: "http://h.test/a", request: [:]))
+            #expect(first === second, "the held entry is reused while the file is the same")
+            #expect(try second.readBody() == bytes(1000), "the body is read from the file each time")
+
+            // Replaced behind the store's back (another process renames a new file into place):
+            // the new file wins.
+            let other = try makeStore()
+            defer { removeTree(other.folder) }
+            let replacement = try other.store(head: head("http://h.test/a"), body: bytes(700, seed: 5))
+            #expect(rename(replacement.path, first.path) == 0)
+            let third = try #require(store.lookup(key: "http://h.test/a", request: [:]))
+            #expect(third !== first)
+            #expect(try third.readBody() == bytes(700, seed: 5))
+            // Removed behind its back: not served from the held entry.
+            #expect(unlink(third.path) == 0)
+            #expect(store.lookup(key: "http://h.test/a", request: [:]) == nil)
+
+            // The store's own writes and removals drop what they replace at once.
+            try store.store(head: head("http://h.test/b"), body: bytes(100))
+            let b = try #require(store.lookup(key: "http://h.test/b", request: [:]))
+            try store.store(head: head("http://h.test/b"), body: bytes(200, seed: 1))
+            let b2 = try #require(store.lookup(key: "http://h.test/b", request: [:]))
+            #expect(b2 !== b)
+            #expect(try b2.readBody() == bytes(200, seed: 1))
+            store.remove(key: "http://h.test/b")
+            #expect(store.lookup(key: "http://h.test/b", request: [:]) == nil)
+
+            // Large bodies are not held without a memory layer (a held descriptor would keep an
+            // evicted file on disk).
+            try store.store(head: head("http://h.test/big"), body: bytes(Int(CacheStore.heldBodyLimit) + 1))
+            let big = try #require(store.lookup(key: "http://h.test/big", request: [:]))
+            #expect(store.lookup(key: "http://h.test/big", request: [:]) !== big)
+        }
+
+        @Test func repeatedHitsKeepTheLeastRecentlyUsedOrder() throws {
+            // Hits of the entry that already has the process's latest stamp do not write its
+            // inode again; a use of another entry in between does re-stamp it.
+            let store = try makeStore()
+            defer { removeTree(store.folder) }
+            try store.store(head: head("http://s.test/a"), body: bytes(10))
+            try store.store(head: head("http://s.test/b"), body: bytes(10))
+            func mtime(_ entry: CacheEntry) -> Int64 {
+                var info = stat()
+                _ = stat(entry.path, &info)
+                return Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+            }
+            let a = try #require(store.lookup(key: "http://s.test/a", request: [:]))
+            let stamped = mtime(a)
+            _ = store.lookup(key: "http://s.test/a", request: [:])
+            #expect(mtime(a) == stamped, "still the most recent use: no new stamp")
+            let b = try #require(store.lookup(key: "http://s.test/b", request: [:]))
+            #expect(mtime(b) > stamped)
+            _ = store.lookup(key: "http://s.test/a", request: [:])
+            #expect(mtime(a) > mtime(b), "used after b: stamped after it")
+        }
+
         @Test func damagedFilesAreNeverServed() throws {
             let store = try makeStore()
             defer { removeTree(store.folder) }

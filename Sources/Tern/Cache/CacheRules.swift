@@ -66,6 +66,25 @@ package enum CacheDecision: Sendable, Equatable {
     case unavailable
 }
 
+/// What the rules need of a stored head that does not change with time: its `Cache-Control`,
+/// freshness lifetime and corrected initial age, worked out once per opened entry (the store
+/// holds recently used entries, so one parse answers many hits) instead of on every decision.
+package struct StoredFacts: Sendable {
+    /// The stored response's `Cache-Control` directives.
+    let cacheControl: CacheControl
+    /// ``CacheRules/freshnessLifetime(_:shared:)`` (private cache).
+    let lifetime: TimeInterval
+    /// `corrected_initial_age` (RFC 9111 4.2.3); unused with an expiry override.
+    let initialAge: TimeInterval
+
+    package init(_ stored: CachedHead) {
+        let cc = CacheControl(stored.headers)
+        cacheControl = cc
+        lifetime = CacheRules.freshnessLifetime(stored, cacheControl: cc)
+        initialAge = stored.expiresOverride == nil ? CacheRules.correctedInitialAge(stored) : 0
+    }
+}
+
 /// RFC 9111 for a private (single-user) cache, as pure functions.
 package enum CacheRules {
     /// Statuses whose responses are heuristically cacheable (RFC 9110 15.1).
@@ -77,6 +96,7 @@ package enum CacheRules {
         "connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade",
         "proxy-authenticate", "proxy-authorization", "trailer",
     ]
+    private static let pragma = HTTPField.Name("Pragma")!
     /// The longest heuristic freshness lifetime granted from `Last-Modified` (one week).
     package static let heuristicCap: TimeInterval = 7 * 86400
 
@@ -84,9 +104,9 @@ package enum CacheRules {
 
     /// The primary cache key: the absolute URI without its fragment.
     package static func key(for url: URL) -> String {
-        var text = url.absoluteString
-        if let hash = text.firstIndex(of: "#") { text = String(text[..<hash]) }
-        return text
+        let text = url.absoluteString
+        guard let hash = text.utf8.firstIndex(of: UInt8(ascii: "#")) else { return text }
+        return String(text[..<hash])
     }
 
     /// The `Vary` field names of a response, lower-cased; `nil` for `Vary: *`.
@@ -171,8 +191,12 @@ package enum CacheRules {
 
     /// The freshness lifetime in seconds (4.2.1), the heuristic (4.2.2) included.
     package static func freshnessLifetime(_ stored: CachedHead, shared: Bool = false) -> TimeInterval {
+        freshnessLifetime(stored, shared: shared, cacheControl: nil)
+    }
+
+    static func freshnessLifetime(_ stored: CachedHead, shared: Bool = false, cacheControl: CacheControl?) -> TimeInterval {
         if let override = stored.expiresOverride { return override.timeIntervalSince(stored.responseTime) }
-        let cc = CacheControl(stored.headers)
+        let cc = cacheControl ?? CacheControl(stored.headers)
         if shared, let s = cc.sharedMaxAge { return TimeInterval(s) }
         if let maxAge = cc.maxAge { return TimeInterval(maxAge) }
         let expiresLines = stored.headers[values: .expires]
@@ -211,7 +235,7 @@ package enum CacheRules {
     }
 
     /// `corrected_initial_age` of RFC 9111 4.2.3.
-    private static func apparentAgeBase(_ stored: CachedHead) -> TimeInterval {
+    static func correctedInitialAge(_ stored: CachedHead) -> TimeInterval {
         let apparentAge = max(0, stored.responseTime.timeIntervalSince(dateValue(stored)))
         let responseDelay = stored.responseTime.timeIntervalSince(stored.requestTime)
         let correctedAgeValue = ageValue(stored.headers) + responseDelay
@@ -220,27 +244,38 @@ package enum CacheRules {
 
     /// The current age (RFC 9111 4.2.3), in seconds.
     package static func currentAge(_ stored: CachedHead, now: Date) -> TimeInterval {
+        currentAge(stored, facts: nil, now: now)
+    }
+
+    /// ``currentAge(_:now:)`` with the stored head's facts already worked out (or `nil`).
+    static func currentAge(_ stored: CachedHead, facts: StoredFacts?, now: Date) -> TimeInterval {
         // An override counts from when the response arrived, whatever Age and Date said.
         if stored.expiresOverride != nil { return max(0, now.timeIntervalSince(stored.responseTime)) }
-        return apparentAgeBase(stored) + now.timeIntervalSince(stored.responseTime)
+        return (facts?.initialAge ?? correctedInitialAge(stored)) + now.timeIntervalSince(stored.responseTime)
     }
 
     /// The `Age` value to send with a response served from the cache.
     package static func ageField(_ stored: CachedHead, now: Date) -> String {
-        String(max(0, Int(currentAge(stored, now: now).rounded(.down))))
+        String(ageSeconds(stored, now: now))
+    }
+
+    /// The whole seconds of the `Age` value to send (``ageField(_:now:)``).
+    package static func ageSeconds(_ stored: CachedHead, facts: StoredFacts? = nil, now: Date) -> Int {
+        max(0, Int(currentAge(stored, facts: facts, now: now).rounded(.down)))
     }
 
     /// Lifetime minus age: positive while fresh, the staleness (negated) after.
-    package static func remainingFreshness(_ stored: CachedHead, now: Date) -> TimeInterval {
-        freshnessLifetime(stored) - currentAge(stored, now: now)
+    package static func remainingFreshness(_ stored: CachedHead, facts: StoredFacts? = nil, now: Date) -> TimeInterval {
+        (facts?.lifetime ?? freshnessLifetime(stored)) - currentAge(stored, facts: facts, now: now)
     }
 
     // MARK: Reuse (RFC 9111 4)
 
     /// What to do with a GET or HEAD `request` given the `stored` response matching its key
-    /// (or none), under the resolved `behaviour`.
+    /// (or none), under the resolved `behaviour`. `facts` are the stored head's
+    /// (``StoredFacts``), when already worked out.
     package static func decide(
-        method: HTTPRequest.Method, request: HTTPFields, stored: CachedHead?,
+        method: HTTPRequest.Method, request: HTTPFields, stored: CachedHead?, facts: StoredFacts? = nil,
         behaviour: HTTPCache.Behaviour = .standard, now: Date
     ) -> CacheDecision {
         let requestCC = CacheControl(request)
@@ -249,10 +284,13 @@ package enum CacheRules {
               let stored, varyMatches(stored, request: request) else {
             return onlyIfCached ? .unavailable : .fetch
         }
-        if behaviour.read == .anyStored { return .useStored(stale: remainingFreshness(stored, now: now) <= 0) }
-        if !behaviour.mayLoad { return .useStored(stale: remainingFreshness(stored, now: now) <= 0) }
+        let facts = facts ?? StoredFacts(stored)
+        if behaviour.read == .anyStored {
+            return .useStored(stale: remainingFreshness(stored, facts: facts, now: now) <= 0)
+        }
+        if !behaviour.mayLoad { return .useStored(stale: remainingFreshness(stored, facts: facts, now: now) <= 0) }
 
-        let cc = CacheControl(stored.headers)
+        let cc = facts.cacheControl
         // Worked out only when needed: a fresh hit, the common answer, parses no validator.
         var revalidate: CacheDecision {
             let conditions = conditionalFields(stored)
@@ -267,12 +305,12 @@ package enum CacheRules {
             return .useStored(stale: false)
         }
         let pragmaNoCache = !request.contains(.cacheControl)
-            && request[values: HTTPField.Name("Pragma")!].contains { $0.lowercased().contains("no-cache") }
+            && request[values: pragma].contains { $0.lowercased().contains("no-cache") }
         if cc.noCache || requestCC.noCache || pragmaNoCache {
             return onlyIfCached ? .unavailable : revalidate
         }
-        let age = currentAge(stored, now: now)
-        let lifetime = freshnessLifetime(stored)
+        let age = currentAge(stored, facts: facts, now: now)
+        let lifetime = facts.lifetime
         let remaining = lifetime - age
         var acceptable = remaining > 0
         if let maxAge = requestCC.maxAge, age > TimeInterval(maxAge) { acceptable = false }

@@ -28,6 +28,8 @@ import Darwin
 package final class CacheEntry: Sendable {
     /// The stored head (after any 304 refreshes).
     package let head: CachedHead
+    /// What the freshness rules need of the head, worked out once (``StoredFacts``).
+    package let facts: StoredFacts
     /// The entry file's path (it may be gone by the time it is read; use the methods).
     package let path: String
     /// Where the body starts in the file, and its length.
@@ -40,10 +42,16 @@ package final class CacheEntry: Sendable {
     /// Set for entries held by the store's memory layer: the body, once read, stays here.
     let keepsBody: Bool
     private let memoryBody = Locked<Data?>(nil)
+    /// The fields last served (``servedFields(now:)``), by their Age.
+    private let served = Locked<(age: Int, fields: HTTPFields, contentLength: Int64?)?>(nil)
+    /// The last-use stamp this process last gave the file through this entry (0: none yet), in
+    /// nanoseconds; guarded by the store's state lock (see ``CacheStore/touch(_:)``).
+    nonisolated(unsafe) var lastStamp: Int64 = 0
 
     init(head: CachedHead, path: String, prefix: CacheFile.Prefix, inode: UInt64, fd: Int32, keepsBody: Bool = false) {
         self.keepsBody = keepsBody
         self.head = head
+        self.facts = StoredFacts(head)
         self.path = path
         self.bodyOffset = prefix.bodyOffset
         self.bodyLength = prefix.bodyLength
@@ -53,6 +61,19 @@ package final class CacheEntry: Sendable {
     }
 
     deinit { close(fd) }
+
+    /// The stored fields as a hit serves them at `now`, with an `Age` field (RFC 9111 5.1),
+    /// and the `Content-Length` they give. Made once per Age value: an entry held by the store
+    /// answers the hits of one second with the same fields, not a copy each.
+    package func servedFields(now: Date) -> (fields: HTTPFields, contentLength: Int64?) {
+        let age = CacheRules.ageSeconds(head, facts: facts, now: now)
+        if let memo = served.withLock({ $0 }), memo.age == age { return (memo.fields, memo.contentLength) }
+        var fields = head.headers
+        fields[.age] = String(age)
+        let length = fields[.contentLength].flatMap { Int64($0) }
+        served.withLock { $0 = (age, fields, length) }
+        return (fields, length)
+    }
 
     /// The whole body in memory, its checksum verified.
     ///
@@ -205,7 +226,7 @@ package final class CacheWriter: @unchecked Sendable {
         if !writeAll(prefix, at: 0) { fail("write") }
         if failure == nil, store.syncsToDisk, fsync(fd) != 0 { fail("fsync") }
         store.stampUse(fd)
-        if failure == nil, rename(temporary, destination) != 0 { fail("rename") }
+        if failure == nil, !store.moveIntoPlace(temporary, destination) { fail("rename") }
         if let failure {
             discard()
             throw failure
@@ -285,14 +306,29 @@ package final class CacheStore: Sendable {
     /// since (by any process), and otherwise pays one stat instead of a listing.
     private let listings = Locked<[String: (changed: timespec, names: [String])]>([:])
 
-    /// Recently used entries kept open (head parsed, body kept once read), by path. An entry
-    /// is reused only while the path still names the same inode; the open descriptor pins the
-    /// inode, so its number cannot be recycled for another file meanwhile.
+    /// Recently used entries kept open with their head parsed (and, with a memory limit, their
+    /// body once read), by path, so that a hit costs one `stat` of the path instead of an
+    /// open, a read and a parse of the head. An entry is reused only while the path still
+    /// names the same inode; the open descriptor pins the inode, so its number cannot be
+    /// recycled for another file meanwhile, and files are never modified in place.
     private struct MemoryLayer {
         var items: [String: (entry: CacheEntry, lastUse: UInt64)] = [:]
+        /// The bytes of the bodies held (entries that keep theirs).
         var bytes = 0
         var clock: UInt64 = 0
     }
+
+    /// Without a memory limit, at most this many entries are held (heads only), and only
+    /// those whose body is at most ``heldBodyLimit``: a held descriptor keeps an entry another
+    /// process evicted on disk until it is dropped here, so what it can pin stays small.
+    static let heldEntriesWithoutMemory = 64
+    static let heldBodyLimit: Int64 = 1 << 20
+    /// With a memory limit, at most this many entries are held (each an open descriptor).
+    static let heldEntriesWithMemory = 1024
+    /// A hit re-stamps the last use of an entry that already has this process's latest stamp
+    /// only once this much time has passed (ns): the order of this process's uses stays exact,
+    /// and against other processes' it is at most this late.
+    static let restampInterval: Int64 = 1_000_000_000
 
     /// Opens (creating if needed) a store in `folder`, removes what killed writers left and
     /// evicts down to `sizeLimit`.
@@ -306,12 +342,8 @@ package final class CacheStore: Sendable {
                 throw TernError(code: .fileWriteFailed, message: "create cache folder \(dir): \(String(cString: strerror(errno)))")
             }
         }
-        for bucket in 0..<256 {
-            let dir = folder + "/entries/" + Self.hex2(bucket)
-            if mkdir(dir, 0o700) != 0, errno != EEXIST {
-                throw TernError(code: .fileWriteFailed, message: "create cache folder \(dir): \(String(cString: strerror(errno)))")
-            }
-        }
+        // The 256 bucket folders are made as entries first go into them (moveIntoPlace): no
+        // 256 mkdir calls each time a process opens the cache.
         let fd = open(folder + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw TernError(code: .fileWriteFailed, message: "create \(folder)/lock: \(String(cString: strerror(errno)))")
@@ -327,14 +359,19 @@ package final class CacheStore: Sendable {
         return String([digits[n >> 4], digits[n & 15]])
     }
 
+    /// 16 lower-case hex digits.
     static func hex(_ value: UInt64) -> String {
-        let s = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - s.count) + s
+        String(unsafeUninitializedCapacity: 16) { buffer in
+            let digits: StaticString = "0123456789abcdef"
+            for i in 0..<16 { buffer[i] = digits.utf8Start[Int((value >> (60 - 4 * UInt64(i))) & 15)] }
+            return 16
+        }
     }
 
     /// The file name prefix of a key's entries ("<K>.") and its bucket folder.
     private func location(key: String) -> (bucket: String, stem: String) {
-        let k = Self.hex(CacheChecksum.of(Array(key.utf8)))
+        var key = key
+        let k = Self.hex(key.withUTF8 { CacheChecksum.of(UnsafeRawBufferPointer($0)) })
         return (folder + "/entries/" + String(k.prefix(2)), k + ".")
     }
 
@@ -381,7 +418,25 @@ package final class CacheStore: Sendable {
 
     /// The stored response `request` selects by its `Vary` values, the most recent first.
     package func lookup(key: String, request: HTTPFields) -> CacheEntry? {
-        let candidates = entries(key: key).filter { CacheRules.varyMatches($0.head, request: request) }
+        let (bucket, stem) = location(key: key)
+        // A response without Vary (`<K>.0`) is stored only after every variant of its key was
+        // removed, and a variant's commit removes it: when it is there, it is the answer, with
+        // no look at the bucket for variants (a race of two processes' stores may leave both
+        // for an instant; either is a valid stored response).
+        if let plain = openEntry(path: bucket + "/" + stem + "0", key: key),
+            CacheRules.varyMatches(plain.head, request: request)
+        {
+            touch(plain)
+            return plain
+        }
+        var candidates: [CacheEntry] = []
+        for name in names(in: bucket) where name.hasPrefix(stem) && name != stem + "0" {
+            if let entry = openEntry(path: bucket + "/" + name, key: key),
+                CacheRules.varyMatches(entry.head, request: request)
+            {
+                candidates.append(entry)
+            }
+        }
         guard let best = candidates.max(by: { $0.head.responseTime < $1.head.responseTime }) else { return nil }
         touch(best)
         return best
@@ -391,69 +446,117 @@ package final class CacheStore: Sendable {
     package func touch(_ entry: CacheEntry) {
         // Through the descriptor the entry holds: no reopen. Should the path have been replaced
         // meanwhile, the stamp lands on the old, unlinked file, where it is harmless.
-        stampUse(entry.fd)
+        stampUse(entry.fd, entry: entry)
     }
 
     /// Sets a file's mtime to now, strictly later than the last stamp this process gave.
-    func stampUse(_ fd: Int32) {
+    /// With `entry` (the file's opened entry), skipped when that entry already has this
+    /// process's latest stamp, given less than ``restampInterval`` ago: no use of another
+    /// entry came in between, so the order of uses is unchanged (repeated hits of one entry
+    /// then cost no inode update each).
+    func stampUse(_ fd: Int32, entry: CacheEntry? = nil) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         var ns = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-        ns = state.withLock { s in
+        let stamp: Int64? = state.withLock { s in
+            if let entry, entry.lastStamp != 0, entry.lastStamp == s.lastStamp,
+                ns - s.lastStamp < Self.restampInterval
+            {
+                return nil
+            }
             if ns <= s.lastStamp { ns = s.lastStamp + 1 }
             s.lastStamp = ns
+            entry?.lastStamp = ns
             return ns
         }
-        let stamp = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
-        var times = [stamp, stamp]
-        _ = futimens(fd, &times)
+        guard let stamp else { return }
+        let time = timespec(tv_sec: Int(stamp / 1_000_000_000), tv_nsec: Int(stamp % 1_000_000_000))
+        withUnsafeTemporaryAllocation(of: timespec.self, capacity: 2) { times in
+            times[0] = time
+            times[1] = time
+            _ = futimens(fd, times.baseAddress)
+        }
     }
 
     private func openEntry(path: String, key: String) -> CacheEntry? {
-        if memoryLimit > 0 {
+        let held: CacheEntry? = memory.withLock { m in
+            guard m.items[path] != nil else { return nil }
+            m.clock += 1
+            m.items[path]!.lastUse = m.clock
+            return m.items[path]!.entry
+        }
+        if let held {
+            // The path must still name the held file (another process may have replaced or
+            // removed it); the held descriptor pins the inode, so equal numbers mean that file.
             var info = stat()
-            guard stat(path, &info) == 0 else {
-                forget(path)
-                return nil
-            }
-            let held: CacheEntry? = memory.withLock { m in
-                guard let item = m.items[path], item.entry.inode == UInt64(info.st_ino) else { return nil }
-                m.clock += 1
-                m.items[path]?.lastUse = m.clock
-                return item.entry
-            }
-            if let held { return held.head.key == key ? held : nil }
+            let found = stat(path, &info) == 0
+            if found, UInt64(info.st_ino) == held.inode { return held.head.key == key ? held : nil }
+            forget(path, entry: held)
+            if !found, errno == ENOENT { return nil }
         }
         guard let entry = openFile(path: path, key: key) else { return nil }
-        if memoryLimit > 0 { remember(entry) }
+        remember(entry)
         return entry
     }
 
-    private func forget(_ path: String) {
-        memory.withLock { m in
-            if let item = m.items.removeValue(forKey: path) { m.bytes -= Int(item.entry.bodyLength) }
+    /// Drops the held entry of `path` (only `entry`, when given).
+    private func forget(_ path: String, entry: CacheEntry? = nil) {
+        let dropped: CacheEntry? = memory.withLock { m in
+            guard let item = m.items[path], entry == nil || item.entry === entry else { return nil }
+            m.items.removeValue(forKey: path)
+            m.bytes -= Self.heldBytes(item.entry)
+            return item.entry
         }
+        _ = dropped  // released (and its descriptor closed) outside the lock
     }
 
-    /// Holds an entry in the memory layer, dropping the least recently used beyond the limit
-    /// (bodies count by their length; at most 1024 entries, each an open descriptor).
+    /// Drops every held entry.
+    private func forgetAll() {
+        let dropped = memory.withLock { m in
+            defer { m = MemoryLayer() }
+            return m.items
+        }
+        _ = dropped
+    }
+
+    private static func heldBytes(_ entry: CacheEntry) -> Int { entry.keepsBody ? Int(entry.bodyLength) : 0 }
+
+    /// Holds an entry, dropping the least recently used beyond the limits: bodies count by
+    /// their length against ``memoryLimit``; at most ``heldEntriesWithMemory`` entries (each an
+    /// open descriptor), or without a memory limit ``heldEntriesWithoutMemory`` small ones.
     private func remember(_ entry: CacheEntry) {
-        guard entry.keepsBody else { return }
+        let limit = memoryLimit > 0 ? Self.heldEntriesWithMemory : Self.heldEntriesWithoutMemory
+        guard entry.keepsBody || entry.bodyLength <= Self.heldBodyLimit else { return }
+        var dropped: [CacheEntry] = []
         memory.withLock { m in
-            if let old = m.items[entry.path] { m.bytes -= Int(old.entry.bodyLength) }
+            if let old = m.items[entry.path] {
+                m.bytes -= Self.heldBytes(old.entry)
+                dropped.append(old.entry)
+            }
             m.clock += 1
             m.items[entry.path] = (entry, m.clock)
-            m.bytes += Int(entry.bodyLength)
-            while m.bytes > memoryLimit || m.items.count > 1024,
+            m.bytes += Self.heldBytes(entry)
+            while m.bytes > memoryLimit || m.items.count > limit,
                   let oldest = m.items.min(by: { $0.value.lastUse < $1.value.lastUse }) {
                 m.items.removeValue(forKey: oldest.key)
-                m.bytes -= Int(oldest.value.entry.bodyLength)
+                m.bytes -= Self.heldBytes(oldest.value.entry)
+                dropped.append(oldest.value.entry)
             }
         }
     }
 
+    /// `O_NOATIME` (Linux): reads of an entry do not update its access time, an inode write
+    /// per hit otherwise (last use is the mtime, set explicitly). Refused (EPERM) for files of
+    /// another user, which are then opened without it.
+    #if os(Linux)
+    private static let noAccessTime: Int32 = 0o1_000_000
+    #else
+    private static let noAccessTime: Int32 = 0
+    #endif
+
     private func openFile(path: String, key: String) -> CacheEntry? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        var fd = open(path, O_RDONLY | O_CLOEXEC | Self.noAccessTime)
+        if fd < 0, errno == EPERM { fd = open(path, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else { return nil }
         var keep = false
         defer { if !keep { close(fd) } }
@@ -491,6 +594,14 @@ package final class CacheStore: Sendable {
 
     // MARK: Writing
 
+    /// Renames a written file to its entry path, making the bucket folder on its first entry.
+    fileprivate func moveIntoPlace(_ temporary: String, _ destination: String) -> Bool {
+        if rename(temporary, destination) == 0 { return true }
+        guard errno == ENOENT, let slash = destination.utf8.lastIndex(of: UInt8(ascii: "/")) else { return false }
+        if mkdir(String(destination[..<slash]), 0o700) != 0, errno != EEXIST { return false }
+        return rename(temporary, destination) == 0
+    }
+
     /// Starts writing a response under `head` (its key and Vary values name the entry).
     /// `expectedLength` (Content-Length) only decides the body's alignment.
     package func makeWriter(head: CachedHead, expectedLength: Int64? = nil) throws(TernError) -> CacheWriter {
@@ -527,11 +638,16 @@ package final class CacheStore: Sendable {
     fileprivate func committed(_ entry: CacheEntry, size: Int64) {
         let (bucket, stem) = location(key: entry.head.key)
         let mine = entry.path.split(separator: "/").last.map(String.init) ?? ""
+        forget(entry.path)  // the file held for this path, if any, was just replaced
         if mine == stem + "0" {
             // A response without Vary replaces every variant.
-            for name in listDirectory(bucket) where name.hasPrefix(stem) && name != mine { unlink(bucket + "/" + name) }
+            for name in listDirectory(bucket) where name.hasPrefix(stem) && name != mine {
+                unlink(bucket + "/" + name)
+                forget(bucket + "/" + name)
+            }
         } else {
             unlink(bucket + "/" + stem + "0")
+            forget(bucket + "/" + stem + "0")
         }
         let over = state.withLock { s in
             s.estimate += size
@@ -558,7 +674,10 @@ package final class CacheStore: Sendable {
         let (bucket, stem) = location(key: key)
         for name in listDirectory(bucket) where name.hasPrefix(stem) {
             // Check the key: another key may share the hash.
-            if let entry = openEntry(path: bucket + "/" + name, key: key) { unlink(entry.path) }
+            if let entry = openEntry(path: bucket + "/" + name, key: key) {
+                unlink(entry.path)
+                forget(entry.path)
+            }
         }
     }
 
@@ -569,6 +688,7 @@ package final class CacheStore: Sendable {
                 let dir = folder + "/entries/" + Self.hex2(bucket)
                 for name in listDirectory(dir) { unlink(dir + "/" + name) }
             }
+            forgetAll()
             removeAbandonedTemporaries()
             state.withLock { $0.estimate = 0 }
         }
@@ -605,6 +725,7 @@ package final class CacheStore: Sendable {
                     files.sort { $0.lastUse < $1.lastUse }
                     for file in files where total > target {
                         if unlink(file.path) == 0 || errno == ENOENT { total -= file.size }
+                        forget(file.path)
                     }
                 }
                 state.withLock { $0.estimate = total }

@@ -61,6 +61,9 @@ public final class HTTPCache: Sendable {
     ///   - memoryLimit: The bytes of response bodies kept in memory as well, for the most
     ///     recently used entries (0, the default: none). Entries read from memory are still
     ///     checked against the folder, so another process's newer entry is never shadowed.
+    ///     Either way the most recently used entries stay open with their head parsed (at
+    ///     most 64 with bodies up to 1 MiB without a memory limit), so a hit reads only the
+    ///     body.
     ///   - syncsToDisk: Whether each entry is flushed to disk before it becomes visible, so
     ///     that it is also whole or absent after a power loss (the default). Without it an
     ///     entry is still whole or absent after a crash of the process.
@@ -156,7 +159,8 @@ public final class HTTPCache: Sendable {
     ) -> (entry: CacheEntry?, decision: CacheDecision) {
         let behaviour = behaviour(for: policy)
         let entry = behaviour.read == .never ? nil : lookup(url: url, request: request)
-        let decision = CacheRules.decide(method: method, request: request, stored: entry?.head, behaviour: behaviour, now: now)
+        let decision = CacheRules.decide(
+            method: method, request: request, stored: entry?.head, facts: entry?.facts, behaviour: behaviour, now: now)
         return (entry, decision)
     }
 

@@ -350,8 +350,7 @@ extension Execution {
     /// a network response; `nil` when the stored body cannot be read (then the network answers).
     func responseFromCache(_ entry: CacheEntry, streamed: Bool = false) -> Response? {
         let head = entry.head
-        var fields = head.headers
-        fields[.age] = CacheRules.ageField(head, now: Date())
+        let (fields, contentLength) = entry.servedFields(now: Date())
         let isHead = plan.method == "HEAD"
         var data = Data()
         var downloadFile: String?
@@ -367,7 +366,7 @@ extension Execution {
         let length = UInt64(isHead ? 0 : entry.bodyLength)
         let responseHead = ResponseHead(
             status: head.status, reason: head.reason, httpVersion: .http1_1, fields: fields,
-            contentLength: fields[.contentLength].flatMap { Int64($0) }, isReused: false)
+            contentLength: contentLength, isReused: false)
         request.storage.withLock { s in
             s.outcome.head = responseHead
             s.outcome.data = data
