@@ -39,14 +39,13 @@ static pthread_mutex_t index_lock = PTHREAD_MUTEX_INITIALIZER;
  * passes the view's read position, except by what OpenSSL could write without reading from the
  * view: plaintext it already decrypted (SSL_pending), the start of a record it has taken in
  * part (`partial`), and ciphertext kept aside here (`held`). Their sum is the gap
- * (tern__tls_read_gap): conn.c reads ciphertext that far past c->len, and when it could not
- * (no room), the bytes are copied aside (`held`) and OpenSSL reads them from there, as from a
- * memory BIO. */
+ * (tern__tls_read_gap): conn.c reads ciphertext that far past c->len; when it could not (no
+ * room), the bytes are copied aside (`held`) and OpenSSL reads them from there. */
 struct tern__tls_in {
   const char *view; /* ciphertext in c->buf not yet read by OpenSSL, during tern__tls_recv */
   size_t view_len;
-  char *held; /* ciphertext kept aside: [held_off, held_len) not yet read */
-  size_t held_off, held_len, held_cap;
+  char *held; /* ciphertext kept aside, not yet read (the front is read first) */
+  size_t held_len, held_cap;
   /* TLS framing of what OpenSSL has read: bytes of the record it is inside, and its length */
   size_t partial, rec_len;
   unsigned char hdr[5];
@@ -73,12 +72,11 @@ static int in_read(BIO *b, char *out, int len) {
   struct tern__tls_in *in = BIO_get_data(b);
   BIO_clear_retry_flags(b);
   size_t want = len > 0 ? (size_t)len : 0, got = 0;
-  if (in->held_len > in->held_off && want > 0) {
-    size_t k = in->held_len - in->held_off < want ? in->held_len - in->held_off : want;
-    memcpy(out, in->held + in->held_off, k);
-    in->held_off += k;
-    if (in->held_off == in->held_len) in->held_off = in->held_len = 0;
-    got = k;
+  if (in->held_len > 0 && want > 0) { /* rare: no need to avoid moving the rest down */
+    got = in->held_len < want ? in->held_len : want;
+    memcpy(out, in->held, got);
+    memmove(in->held, in->held + got, in->held_len - got);
+    in->held_len -= got;
   }
   if (in->view_len > 0 && want > got) {
     size_t k = in->view_len < want - got ? in->view_len : want - got;
@@ -96,14 +94,10 @@ static int in_read(BIO *b, char *out, int len) {
 }
 
 static long in_ctrl(BIO *b, int cmd, long num, void *ptr) {
-  (void)num;
-  (void)ptr;
-  struct tern__tls_in *in = BIO_get_data(b);
-  switch (cmd) {
-    case BIO_CTRL_PENDING: return in ? (long)(in->held_len - in->held_off + in->view_len) : 0;
-    case BIO_CTRL_FLUSH: return 1;
-    default: return 0;
-  }
+  (void)num, (void)ptr;
+  const struct tern__tls_in *in = BIO_get_data(b);
+  if (cmd == BIO_CTRL_PENDING) return (long)(in->held_len + in->view_len);
+  return cmd == BIO_CTRL_FLUSH; /* nothing else applies */
 }
 
 /* The BIO_METHOD, made on first use and again after a failure (out of memory). */
@@ -130,11 +124,6 @@ static BIO_METHOD *get_in_method(void) {
 /* Keeps n bytes of ciphertext aside, after those already kept. */
 static bool in_hold(struct tern__tls_in *in, const char *p, size_t n) {
   if (n == 0) return true;
-  if (in->held_off > 0) {
-    memmove(in->held, in->held + in->held_off, in->held_len - in->held_off);
-    in->held_len -= in->held_off;
-    in->held_off = 0;
-  }
   if (in->held_cap - in->held_len < n) {
     size_t cap = in->held_len + n;
     char *h = tern__realloc(in->held, cap);
@@ -512,7 +501,14 @@ size_t tern__tls_read_gap(const tern__conn *c) {
   const struct tern__tls_in *in = c->tls_in;
   if (in == NULL) return 0;
   int pending = SSL_pending(c->ssl);
-  return in->partial + (in->held_len - in->held_off) + (pending > 0 ? (size_t)pending : 0);
+  return in->partial + in->held_len + (pending > 0 ? (size_t)pending : 0);
+}
+
+/* Frees OpenSSL's record buffers when they hold nothing, so an idle connection has none. Never
+ * with a record begun or plaintext pending: OpenSSL before 3.0.14 would free them anyway
+ * (CVE-2024-4741). */
+static void release_buffers(tern__conn *c) {
+  if (c->tls_in->partial == 0 && SSL_pending(c->ssl) <= 0) SSL_free_buffers(c->ssl);
 }
 
 /* Drives the handshake and decrypts into buf[base + produced, rcap) until OpenSSL wants more
@@ -583,7 +579,7 @@ int tern__tls_recv_at(tern__conn *c, size_t gap, size_t n) {
     in->held = NULL;
     in->held_cap = 0;
   }
-  SSL_free_buffers(c->ssl); /* only those left empty: an idle connection holds none */
+  release_buffers(c);
   return closed;
 }
 
@@ -604,7 +600,7 @@ int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t
       return TERN_EIO;
     }
   }
-  SSL_free_buffers(c->ssl);
+  release_buffers(c);
   BIO *bio = detach_output(c);
   if (bio == NULL) return TERN_ENOMEM;
   char *data;
@@ -615,7 +611,7 @@ int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t
 }
 
 bool tern__tls_pending(tern__conn *c) {
-  return c->ssl && (SSL_pending(c->ssl) > 0 || c->tls_in->held_len > c->tls_in->held_off);
+  return c->ssl && (SSL_pending(c->ssl) > 0 || c->tls_in->held_len > 0);
 }
 
 /* Keeps a small emptied BIO for the next write; a large one (a body piece) is freed so idle
