@@ -249,7 +249,12 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
   tern__conn *c = h->data;
   size_t room = c->rcap - c->len, piece = piece_of(c, tern__conn_first(c), TERN__RECV);
-  *buf = uv_buf_init(c->buf + c->len, (unsigned)(room < piece ? room : piece));
+  /* On TLS, ciphertext lands past the plaintext OpenSSL may still write before reading it, so
+   * OpenSSL reads it in place (tls.c); with no room for that, at len (OpenSSL copies it). */
+  size_t gap = c->ssl ? tern__tls_read_gap(c) : 0;
+  if (gap >= room) gap = 0;
+  room -= gap;
+  *buf = uv_buf_init(c->buf + c->len + gap, (unsigned)(room < piece ? room : piece));
 }
 
 void tern__conn_consume(tern__conn *c, size_t n) {
@@ -272,7 +277,6 @@ static int after_tls(tern__conn *c, int r) {
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
-  (void)buf;
   tern__conn *c = s->data;
   if (c->state == TERN__CONN_CLOSING) return;
   tern_engine_t *eng = c->engine;
@@ -283,7 +287,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     bool owe = debit(c, tern__conn_first(c), TERN__RECV, (size_t)nread);
     int tls = 0;
     if (c->ssl) {
-      tls = after_tls(c, tern__tls_recv(c, (size_t)nread));
+      tls = after_tls(c,
+                      tern__tls_recv_at(c, (size_t)(buf->base - (c->buf + c->len)), (size_t)nread));
     } else {
       c->len += (size_t)nread;
     }

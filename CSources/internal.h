@@ -804,6 +804,7 @@ struct tern__conn {
   struct bio_st *tls_req_bio;   /* ciphertext of the write under way in write_req */
   struct bio_st *tls_extra_bio; /* handshake or alert bytes under way in tls_wreq */
   struct bio_st *tls_spare_bio; /* an emptied output BIO, reused by the next write */
+  struct tern__tls_in *tls_in;  /* the read BIO's state (tls.c) */
   uv_write_t tls_wreq;
   char *tunnel_head; /* the CONNECT request while it is being written */
 
@@ -1111,6 +1112,12 @@ int tern__tls_start(tern__conn *c);
  * done when c->handshaking turns false). Returns 0, 1 when the peer sent close_notify, or a
  * TERN_E* code (set on the oldest request). */
 int tern__tls_recv(tern__conn *c, size_t n);
+/* The same for ciphertext read `gap` bytes past len, at buf[len + gap, len + gap + n): OpenSSL
+ * reads it in place when gap >= tern__tls_read_gap(c), else from a copy. */
+int tern__tls_recv_at(tern__conn *c, size_t gap, size_t n);
+/* How far past len a read should land for OpenSSL to read it in place: the plaintext OpenSSL
+ * may write before it reads any of it (what it already holds) never reaches it. */
+size_t tern__tls_read_gap(const tern__conn *c);
 /* Handshake or alert bytes OpenSSL produced outside a request write, when no such write is
  * under way: *out is set and 1 returned; the bytes stay owned until tern__tls_output_done. */
 int tern__tls_take_output(tern__conn *c, uv_buf_t *out);

@@ -1,10 +1,8 @@
 /* TLS through OpenSSL over libuv streams.
  *
- * Incoming ciphertext is read into the connection's one buffer and decrypted in place: it is fed
- * to OpenSSL in record-sized pieces, and plaintext is written back at the front of the same
- * region, never past the bytes already fed, so no second buffer is needed and the read BIO never
- * holds more than one piece. Outgoing ciphertext collects in a memory BIO that is detached from
- * the SSL object for each write, so OpenSSL cannot reallocate memory libuv is still sending.
+ * Incoming ciphertext is read into the connection's one buffer and decrypted in place (see
+ * "The read BIO" below). Outgoing ciphertext collects in a memory BIO that is detached from the
+ * SSL object for each write, so OpenSSL cannot reallocate memory libuv is still sending.
  *
  * Contexts (SSL_CTX) are per engine and per distinct TLS settings; sessions are kept per origin
  * so a second connection resumes. */
@@ -25,8 +23,118 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One TLS record plus its header: pieces of this size keep the read BIO small. */
-#define FEED_PIECE (16384 + 512)
+/* The SSL ex_data slot holding the tern__conn. Made on first use and again after a failure
+ * (out of memory), never left at -1 for the process's life as a once-only init would. */
+static atomic_int conn_index = -1;
+static pthread_mutex_t index_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- The read BIO ----
+ *
+ * OpenSSL reads ciphertext from the connection buffer itself (the "view", set only while
+ * tern__tls_recv runs) and writes the plaintext it decrypts at c->len, in the same buffer. That
+ * is safe as long as no plaintext lands on ciphertext OpenSSL has not read yet. Without
+ * read-ahead, OpenSSL reads a record exactly (its 5-byte header, then its body) and writes its
+ * plaintext only once the whole record is read; a record's plaintext is shorter than the record
+ * (no compression: SSL_OP_NO_COMPRESSION). So plaintext written since the view began never
+ * passes the view's read position, except by what OpenSSL could write without reading from the
+ * view: plaintext it already decrypted (SSL_pending), the start of a record it has taken in
+ * part (`partial`), and ciphertext kept aside here (`held`). Their sum is the gap
+ * (tern__tls_read_gap): conn.c reads ciphertext that far past c->len; when it could not (no
+ * room), the bytes are copied aside (`held`) and OpenSSL reads them from there. */
+struct tern__tls_in {
+  const char *view; /* ciphertext in c->buf not yet read by OpenSSL, during tern__tls_recv */
+  size_t view_len;
+  char *held; /* ciphertext kept aside, not yet read (the front is read first) */
+  size_t held_len, held_cap;
+  /* TLS framing of what OpenSSL has read: bytes of the record it is inside, and its length */
+  size_t partial, rec_len;
+  unsigned char hdr[5];
+};
+
+/* Follows the record framing over bytes handed to OpenSSL. */
+static void in_track(struct tern__tls_in *in, const unsigned char *p, size_t n) {
+  while (n > 0) {
+    if (in->partial < 5) {
+      in->hdr[in->partial++] = *p++;
+      n--;
+      if (in->partial == 5) in->rec_len = 5 + ((size_t)in->hdr[3] << 8 | in->hdr[4]);
+    } else {
+      size_t take = in->rec_len - in->partial < n ? in->rec_len - in->partial : n;
+      in->partial += take;
+      p += take;
+      n -= take;
+    }
+    if (in->partial == in->rec_len) in->partial = in->rec_len = 0;
+  }
+}
+
+static int in_read(BIO *b, char *out, int len) {
+  struct tern__tls_in *in = BIO_get_data(b);
+  BIO_clear_retry_flags(b);
+  size_t want = len > 0 ? (size_t)len : 0, got = 0;
+  if (in->held_len > 0 && want > 0) { /* rare: no need to avoid moving the rest down */
+    got = in->held_len < want ? in->held_len : want;
+    memcpy(out, in->held, got);
+    memmove(in->held, in->held + got, in->held_len - got);
+    in->held_len -= got;
+  }
+  if (in->view_len > 0 && want > got) {
+    size_t k = in->view_len < want - got ? in->view_len : want - got;
+    memcpy(out + got, in->view, k);
+    in->view += k;
+    in->view_len -= k;
+    got += k;
+  }
+  if (got == 0) {
+    BIO_set_retry_read(b);
+    return -1;
+  }
+  in_track(in, (const unsigned char *)out, got);
+  return (int)got;
+}
+
+static long in_ctrl(BIO *b, int cmd, long num, void *ptr) {
+  (void)num, (void)ptr;
+  const struct tern__tls_in *in = BIO_get_data(b);
+  if (cmd == BIO_CTRL_PENDING) return (long)(in->held_len + in->view_len);
+  return cmd == BIO_CTRL_FLUSH; /* nothing else applies */
+}
+
+/* The BIO_METHOD, made on first use and again after a failure (out of memory). */
+static BIO_METHOD *_Atomic in_method;
+
+static BIO_METHOD *get_in_method(void) {
+  BIO_METHOD *m = atomic_load(&in_method);
+  if (m) return m;
+  pthread_mutex_lock(&index_lock);
+  m = atomic_load(&in_method);
+  if (m == NULL) { /* a read-only BIO: OpenSSL never writes to the read side */
+    int type = BIO_get_new_index();
+    m = type == -1 ? NULL : BIO_meth_new(type | BIO_TYPE_SOURCE_SINK, "tern ciphertext in");
+    if (m && (BIO_meth_set_read(m, in_read) != 1 || BIO_meth_set_ctrl(m, in_ctrl) != 1)) {
+      BIO_meth_free(m);
+      m = NULL;
+    }
+    atomic_store(&in_method, m);
+  }
+  pthread_mutex_unlock(&index_lock);
+  return m;
+}
+
+/* Keeps n bytes of ciphertext aside, after those already kept. */
+static bool in_hold(struct tern__tls_in *in, const char *p, size_t n) {
+  if (n == 0) return true;
+  if (in->held_cap - in->held_len < n) {
+    size_t cap = in->held_len + n;
+    char *h = tern__realloc(in->held, cap);
+    if (h == NULL) return false;
+    in->held = h;
+    in->held_cap = cap;
+  }
+  memcpy(in->held + in->held_len, p, n);
+  in->held_len += n;
+  return true;
+}
 
 struct tern__tls_ctx {
   tern__list node;
@@ -37,11 +145,6 @@ struct tern__tls_ctx {
   int load_error;      /* TERN_ETLSCAFILE or TERN_ETLSCERTFILE when loading failed */
   char load_msg[512];
 };
-
-/* The SSL ex_data slot holding the tern__conn. Made on first use and again after a failure
- * (out of memory), never left at -1 for the process's life as a once-only init would. */
-static atomic_int conn_index = -1;
-static pthread_mutex_t index_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool have_index(void) {
   if (atomic_load(&conn_index) >= 0) return true;
@@ -116,7 +219,10 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
   char err[160];
   SSL_CTX *ctx = t->ctx;
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  /* No SSL_MODE_RELEASE_BUFFERS: it frees and allocates the read buffer at every record.
+   * tern__tls_recv and tern__tls_encrypt free both buffers when they end empty instead. No
+   * compression: the read BIO relies on plaintext being shorter than its record. */
+  SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION);
   static const unsigned char alpn[] = "\x08http/1.1";
   SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
@@ -238,6 +344,9 @@ void tern__tls_conn_free(tern__conn *c) {
   BIO_free(c->tls_extra_bio);
   BIO_free(c->tls_spare_bio);
   c->tls_req_bio = c->tls_extra_bio = c->tls_spare_bio = NULL;
+  if (c->tls_in) free(c->tls_in->held);
+  free(c->tls_in);
+  c->tls_in = NULL;
 }
 
 static tern_request_t *oldest(tern__conn *c) {
@@ -285,15 +394,20 @@ int tern__tls_start(tern__conn *c) {
     tern__request_set_error(req, t->load_error, "%s", t->load_msg);
     return t->load_error;
   }
+  BIO_METHOD *in_m = get_in_method();
+  if (in_m == NULL) return TERN_ENOMEM;
+  c->tls_in = tern__calloc(1, sizeof *c->tls_in);
+  if (c->tls_in == NULL) return TERN_ENOMEM;
   SSL *ssl = SSL_new(t->ctx);
-  BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
+  BIO *rb = BIO_new(in_m), *wb = BIO_new(BIO_s_mem());
   if (ssl == NULL || rb == NULL || wb == NULL) {
     SSL_free(ssl);
     BIO_free(rb);
     BIO_free(wb);
     return TERN_ENOMEM;
   }
-  BIO_set_mem_eof_return(rb, -1);
+  BIO_set_data(rb, c->tls_in);
+  BIO_set_init(rb, 1);
   BIO_set_mem_eof_return(wb, -1);
   SSL_set_bio(ssl, rb, wb);
   if (SSL_set_ex_data(ssl, conn_index, c) != 1) {
@@ -383,56 +497,93 @@ static int handshake_step(tern__conn *c) {
   return handshake_failed(c, e);
 }
 
-int tern__tls_recv(tern__conn *c, size_t n) {
-  size_t base = c->len, fed = 0, produced = 0;
-  BIO *rb = SSL_get_rbio(c->ssl);
-  int closed = 0;
-  for (;;) {
-    if (c->handshaking) {
-      int r = handshake_step(c);
-      if (r) return r;
-    }
-    /* Plaintext may overwrite only what was already fed to OpenSSL; once everything is fed,
-     * the rest of the buffer is free. */
-    while (!c->handshaking && !closed) {
-      size_t room = fed == n ? c->rcap - (base + produced) : fed - produced;
-      if (room == 0) break;
-      ERR_clear_error();
-      int k = SSL_read(c->ssl, c->buf + base + produced, room > INT_MAX ? INT_MAX : (int)room);
-      if (k > 0) {
-        produced += (size_t)k;
-        continue;
-      }
-      int e = SSL_get_error(c->ssl, k);
-      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) break;
-      if (e == SSL_ERROR_ZERO_RETURN) {
-        closed = 1;
-        break;
-      }
-      c->len = base + produced;
-      tern_request_t *req = oldest(c);
-      /* TLS 1.3 finishes the client's handshake before the server checks its certificate, so
-       * a refused (missing) certificate shows up here, on the first read. */
-      int reason = ERR_GET_REASON(ERR_peek_last_error());
-      int err = reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED ? TERN_ETLSCLIENTCERT : TERN_EIO;
-      char detail[160];
-      openssl_error_string(detail, sizeof detail);
-      if (req) {
-        tern__tls_note(c, req);
-        tern__request_set_error(
-            req, err, "TLS receive from %s failed: %s%s", req->url.hostport, detail,
-            err == TERN_ETLSCLIENTCERT ? " (the server requires a client certificate)" : "");
-      }
-      return err;
-    }
-    if (fed == n) break;
-    size_t piece = n - fed < FEED_PIECE ? n - fed : FEED_PIECE;
-    if (BIO_write(rb, c->buf + base + fed, (int)piece) != (int)piece) return TERN_ENOMEM;
-    fed += piece;
+size_t tern__tls_read_gap(const tern__conn *c) {
+  const struct tern__tls_in *in = c->tls_in;
+  if (in == NULL) return 0;
+  int pending = SSL_pending(c->ssl);
+  return in->partial + in->held_len + (pending > 0 ? (size_t)pending : 0);
+}
+
+/* Frees OpenSSL's record buffers when they hold nothing, so an idle connection has none. Never
+ * with a record begun or plaintext pending: OpenSSL before 3.0.14 would free them anyway
+ * (CVE-2024-4741). */
+static void release_buffers(tern__conn *c) {
+  if (c->tls_in->partial == 0 && SSL_pending(c->ssl) <= 0) SSL_free_buffers(c->ssl);
+}
+
+/* Drives the handshake and decrypts into buf[base + produced, rcap) until OpenSSL wants more
+ * ciphertext or the room is full. */
+static int decrypt(tern__conn *c, size_t base, size_t *produced, int *closed) {
+  if (c->handshaking) {
+    int r = handshake_step(c);
+    if (r) return r;
+    if (c->handshaking) return 0;
   }
+  /* One clear per call, not per record: successful reads leave the queue empty. */
+  ERR_clear_error();
+  for (;;) {
+    size_t room = c->rcap - (base + *produced);
+    if (room == 0) return 0;
+    int k = SSL_read(c->ssl, c->buf + base + *produced, room > INT_MAX ? INT_MAX : (int)room);
+    if (k > 0) {
+      *produced += (size_t)k;
+      continue;
+    }
+    int e = SSL_get_error(c->ssl, k);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return 0;
+    if (e == SSL_ERROR_ZERO_RETURN) {
+      *closed = 1;
+      return 0;
+    }
+    c->len = base + *produced;
+    tern_request_t *req = oldest(c);
+    /* TLS 1.3 finishes the client's handshake before the server checks its certificate, so
+     * a refused (missing) certificate shows up here, on the first read. */
+    int reason = ERR_GET_REASON(ERR_peek_last_error());
+    int err = reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED ? TERN_ETLSCLIENTCERT : TERN_EIO;
+    char detail[160];
+    openssl_error_string(detail, sizeof detail);
+    if (req) {
+      tern__tls_note(c, req);
+      tern__request_set_error(
+          req, err, "TLS receive from %s failed: %s%s", req->url.hostport, detail,
+          err == TERN_ETLSCLIENTCERT ? " (the server requires a client certificate)" : "");
+    }
+    return err;
+  }
+}
+
+int tern__tls_recv_at(tern__conn *c, size_t gap, size_t n) {
+  struct tern__tls_in *in = c->tls_in;
+  size_t base = c->len, produced = 0;
+  const char *cipher = c->buf + base + gap;
+  int closed = 0;
+  /* Read in place when the bytes lie past the gap (the common case); else keep them aside. */
+  if (gap >= tern__tls_read_gap(c)) {
+    in->view = cipher;
+    in->view_len = n;
+  } else if (!in_hold(in, cipher, n)) {
+    return TERN_ENOMEM;
+  }
+  int r = decrypt(c, base, &produced, &closed);
+  /* Whatever OpenSSL did not read (after close_notify or an error) must not stay a view of a
+   * buffer that changes once this returns. */
+  bool kept = r < 0 || in_hold(in, in->view, in->view_len);
+  in->view = NULL;
+  in->view_len = 0;
+  if (r < 0) return r;
+  if (!kept) return TERN_ENOMEM;
   c->len = base + produced;
+  if (in->held_len == 0 && in->held_cap > 0) {
+    free(in->held);
+    in->held = NULL;
+    in->held_cap = 0;
+  }
+  release_buffers(c);
   return closed;
 }
+
+int tern__tls_recv(tern__conn *c, size_t n) { return tern__tls_recv_at(c, 0, n); }
 
 int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t *out) {
   ERR_clear_error();
@@ -449,6 +600,7 @@ int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t
       return TERN_EIO;
     }
   }
+  release_buffers(c);
   BIO *bio = detach_output(c);
   if (bio == NULL) return TERN_ENOMEM;
   char *data;
@@ -459,7 +611,7 @@ int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t
 }
 
 bool tern__tls_pending(tern__conn *c) {
-  return c->ssl && (SSL_pending(c->ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(c->ssl)) > 0);
+  return c->ssl && (SSL_pending(c->ssl) > 0 || c->tls_in->held_len > 0);
 }
 
 /* Keeps a small emptied BIO for the next write; a large one (a body piece) is freed so idle
