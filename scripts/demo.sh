@@ -9,7 +9,9 @@ bash "$(dirname "$0")/setup.sh"
 cd "$ROOT"
 state=$(mktemp -d)
 chmod 755 "$state" # the test servers (Apache as www-data, squid as proxy) read below it
-trap 'python3 Tests/TestServer/servers.py stop "$state" >/dev/null 2>&1 || true; rm -rf "$state"' EXIT
+# By absolute path: the demo works inside $state, where a relative one would not be found and
+# the servers would outlive the demo.
+trap 'python3 "$ROOT/Tests/TestServer/servers.py" stop "$state" >/dev/null 2>&1 || true; rm -rf "$state"' EXIT
 python3 Tests/TestServer/servers.py start "$state" >/dev/null
 source <(grep -E '^(NGINX_PORT|TLS_PORT|CA_PEM|SHA_100M)=' "$state/env")
 cd "$state"
