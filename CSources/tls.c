@@ -424,13 +424,12 @@ int tern__tls_start(tern__conn *c) {
     int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host) : SSL_set1_host(ssl, host);
     if (ok != 1) return TERN_ENOMEM;
   }
-  /* ALPN offers what the origin may speak, HTTP/2 first (RFC 9113 3.2, RFC 7301). */
-  static const unsigned char h2_h1[] = "\x02h2\x08http/1.1", h2[] = "\x02h2", h1[] = "\x08http/1.1";
-  int proto = c->origin->proto;
-  const unsigned char *alpn = proto == TERN__PROTO_ALPN ? h2_h1 : proto == TERN__PROTO_H2 ? h2 : h1;
-  size_t alpn_len = proto == TERN__PROTO_ALPN ? sizeof h2_h1 - 1
-                    : proto == TERN__PROTO_H2 ? sizeof h2 - 1
-                                              : sizeof h1 - 1;
+  /* ALPN offers what the origin may speak, HTTP/2 first (RFC 9113 3.2, RFC 7301). Over TLS an
+   * origin is either TERN__PROTO_ALPN or HTTP/1.1 (prior knowledge is ALPN there). */
+  static const unsigned char h2_h1[] = "\x02h2\x08http/1.1", h1[] = "\x08http/1.1";
+  bool h2 = c->origin->proto == TERN__PROTO_ALPN;
+  const unsigned char *alpn = h2 ? h2_h1 : h1;
+  size_t alpn_len = h2 ? sizeof h2_h1 - 1 : sizeof h1 - 1;
   if (SSL_set_alpn_protos(ssl, alpn, (unsigned)alpn_len) != 0) return TERN_ENOMEM;
   if (c->origin->session) SSL_set_session(ssl, c->origin->session);
   SSL_set_connect_state(ssl);

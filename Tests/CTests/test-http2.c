@@ -516,27 +516,13 @@ TEST(h2_upload_to_disk_and_gzip) {
   size_t zlen = 0;
   const unsigned char *z = tern_request_get_body(req, &zlen);
   ASSERT(zlen > 0 && zlen < size / 4);
-  unsigned char *plain = malloc(size + 1);
-  z_stream zs;
-  memset(&zs, 0, sizeof zs);
-  ASSERT_EQ(inflateInit2(&zs, 15 + 16), Z_OK);
-  zs.next_in = (unsigned char *)z;
-  zs.avail_in = (uInt)zlen;
-  zs.next_out = plain;
-  zs.avail_out = (uInt)size + 1;
-  ASSERT_EQ(inflate(&zs, Z_FINISH), Z_STREAM_END);
-  ASSERT_UEQ(zs.total_out, size);
-  inflateEnd(&zs);
-  char got[65];
-  testsrv_sha256_mem(plain, size, got);
-  ASSERT_STR_EQ(got, want);
+  test_assert_gunzip_sha(z, zlen, size, want);
   tern_request_free(req);
   req = tls_req("H2_TLS_PORT", path);
   ASSERT_EQ(tern_request_set_method(req, "DELETE"), 0);
   test_run(eng, req);
   ASSERT_TERN_ERR(req, 0);
   tern_request_free(req);
-  free(plain);
   free(data);
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
   test_finish(eng);
@@ -1052,6 +1038,17 @@ TEST(h2_through_tunnels) {
     }
     ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_CONNECTIONS_OPENED), 1);
     free(proxy);
+    /* The proxy really is on the way: the same request through a proxy that is not there
+     * fails (it would succeed if the setting were ignored for HTTP/2). */
+    char *dead = test_fmt(proxies[p], 1);
+    tern_request_t *req = tls_req("H2_TLS_PORT", "/64k.txt");
+    ASSERT_EQ(tern_request_set_proxy(req, dead), 0);
+    set_timeouts(req, 10000);
+    test_run(eng, req);
+    ASSERT(tern_request_get_error(req) != 0);
+    ASSERT_EQ(tern_request_get_status(req), 0);
+    tern_request_free(req);
+    free(dead);
     test_finish(eng);
   }
 }

@@ -3,6 +3,8 @@
 
 #include "testutil.h"
 
+#include <zlib.h>
+
 #include "task.h"
 #include "testsrv.h"
 
@@ -221,4 +223,23 @@ char *test_fmt(const char *f, ...) {
   vsnprintf(s, (size_t)n + 1, f, ap);
   va_end(ap);
   return s;
+}
+
+void test_assert_gunzip_sha(const void *z, size_t zlen, size_t size, const char *want) {
+  unsigned char *plain = malloc(size + 1);
+  ASSERT(plain != NULL);
+  z_stream zs;
+  memset(&zs, 0, sizeof zs);
+  ASSERT_EQ(inflateInit2(&zs, 15 + 16), Z_OK);
+  zs.next_in = (unsigned char *)z;
+  zs.avail_in = (uInt)zlen;
+  zs.next_out = plain;
+  zs.avail_out = (uInt)size + 1;
+  ASSERT_EQ(inflate(&zs, Z_FINISH), Z_STREAM_END);
+  ASSERT_UEQ(zs.total_out, size);
+  inflateEnd(&zs);
+  char got[65];
+  testsrv_sha256_mem(plain, size, got);
+  ASSERT_STR_EQ(got, want);
+  free(plain);
 }

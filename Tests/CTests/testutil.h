@@ -76,6 +76,8 @@ void test_assert_nginx_reuse(const tern_request_t *req, int i, char *first_conn,
 
 /* malloc'd $TERN_TEST_TMP/PID-name: parallel tests never share a file, none lands in the tree. */
 char *test_tmp_path(const char *name);
+/* Gunzips z[0, zlen) and asserts it is `size` bytes whose SHA-256 (hex) is `want`. */
+void test_assert_gunzip_sha(const void *z, size_t zlen, size_t size, const char *want);
 
 /* A fixture file the test wrote only in part would make the test check the wrong thing. */
 void test_write_file(const char *path, const void *data, size_t n);
