@@ -78,6 +78,15 @@ int tern_request_get_header_at(const tern_request_t *req, size_t i, const char *
   return 0;
 }
 
+const char *tern_request_get_header_block(const tern_request_t *req, size_t *len) {
+  if (len) *len = 0;
+  if (req == NULL || req->resp.count == 0) return NULL;
+  /* The strings follow the pointer table; the reason follows the last value. */
+  const char *first = ((char **)(void *)req->resp.block)[0];
+  if (len) *len = (size_t)(req->resp.reason - first);
+  return first;
+}
+
 const char *tern_request_get_header(const tern_request_t *req, const char *name) {
   if (req == NULL || name == NULL) return NULL;
   return tern__request_header_value(req, name);

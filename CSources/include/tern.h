@@ -730,6 +730,12 @@ TERN_API size_t tern_request_get_header_count(const tern_request_t *req);
  *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API int tern_request_get_header_at(const tern_request_t *req, size_t i, const char **name,
                                         const char **value);
+/** All response header fields in one block, for a binding that copies them at once and parses
+ *  them later: "name\0value\0" for each field, in the order received (tern_request_get_header_count
+ *  fields); NULL with *len 0 when there are none. Valid until the next hop's head replaces it
+ *  or the request is freed.
+ *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.4. */
+TERN_API const char *tern_request_get_header_block(const tern_request_t *req, size_t *len);
 /** The first response header with this name (case-insensitive), or NULL.
  *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API const char *tern_request_get_header(const tern_request_t *req, const char *name);

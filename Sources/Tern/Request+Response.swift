@@ -13,6 +13,7 @@ struct Outcome: Sendable {
     var startDate: Date?
     var endDate: Date?
     var head: ResponseHead?
+    /// The request head as sent, when no response head carries it.
     var sentHead: String?
     var interimHeads: String?
     var progress = Request.Progress()
@@ -141,7 +142,9 @@ extension Request {
 
     /// The request head as last sent (request line and header fields), once the response
     /// head arrived or the request finished; for logs and curl-style `-v` output.
-    public var sentRequestHead: String? { outcome(\.sentHead) }
+    public var sentRequestHead: String? {
+        storage.withLock { $0.outcome.sentHead ?? $0.outcome.head?.fieldsSource.sentHead }
+    }
 
     /// The interim (1xx) response heads that came before the head of the latest hop, as
     /// received (status line, fields and blank line for each, such as `100 Continue` or

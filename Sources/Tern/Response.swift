@@ -7,6 +7,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import HTTPTypes
+import Synchronization
 
 /// What came back from a successful request: status, header fields, body and measurements.
 ///
@@ -56,7 +57,7 @@ public struct Response: Sendable {
     /// ``httpVersion`` to tell HTTP/2 apart.
     public var httpMinorVersion: Int { httpVersion.minor }
     /// The response header fields, in the order received.
-    public let headerFields: HTTPFields
+    public var headerFields: HTTPFields { head.fields }
     /// The body length the server announced (`Content-Length`, or `Content-Size` with a
     /// chunked body), or `nil` when it did not say.
     public let contentLength: Int64?
@@ -79,7 +80,7 @@ public struct Response: Sendable {
     /// Timings of the final attempt.
     public let timings: Timings
     /// The request head as sent (request line and header fields), for logs.
-    public let sentRequestHead: String?
+    public var sentRequestHead: String? { sentHeadText ?? head.sentHead }
     /// The TLS facts of the connection (version, resumption, client certificate asked),
     /// or `nil` for plain HTTP.
     public let tlsInfo: TLSInfo?
@@ -93,6 +94,11 @@ public struct Response: Sendable {
     /// True when the server answered before the request body was sent, so the body was
     /// skipped (see ``Request/expectContinue``).
     public let isRequestBodySkipped: Bool
+
+    /// The header fields (and the request head) as copied from the engine, decoded when read.
+    let head: HeadFields
+    /// A request head known as text, for a response whose ``head`` does not carry one.
+    let sentHeadText: String?
 
     /// The status code, such as 200.
     public var statusCode: Int { status.code }
@@ -119,4 +125,77 @@ public struct Response: Sendable {
     /// True when the response was compressed (`Content-Encoding` gzip or deflate), whether
     /// or not Tern decoded it (ASIHTTPRequest's `isResponseCompressed`).
     public var isCompressed: Bool { isCompressedEncoding(encoding) }
+}
+
+/// A response head's fields, and the request head that drew it, copied from the engine in one
+/// piece and decoded only when first read: most callers look at the status and the body alone,
+/// and building `HTTPFields` (a `String` and a validated name per field) was the largest single
+/// cost of a small request in Swift.
+final class HeadFields: Sendable {
+    /// The engine's field block ("name\0value\0" per field), then the request head as sent.
+    private let bytes: [UInt8]
+    private let blockLength: Int
+    private let hasSentHead: Bool
+    private let decoded: Mutex<HTTPFields?>
+
+    /// No fields.
+    static let empty = HeadFields(fields: [:])
+
+    /// Fields known already (a stored response).
+    init(fields: HTTPFields) {
+        bytes = []
+        blockLength = 0
+        hasSentHead = false
+        decoded = Mutex(fields)
+    }
+
+    /// Copies the engine's field block and, when given, the request head.
+    init(block: UnsafeRawBufferPointer, sentHead: UnsafeRawBufferPointer?) {
+        let sent = sentHead ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        bytes = [UInt8](unsafeUninitializedCapacity: block.count + sent.count) { buffer, count in
+            let out = UnsafeMutableRawBufferPointer(buffer)
+            if block.count > 0 { out.copyMemory(from: block) }
+            if sent.count > 0 {
+                UnsafeMutableRawBufferPointer(rebasing: out[block.count...]).copyMemory(from: sent)
+            }
+            count = block.count + sent.count
+        }
+        blockLength = block.count
+        hasSentHead = sentHead != nil
+        decoded = Mutex(nil)
+    }
+
+    /// The fields, decoded on first use.
+    var fields: HTTPFields {
+        decoded.withLock { cached in
+            if let cached { return cached }
+            let fields = decode()
+            cached = fields
+            return fields
+        }
+    }
+
+    /// The request head as sent, when it was copied.
+    var sentHead: String? {
+        hasSentHead ? String(decoding: bytes[blockLength...], as: UTF8.self) : nil
+    }
+
+    private func decode() -> HTTPFields {
+        var fields = HTTPFields()
+        bytes.withUnsafeBytes { all in
+            let block = UnsafeRawBufferPointer(rebasing: all[..<blockLength])
+            var at = 0
+            // One C string from `at`, NUL excluded; `at` moves past its NUL.
+            func next() -> UnsafeRawBufferPointer? {
+                guard at < block.count, let end = block[at...].firstIndex(of: 0) else { return nil }
+                defer { at = end + 1 }
+                return UnsafeRawBufferPointer(rebasing: block[at..<end])
+            }
+            while let name = next(), let value = next() {
+                guard let fieldName = HTTPField.Name(String(decoding: name, as: UTF8.self)) else { continue }
+                fields.append(HTTPField(name: fieldName, lenientValue: value))
+            }
+        }
+        return fields
+    }
 }

@@ -63,6 +63,39 @@ TEST(http_memory_body_1k) {
   test_finish(eng);
 }
 
+/* The header block holds every field the per-field getters give, in order, and nothing else. */
+TEST(http_header_block_matches_fields) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
+  ASSERT_EQ(test_run(eng, req), 0);
+  size_t len = 0;
+  const char *block = tern_request_get_header_block(req, &len);
+  size_t count = tern_request_get_header_count(req);
+  ASSERT(count >= 3);
+  ASSERT(block != NULL);
+  size_t at = 0;
+  for (size_t i = 0; i < count; i++) {
+    const char *name = NULL, *value = NULL;
+    ASSERT_EQ(tern_request_get_header_at(req, i, &name, &value), 0);
+    ASSERT(at < len);
+    ASSERT_STR_EQ(block + at, name);
+    at += strlen(name) + 1;
+    ASSERT(at < len);
+    ASSERT_STR_EQ(block + at, value);
+    at += strlen(value) + 1;
+  }
+  ASSERT_EQ(at, len);
+  tern_request_free(req);
+  /* A request with no head has no block. */
+  tern_request_t *fresh = NULL;
+  ASSERT_EQ(tern_request_new(&fresh), 0);
+  len = 7;
+  ASSERT(tern_request_get_header_block(fresh, &len) == NULL);
+  ASSERT_EQ(len, 0);
+  tern_request_free(fresh);
+  test_finish(eng);
+}
+
 typedef struct {
   void *sha_ctx_unused;
   uint64_t bytes;

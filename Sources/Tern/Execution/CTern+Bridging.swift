@@ -617,27 +617,21 @@ extension Execution {
 
     // MARK: - Reading the C request (loop thread, from the callbacks on)
 
-    func readHead(_ h: OpaquePointer, withFields: Bool) -> ResponseHead {
-        var fields = HTTPFields()
-        if withFields {
-            let count = tern_request_get_header_count(h)
-            fields.reserveCapacity(count)
-            for i in 0..<count {
-                var name: UnsafePointer<CChar>?
-                var value: UnsafePointer<CChar>?
-                guard tern_request_get_header_at(h, i, &name, &value) == 0, let name, let value,
-                    let fieldName = HTTPField.Name(String(cString: name))
-                else { continue }
-                let bytes = UnsafeRawBufferPointer(start: value, count: strlen(value))
-                fields.append(HTTPField(name: fieldName, lenientValue: bytes))
-            }
-        }
+    /// The current head, its fields and the request head that drew it copied in one piece
+    /// (decoded only when someone reads them).
+    func readHead(_ h: OpaquePointer) -> ResponseHead {
+        var blockLength = 0
+        let block = tern_request_get_header_block(h, &blockLength)
+        var sentLength = 0
+        let sent = tern_request_get_request_head(h, &sentLength)
         let length = tern_request_get_content_length(h)
         return ResponseHead(
             status: Int(tern_request_get_status(h)),
             reason: String(cString: tern_request_get_reason(h)),
             httpVersion: Self.responseVersion(h),
-            fields: fields,
+            fieldsSource: HeadFields(
+                block: UnsafeRawBufferPointer(start: block, count: block == nil ? 0 : blockLength),
+                sentHead: sent.flatMap { sentLength > 0 ? UnsafeRawBufferPointer(start: $0, count: sentLength) : nil }),
             contentLength: length >= 0 ? length : nil,
             isReused: tern_request_is_reused(h) != 0)
     }
@@ -708,10 +702,10 @@ extension Execution {
         let finalStatus = Int(tern_request_get_status(h))
         var head: ResponseHead?
         if finalStatus != 0 {
-            if let last = local.lastHead, local.lastHeadHasFields, last.status == finalStatus {
+            if let last = local.lastHead, last.status == finalStatus {
                 head = last
             } else {
-                head = readHead(h, withFields: true)
+                head = readHead(h)
             }
         }
         var message = code == 0 ? "" : String(cString: tern_request_get_error_message(h))
@@ -756,7 +750,7 @@ extension Execution {
             timings: Response.Timings(
                 connected: time(TERN_TIME_CONNECTED), sent: time(TERN_TIME_SENT),
                 headers: time(TERN_TIME_HEADERS), total: time(TERN_TIME_END) ?? 0),
-            sentHead: readSentHead(h),
+            sentHead: head == nil ? readSentHead(h) : nil,
             tlsInfo: tlsInfo,
             decodedEncoding: tern_request_get_decoded_encoding(h).map { String(cString: $0) },
             bytesDelivered: tern_request_get_bytes_delivered(h),

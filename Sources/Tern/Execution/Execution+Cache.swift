@@ -365,8 +365,8 @@ extension Execution {
         }
         let length = UInt64(isHead ? 0 : entry.bodyLength)
         let responseHead = ResponseHead(
-            status: head.status, reason: head.reason, httpVersion: .http1_1, fields: fields,
-            contentLength: contentLength, isReused: false)
+            status: head.status, reason: head.reason, httpVersion: .http1_1,
+            fieldsSource: HeadFields(fields: fields), contentLength: contentLength, isReused: false)
         request.storage.withLock { s in
             s.outcome.head = responseHead
             s.outcome.data = data
@@ -380,11 +380,11 @@ extension Execution {
         return Response(
             url: plan.url, originalURL: plan.url, redirectCount: 0,
             status: HTTPResponse.Status(code: head.status, reasonPhrase: head.reason),
-            httpVersion: .http1_1, headerFields: fields, contentLength: responseHead.contentLength,
+            httpVersion: .http1_1, contentLength: responseHead.contentLength,
             offset: 0, bytesReceived: length, data: data, downloadFile: downloadFile,
             isReused: false, isFromCache: true, attempts: 0, timings: Response.Timings(),
-            sentRequestHead: nil, tlsInfo: nil, decodedEncoding: nil, bytesDelivered: length,
-            isRequestBodySkipped: false)
+            tlsInfo: nil, decodedEncoding: nil, bytesDelivered: length,
+            isRequestBodySkipped: false, head: responseHead.fieldsSource, sentHeadText: nil)
     }
 
     /// True for a regular file (false for a device such as /dev/null, or nothing).
@@ -418,17 +418,17 @@ extension Execution {
     private func gatewayTimeout() -> Response {
         request.storage.withLock { s in
             s.outcome.head = ResponseHead(
-                status: 504, reason: "Gateway Timeout", httpVersion: .http1_1, fields: [:], contentLength: 0,
-                isReused: false)
+                status: 504, reason: "Gateway Timeout", httpVersion: .http1_1, fieldsSource: .empty,
+                contentLength: 0, isReused: false)
             s.outcome.data = Data()
         }
         return Response(
             url: plan.url, originalURL: plan.url, redirectCount: 0,
             status: HTTPResponse.Status(code: 504, reasonPhrase: "Gateway Timeout"),
-            httpVersion: .http1_1, headerFields: [:], contentLength: 0, offset: 0, bytesReceived: 0,
+            httpVersion: .http1_1, contentLength: 0, offset: 0, bytesReceived: 0,
             data: Data(), downloadFile: nil, isReused: false, isFromCache: false, attempts: 0,
-            timings: Response.Timings(), sentRequestHead: nil, tlsInfo: nil, decodedEncoding: nil,
-            bytesDelivered: 0, isRequestBodySkipped: false)
+            timings: Response.Timings(), tlsInfo: nil, decodedEncoding: nil,
+            bytesDelivered: 0, isRequestBodySkipped: false, head: .empty, sentHeadText: nil)
     }
 }
 

@@ -51,7 +51,9 @@ struct ResponseHead: Sendable {
     var status: Int
     var reason: String
     var httpVersion: Response.HTTPVersion
-    var fields: HTTPFields
+    /// The fields (and the request head that drew them), decoded when read.
+    var fieldsSource: HeadFields
+    var fields: HTTPFields { fieldsSource.fields }
     var contentLength: Int64?
     var isReused: Bool
 }
@@ -65,6 +67,7 @@ struct AttemptReport: Sendable {
     var contentLength: Int64?
     var offset: UInt64
     var timings: Response.Timings
+    /// The request head as sent, when no response head carries it.
     var sentHead: String?
     var tlsInfo: TLSInfo?
     var decodedEncoding: String?
@@ -130,7 +133,6 @@ final class Execution: @unchecked Sendable {
         var leftOrigin = false
         var authCancelled = false
         var lastHead: ResponseHead?
-        var lastHeadHasFields = false
         /// The C request in flight, from submit to its complete callback.
         var owner: CRequest?
     }
@@ -408,13 +410,10 @@ final class Execution: @unchecked Sendable {
     /// completion.
     func didReceiveHead(_ handle: OpaquePointer, status: Int) -> Bool {
         let challenged = status == 401 || status == 407
-        let wantsFields =
-            deliversOnQueue || handlerGate != nil || (authentication != nil && challenged)
-        let head = readHead(handle, withFields: wantsFields)
+        let head = readHead(handle)
         local.lastHead = head
-        local.lastHeadHasFields = wantsFields
         if let jar = plan.cookieJar, status != 407 {
-            let values = wantsFields ? head.fields[values: .setCookie] : setCookieValues(handle)
+            let values = setCookieValues(handle)
             if !values.isEmpty { _ = jar.store(setCookieHeaders: values, from: local.hopURL) }
         }
         if let auth = authentication, challenged || auth.hasAttempts {
@@ -429,12 +428,11 @@ final class Execution: @unchecked Sendable {
         if let observer, tern_request_is_final_hop(handle) != 0 {
             observer.executionReceivedHead(self, contentLength: head.contentLength)
         }
-        let sent = wantsFields ? readSentHead(handle) : nil
         let interim = readInterimHeads(handle)
         request.storage.withLock { s in
             s.outcome.head = head
             s.outcome.interimHeads = interim
-            if let sent { s.outcome.sentHead = sent }
+            s.outcome.sentHead = nil  // the head carries the request head that drew it
         }
         if let stage = cacheStage,
             cacheHoldsHead(head, status: status, finalHop: tern_request_is_final_hop(handle) != 0, stage: stage)
@@ -571,7 +569,7 @@ final class Execution: @unchecked Sendable {
         let report = makeReport(owner, status: status)
         request.storage.withLock { s in
             s.outcome.head = report.head
-            if let sent = report.sentHead { s.outcome.sentHead = sent }
+            s.outcome.sentHead = report.sentHead
             s.outcome.data = report.data
             s.outcome.bytesReceived = report.bytesReceived
             s.outcome.offset = report.offset
@@ -736,7 +734,6 @@ final class Execution: @unchecked Sendable {
             redirectCount: report.redirectCount,
             status: HTTPResponse.Status(code: head?.status ?? 0, reasonPhrase: head?.reason ?? ""),
             httpVersion: head?.httpVersion ?? .http1_1,
-            headerFields: head?.fields ?? [:],
             contentLength: report.contentLength,
             offset: report.offset,
             bytesReceived: report.bytesReceived,
@@ -746,11 +743,12 @@ final class Execution: @unchecked Sendable {
             isFromCache: false,
             attempts: attempts,
             timings: report.timings,
-            sentRequestHead: report.sentHead,
             tlsInfo: report.tlsInfo,
             decodedEncoding: report.decodedEncoding,
             bytesDelivered: report.bytesDelivered,
-            isRequestBodySkipped: report.bodySkipped)
+            isRequestBodySkipped: report.bodySkipped,
+            head: head?.fieldsSource ?? .empty,
+            sentHeadText: head == nil ? report.sentHead : nil)
     }
 
     private func logSummary(_ result: Result<Response, TernError>, attempts: Int) {
