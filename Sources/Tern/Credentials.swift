@@ -285,6 +285,10 @@ public final class SessionCredentialStore: CredentialStore {
     /// Creates an empty store.
     public init() {}
 
+    /// True when nothing is stored: every request asks the shared store, which most apps
+    /// never fill, so the lookup's URL parsing is skipped then.
+    var isEmpty: Bool { table.withLock { $0.entries.isEmpty } }
+
     /// The credential for `space`'s realm, else the realm-less one of its origin.
     public func credential(for space: ProtectionSpace) -> Credential? {
         table.withLock { $0.entry(for: space)?.credential }
@@ -594,6 +598,14 @@ final class AuthenticationCoordinator: Sendable {
         self.maximumAttempts = maximumAttempts
     }
 
+    /// False only for a store known to be empty (the built-in session store); any other
+    /// store may hold credentials.
+    private static func mayHoldCredentials(_ store: (any CredentialStore)?) -> Bool {
+        guard let store else { return false }
+        if let session = store as? SessionCredentialStore { return !session.isEmpty }
+        return true
+    }
+
     /// A credential to give the engine before the request starts (`tern_request_set_auth`, or
     /// `tern_request_set_proxy_auth` with `isProxy`), from the stores' most recent for the
     /// origin; `nil` when none. With ``AuthenticationScheme/basic`` as the returned scheme,
@@ -606,7 +618,9 @@ final class AuthenticationCoordinator: Sendable {
     func preemptiveCredential(for url: URL, isProxy: Bool)
         -> (credential: Credential, scheme: AuthenticationScheme?)?
     {
-        guard let origin = ProtectionSpace(url: url, isProxy: isProxy) else { return nil }
+        guard Self.mayHoldCredentials(sessionStore) || Self.mayHoldCredentials(persistentStore),
+            let origin = ProtectionSpace(url: url, isProxy: isProxy)
+        else { return nil }
         let found: (ProtectionSpace, Credential, Source)?
         if let (space, credential) = sessionStore?.mostRecentCredential(forOriginOf: origin) {
             found = (space, credential, .sessionStore)

@@ -39,20 +39,20 @@ public struct Response: Sendable {
 
     /// The URL of the final response: the URL requested, or where the redirects led
     /// (curl's `url_effective`), without any `user:password@` part.
-    public let url: URL
+    public var url: URL { storage.url }
     /// The URL as requested, before any redirect, without any `user:password@` part
     /// (ASIHTTPRequest's `originalURL`).
-    public let originalURL: URL
+    public var originalURL: URL { storage.originalURL }
     /// How many redirects were followed to reach ``url`` (0 when none).
-    public let redirectCount: Int
+    public var redirectCount: Int { storage.redirectCount }
     /// The final status, with its reason phrase.
     ///
     /// A download resumed from a file that was already complete needs no exchange and
     /// reports status 0.
-    public let status: HTTPResponse.Status
+    public var status: HTTPResponse.Status { storage.status }
     /// The HTTP version the response came in, such as ``HTTPVersion/http2``
     /// (``HTTPVersion/http1_1`` for a response from a cache); see ``Request/httpVersion``.
-    public let httpVersion: HTTPVersion
+    public var httpVersion: HTTPVersion { storage.httpVersion }
     /// The response's HTTP minor version: 1 for HTTP/1.1, 0 for HTTP/1.0 and HTTP/2. Read
     /// ``httpVersion`` to tell HTTP/2 apart.
     public var httpMinorVersion: Int { httpVersion.minor }
@@ -60,45 +60,141 @@ public struct Response: Sendable {
     public var headerFields: HTTPFields { head.fields }
     /// The body length the server announced (`Content-Length`, or `Content-Size` with a
     /// chunked body), or `nil` when it did not say.
-    public let contentLength: Int64?
+    public var contentLength: Int64? { storage.contentLength }
     /// Where the body starts in the resource: the first byte of a 206 range, or 0.
-    public let offset: UInt64
+    public var offset: UInt64 { storage.offset }
     /// Body bytes received by the final attempt.
-    public let bytesReceived: UInt64
+    public var bytesReceived: UInt64 { storage.bytesReceived }
     /// The body kept in memory. Empty when it went to ``Request/downloadFile`` or
     /// ``Request/dataHandler`` (except the up to 1 MiB kept for a non-2xx status with a
     /// download file).
-    public let data: Data
+    public var data: Data { storage.data }
     /// The file that received the body, if any.
-    public let downloadFile: String?
+    public var downloadFile: String? { storage.downloadFile }
     /// True when the request went out on a connection kept from an earlier request.
-    public let isReused: Bool
-    /// True when the response came from a cache (always `false` until caching arrives).
-    public let isFromCache: Bool
+    public var isReused: Bool { storage.isReused }
+    /// True when the response came from an ``HTTPCache`` rather than the network.
+    public var isFromCache: Bool { storage.isFromCache }
     /// How many attempts the request took (1 without retries).
-    public let attempts: Int
+    public var attempts: Int { storage.attempts }
     /// Timings of the final attempt.
-    public let timings: Timings
+    public var timings: Timings { storage.timings }
     /// The request head as sent (request line and header fields), for logs.
     public var sentRequestHead: String? { sentHeadText ?? head.sentHead }
     /// The TLS facts of the connection (version, resumption, client certificate asked),
     /// or `nil` for plain HTTP.
-    public let tlsInfo: TLSInfo?
+    public var tlsInfo: TLSInfo? { storage.tlsInfo }
     /// The encoding Tern decoded the body from (`"gzip"`, `"deflate"`, `"br"` or `"zstd"`),
     /// or `nil` when
     /// ``data`` is the body as sent.
-    public let decodedEncoding: String?
+    public var decodedEncoding: String? { storage.decodedEncoding }
     /// Body bytes delivered to memory, the download file or the data handler: the decoded
     /// size when the body was decoded (``bytesReceived`` counts the wire bytes).
-    public let bytesDelivered: UInt64
+    public var bytesDelivered: UInt64 { storage.bytesDelivered }
     /// True when the server answered before the request body was sent, so the body was
     /// skipped (see ``Request/expectContinue``).
-    public let isRequestBodySkipped: Bool
+    public var isRequestBodySkipped: Bool { storage.isRequestBodySkipped }
 
     /// The header fields (and the request head) as copied from the engine, decoded when read.
-    let head: HeadFields
+    var head: HeadFields { storage.head }
     /// A request head known as text, for a response whose ``head`` does not carry one.
-    let sentHeadText: String?
+    var sentHeadText: String? { storage.sentHeadText }
+
+    /// The fields in one object, so that handing a response around (into the request's
+    /// result, to each awaiting task) copies one reference, not twenty fields.
+    final class Storage: Sendable {
+        let url: URL
+        let originalURL: URL
+        let redirectCount: Int
+        let status: HTTPResponse.Status
+        let httpVersion: HTTPVersion
+        let contentLength: Int64?
+        let offset: UInt64
+        let bytesReceived: UInt64
+        let data: Data
+        let downloadFile: String?
+        let isReused: Bool
+        let isFromCache: Bool
+        let attempts: Int
+        let timings: Timings
+        let tlsInfo: TLSInfo?
+        let decodedEncoding: String?
+        let bytesDelivered: UInt64
+        let isRequestBodySkipped: Bool
+        let head: HeadFields
+        let sentHeadText: String?
+
+        init(
+        url: URL,
+        originalURL: URL,
+        redirectCount: Int,
+        status: HTTPResponse.Status,
+        httpVersion: HTTPVersion,
+        contentLength: Int64?,
+        offset: UInt64,
+        bytesReceived: UInt64,
+        data: Data,
+        downloadFile: String?,
+        isReused: Bool,
+        isFromCache: Bool,
+        attempts: Int,
+        timings: Timings,
+        tlsInfo: TLSInfo?,
+        decodedEncoding: String?,
+        bytesDelivered: UInt64,
+        isRequestBodySkipped: Bool,
+        head: HeadFields,
+        sentHeadText: String?
+        ) {
+        self.url = url
+        self.originalURL = originalURL
+        self.redirectCount = redirectCount
+        self.status = status
+        self.httpVersion = httpVersion
+        self.contentLength = contentLength
+        self.offset = offset
+        self.bytesReceived = bytesReceived
+        self.data = data
+        self.downloadFile = downloadFile
+        self.isReused = isReused
+        self.isFromCache = isFromCache
+        self.attempts = attempts
+        self.timings = timings
+        self.tlsInfo = tlsInfo
+        self.decodedEncoding = decodedEncoding
+        self.bytesDelivered = bytesDelivered
+        self.isRequestBodySkipped = isRequestBodySkipped
+        self.head = head
+        self.sentHeadText = sentHeadText
+        }
+    }
+
+    private let storage: Storage
+
+    init(
+        url: URL,
+        originalURL: URL,
+        redirectCount: Int,
+        status: HTTPResponse.Status,
+        httpVersion: HTTPVersion,
+        contentLength: Int64?,
+        offset: UInt64,
+        bytesReceived: UInt64,
+        data: Data,
+        downloadFile: String?,
+        isReused: Bool,
+        isFromCache: Bool,
+        attempts: Int,
+        timings: Timings,
+        tlsInfo: TLSInfo?,
+        decodedEncoding: String?,
+        bytesDelivered: UInt64,
+        isRequestBodySkipped: Bool,
+        head: HeadFields,
+        sentHeadText: String?
+    ) {
+        storage = Storage(url: url, originalURL: originalURL, redirectCount: redirectCount, status: status, httpVersion: httpVersion, contentLength: contentLength, offset: offset, bytesReceived: bytesReceived, data: data, downloadFile: downloadFile, isReused: isReused, isFromCache: isFromCache, attempts: attempts, timings: timings, tlsInfo: tlsInfo, decodedEncoding: decodedEncoding, bytesDelivered: bytesDelivered, isRequestBodySkipped: isRequestBodySkipped, head: head, sentHeadText: sentHeadText)
+    }
 
     /// The status code, such as 200.
     public var statusCode: Int { status.code }

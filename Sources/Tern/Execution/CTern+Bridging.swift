@@ -339,7 +339,14 @@ extension Execution {
         guard let owner = CRequest() else { throw TernError(code: .outOfMemory) }
         let p = plan
         let h = owner.pointer
-        try check(tern_request_set_url(h, p.urlString), "URL \(p.urlString)")
+        let accepted = tern_request_set_url(h, p.urlString)
+        // The engine refuses a port outside 1-65535; the message says which part is wrong.
+        if accepted != 0, let port = p.url.port, !(1...65535).contains(port) {
+            throw TernError(
+                code: .badURL, message: "port \(port) of \(p.urlString) is out of range (1-65535)",
+                host: p.host, phase: .setup)
+        }
+        try check(accepted, "URL \(p.urlString)")
         if p.method != "GET" { try check(tern_request_set_method(h, p.method), "method \(p.method)") }
         for field in p.headers {
             try check(

@@ -10,7 +10,7 @@ import Foundation
 #endif
 import HTTPTypes
 
-struct Plan: Sendable {
+final class Plan: Sendable {
     enum Body: Sendable {
         case none
         case data(Data)
@@ -33,7 +33,8 @@ struct Plan: Sendable {
     /// The URL without user info or fragment.
     let url: URL
     let urlString: String
-    let host: String
+    /// The URL's host, for messages: read only when one is made.
+    var host: String { url.host ?? "" }
     let method: String
     let headers: [(name: String, value: String)]
     /// The origin's credential: the request's own, else `user:password` from the URL; `nil`
@@ -184,13 +185,9 @@ struct Plan: Sendable {
         if let name = s.invalidHeader {
             fail(.badHeader, "header field \"\(name)\" has an invalid name or a CR, LF or NUL in its value")
         }
-        if let port = requested.port, !(1...65535).contains(port) {
-            fail(.badURL, "port \(port) of \(requested.absoluteString) is out of range (1-65535)")
-        }
         if isPlain {
             url = requested
             urlString = requested.absoluteString
-            host = requested.host ?? ""
         } else {
             components?.user = nil
             components?.password = nil
@@ -198,7 +195,6 @@ struct Plan: Sendable {
             let clean = components?.url ?? requested
             url = clean
             urlString = clean.absoluteString
-            host = components?.host ?? ""
             if components == nil { fail(.badURL, "malformed URL \(requested)") }
         }
         let clean = url
@@ -225,7 +221,7 @@ struct Plan: Sendable {
                 if problem == nil {
                     problem = TernError(
                         code: error.code, message: "proxy for \(clean.absoluteString): "
-                            + error.message, host: host, phase: .setup)
+                            + error.message, host: clean.host ?? "", phase: .setup)
                 }
             }
         }
@@ -312,7 +308,7 @@ struct Plan: Sendable {
         } else {
             download = nil
         }
-        cache = CacheSettings(settings: s, method: method, fields: fields, download: download)
+        cache = s.cache == nil ? nil : CacheSettings(settings: s, method: method, fields: fields, download: download)
         setupError = problem
     }
 }
