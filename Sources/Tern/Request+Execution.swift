@@ -93,8 +93,8 @@ extension Request {
     /// - Throws: ``TernError`` when the request failed or was cancelled.
     public func response() async throws -> Response {
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<Response, any Error>) in
+            try await withUnsafeThrowingContinuation {
+                (continuation: ResponseContinuation) in
                 switch self.admit(waiting: .continuation(continuation)) {
                 case .started(let run), .joined(let run): run.addContinuation(continuation)
                 case .queued: break  // its entry hands the continuation to the execution
@@ -155,7 +155,7 @@ extension Request {
     /// Who waits for a request that may be queued.
     enum Waiting {
         case none
-        case continuation(CheckedContinuation<Response, any Error>)
+        case continuation(ResponseContinuation)
         /// A thread blocked until the queue hands the request its execution.
         case turn(QueueEntry.Turn)
     }

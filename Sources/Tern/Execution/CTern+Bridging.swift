@@ -661,8 +661,9 @@ extension Execution {
         for i in 0..<tern_request_get_header_count(h) {
             var name: UnsafePointer<CChar>?
             var value: UnsafePointer<CChar>?
+            // The first letter first: most fields are not Set-Cookie.
             guard tern_request_get_header_at(h, i, &name, &value) == 0, let name, let value,
-                strcasecmp(name, "set-cookie") == 0
+                UInt8(bitPattern: name[0]) | 0x20 == UInt8(ascii: "s"), strcasecmp(name, "set-cookie") == 0
             else { continue }
             values.append(String(decoding: UnsafeRawBufferPointer(start: value, count: strlen(value)), as: UTF8.self))
         }

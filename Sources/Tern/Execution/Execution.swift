@@ -22,6 +22,11 @@ import Foundation
 import HTTPTypes
 import Logging
 
+/// An awaiting `response()` call. Unsafe rather than checked: every one is resumed exactly
+/// once, by finish() or by addContinuation() after the end, and the checked kind costs an
+/// allocation and its checks per request.
+typealias ResponseContinuation = UnsafeContinuation<Response, any Error>
+
 /// A listener, progress or completion event, in delivery order.
 enum ExecutionEvent: Sendable {
     /// A progress event; `isFinal` marks the closing 100 or -1, delivered even after a cancel.
@@ -111,7 +116,7 @@ final class Execution: @unchecked Sendable {
     private var current: CRequest?
     private var recorded = false
     private(set) var resultStorage: Result<Response, TernError>?
-    private var continuations: [CheckedContinuation<Response, any Error>] = []
+    private var continuations: [ResponseContinuation] = []
     private var events: [ExecutionEvent] = []
     private var scheduled = false
     private var draining = false
@@ -349,7 +354,7 @@ final class Execution: @unchecked Sendable {
             }
             if schedule { plan.queue.async { self.drainFromQueue() } }
         } else {
-            let waiting: [CheckedContinuation<Response, any Error>] = lock.withLock {
+            let waiting: [ResponseContinuation] = lock.withLock {
                 completionDelivered = true
                 handlers = nil
                 lock.broadcast()
@@ -361,7 +366,7 @@ final class Execution: @unchecked Sendable {
     }
 
     /// Adds an awaiting task; resumes it at once when the execution is already complete.
-    func addContinuation(_ continuation: CheckedContinuation<Response, any Error>) {
+    func addContinuation(_ continuation: ResponseContinuation) {
         let done: Result<Response, TernError>? = lock.withLock {
             if completionDelivered { return resultStorage }
             continuations.append(continuation)

@@ -73,7 +73,7 @@ final class QueueEntry: @unchecked Sendable {
     // Guarded by the request's storage lock, the lock under which the request leaves the queue:
     // who waits for the execution the entry leads to. (The entry keeps no reference to that
     // execution: the execution holds the entry as its observer.)
-    var continuations: [CheckedContinuation<Response, any Error>] = []
+    var continuations: [ResponseContinuation] = []
     var waiters: [Turn] = []
 
     init(queue: RequestQueue, request: Request, priority: Int, sizeOf: QueueEntry? = nil) {
@@ -117,7 +117,7 @@ final class QueueEntry: @unchecked Sendable {
     /// Callers that waited for a queued request, handed to its execution outside the lock.
     struct Handover {
         let run: Execution
-        let continuations: [CheckedContinuation<Response, any Error>]
+        let continuations: [ResponseContinuation]
         let waiters: [Turn]
 
         func complete() {

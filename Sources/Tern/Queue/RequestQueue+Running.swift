@@ -199,7 +199,7 @@ extension RequestQueue {
     @discardableResult
     func enqueue(
         _ request: Request, priority: Int, position: Position,
-        continuation: CheckedContinuation<Response, any Error>?
+        continuation: ResponseContinuation?
     ) -> Bool {
         let entry = QueueEntry(queue: self, request: request, priority: priority)
         enum Admission { case queued([QueueEntry]), busy, full(Int) }

@@ -250,8 +250,8 @@ public final class RequestQueue: Sendable {
         for request: Request, priority: Priority = .normal, at position: Position = .back
     ) async throws -> Response {
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<Response, any Error>) in
+            try await withUnsafeThrowingContinuation {
+                (continuation: ResponseContinuation) in
                 enqueue(request, priority: priority.rawValue, position: position, continuation: continuation)
                 if Task.isCancelled { request.cancel() }
             }
