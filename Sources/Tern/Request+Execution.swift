@@ -218,14 +218,13 @@ extension Request {
         _ s: inout Storage, request: Request, observer: (any ExecutionObserver)?,
         budget: BandwidthBudget? = nil
     ) -> Execution {
-        var settings = s.settings
-        if settings.bandwidthBudget == nil, let budget { settings.bandwidthBudget = budget }
-        let plan = Plan(settings: settings, requestID: request.id)
+        // Read in place: a copy of the settings costs as much as building the plan.
+        let plan = Plan(settings: s.settings, requestID: request.id, queueBudget: budget)
         let handlers = Handlers(
-            listener: settings.listener, completions: settings.completions,
-            headHandler: settings.headHandler, dataHandler: settings.dataHandler,
-            progressHandler: settings.progressHandler,
-            progressStreams: settings.progressStreams)
+            listener: s.settings.listener, completions: s.settings.completions,
+            headHandler: s.settings.headHandler, dataHandler: s.settings.dataHandler,
+            progressHandler: s.settings.progressHandler,
+            progressStreams: s.settings.progressStreams)
         s.settings.progressStreams = []  // each stream follows one execution
         let run = Execution(request: request, plan: plan, handlers: handlers, observer: observer)
         s.run = run

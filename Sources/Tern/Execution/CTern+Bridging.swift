@@ -520,7 +520,9 @@ extension Execution {
                         h, credential.engineUser, credential.password, p.proxySchemes.rawValue),
                     "proxy credential")
             }
-        } else if let rules = p.proxyRules, p.maxRedirects > 0, try configureProxyRules(h, rules) {
+        } else if let rules = p.proxyRules, !rules.namesNoProxy, p.maxRedirects > 0,
+            try configureProxyRules(h, rules)
+        {
             // The engine picks each hop's proxy by the environment's rules, each proxy with its
             // own credentials; the first hop's is known to the coordinator.
             if let proxy = p.proxy, let credential = proxy.credential {

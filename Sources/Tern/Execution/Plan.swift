@@ -104,7 +104,9 @@ final class Plan: Sendable {
         bufferSize > 0 ? bufferSize : engine.configuration.bufferSize
     }
 
-    init(settings s: Request.Settings, requestID: UInt64) {
+    /// - Parameter queueBudget: The bandwidth budget of the queue that started the request,
+    ///   used unless the request has its own.
+    init(settings s: borrowing Request.Settings, requestID: UInt64, queueBudget: BandwidthBudget? = nil) {
         self.requestID = requestID
         engine = s.engine ?? .shared
         queue = s.callbackQueue
@@ -174,7 +176,7 @@ final class Plan: Sendable {
         proxySchemes = s.proxyAuthenticationSchemes
         maxReceiveSpeed = s.maxReceiveSpeed
         maxSendSpeed = s.maxSendSpeed
-        bandwidthBudget = s.bandwidthBudget
+        bandwidthBudget = s.bandwidthBudget ?? queueBudget
         priority = s.priority
         if s.authenticationSchemes.intersection(.any).isEmpty {
             fail(.invalidArgument, "authenticationSchemes names no scheme")
@@ -308,7 +310,7 @@ final class Plan: Sendable {
         } else {
             download = nil
         }
-        cache = s.cache == nil ? nil : CacheSettings(settings: s, method: method, fields: fields, download: download)
+        cache = s.cache == nil ? nil : CacheSettings(settings: copy s, method: method, fields: fields, download: download)
         setupError = problem
     }
 }

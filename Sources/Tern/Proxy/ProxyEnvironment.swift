@@ -353,6 +353,12 @@ public struct ProxyEnvironment: Sendable, Hashable {
     /// applies.
     public var explicitProxy: ProxyConfiguration?
 
+    /// True when no variable and no explicit proxy names a proxy (most machines): every URL
+    /// goes direct, and nothing needs looking at per request.
+    var namesNoProxy: Bool {
+        explicitProxy == nil && httpProxy == nil && httpsProxy == nil && allProxy == nil
+    }
+
     /// Settings that never use a proxy (curl's `-x ""`).
     public static let direct = ProxyEnvironment(environment: [:])
 
@@ -385,6 +391,7 @@ public struct ProxyEnvironment: Sendable, Hashable {
     ///   (see ``ProxyConfiguration/init(_:credential:)``), so that the request fails rather
     ///   than silently going direct, as curl does.
     public func proxy(for url: URL) throws(TernError) -> ProxyConfiguration? {
+        if namesNoProxy { return nil }
         if let noProxy, noProxy.matches(url) { return nil }
         if let explicitProxy { return explicitProxy }
         let scheme = HostName.scheme(of: url)
