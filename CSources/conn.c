@@ -10,6 +10,7 @@
  * events at open, and this file reports through it. */
 #include "internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,6 +351,34 @@ static int flush_tls(tern__conn *c) {
 
 /* ---- writing ---- */
 
+/* Sends `n` bytes in nb <= TERN__MAX_WRITE_BUFS pieces. Inside an engine callback they are
+ * first written at once (uv_try_write): when they all go, no write request is queued, and
+ * the write's end is reported when the outermost callback returns (tern__conn_report_writes),
+ * as libuv would report it on its next iteration, but without the epoll_ctl that libuv makes
+ * per queued write (it stops watching for writability when its queue empties) and without the
+ * trip through its queues. What the socket does not take goes through uv_write, and so does a
+ * write started by the end of another (the next piece of a body): the loop polls between two
+ * pieces, so an upload never holds it and an early answer is read while the body goes. */
+static int send_bytes(tern__conn *c, const uv_buf_t *bufs, unsigned nb, size_t n) {
+  tern_engine_t *eng = c->engine;
+  if (eng->depth == 0 || eng->reporting_writes || n > INT_MAX || nb > TERN__MAX_WRITE_BUFS)
+    return uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, nb, on_write);
+  int k = uv_try_write((uv_stream_t *)&c->tcp, bufs, nb);
+  if (k < 0) k = 0; /* EAGAIN, or an error that uv_write reports through on_write */
+  if ((size_t)k == n) {
+    c->wrote = true;
+    tern__list_insert_tail(&eng->wrote, &c->wrote_node);
+    return 0;
+  }
+  /* The rest: the pieces from the first one not wholly written, that one cut at its end. */
+  uv_buf_t rest[TERN__MAX_WRITE_BUFS];
+  unsigned i = 0, m = 0;
+  size_t skip = (size_t)k;
+  while (skip >= bufs[i].len) skip -= bufs[i++].len; /* k < n: some piece is left */
+  for (; i < nb; i++, skip = 0) rest[m++] = uv_buf_init(bufs[i].base + skip, bufs[i].len - skip);
+  return uv_write(&c->write_req, (uv_stream_t *)&c->tcp, rest, m, on_write);
+}
+
 int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, unsigned nb) {
   int r;
   size_t n = 0;
@@ -357,10 +386,10 @@ int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, u
     uv_buf_t out;
     if ((r = tern__tls_encrypt(c, bufs, nb, &out)) != 0) return r;
     n = out.len;
-    r = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &out, 1, on_write);
+    r = send_bytes(c, &out, 1, n);
   } else {
     for (unsigned i = 0; i < nb; i++) n += bufs[i].len;
-    r = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, nb, on_write);
+    r = send_bytes(c, bufs, nb, n);
   }
   if (r) {
     int err = tern__map_uv_error(r, TERN_EIO);
@@ -373,8 +402,24 @@ int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, u
   return 0;
 }
 
+static void write_ended(tern__conn *c, int status);
+
 static void on_write(uv_write_t *wr, int status) {
-  tern__conn *c = tern__container_of(wr, tern__conn, write_req);
+  write_ended(tern__container_of(wr, tern__conn, write_req), status);
+}
+
+void tern__conn_report_writes(tern_engine_t *eng) {
+  eng->reporting_writes = true;
+  while (!tern__list_empty(&eng->wrote)) {
+    tern__conn *c = tern__container_of(eng->wrote.next, tern__conn, wrote_node);
+    tern__list_remove(&c->wrote_node);
+    c->wrote = false;
+    write_ended(c, 0);
+  }
+  eng->reporting_writes = false;
+}
+
+static void write_ended(tern__conn *c, int status) {
   if (c->ssl) tern__tls_write_done(c);
   if (c->state == TERN__CONN_CLOSING) {
     c->writing = false;
@@ -405,6 +450,11 @@ void tern__conn_close(tern__conn *c) {
   tern__log(eng, TERN_LOG_DEBUG, NULL, "connection #%llu to %s port %u closed after %u response(s)",
             (unsigned long long)c->id, c->origin->host, (unsigned)c->origin->port, c->served);
   tern__list_remove(&c->node);
+  if (c->wrote) { /* its end is not reported: nothing more happens on this connection */
+    c->wrote = false;
+    tern__list_remove(&c->wrote_node);
+    c->writing = false;
+  }
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->bw_timer, on_handle_closed);

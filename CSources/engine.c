@@ -50,8 +50,10 @@ static bool may_admit(const tern_engine_t *eng) {
 
 /* The outermost callback returns (tern__engine_leave at depth 1). */
 static void drain(tern_engine_t *eng) {
-  /* Calls may submit requests and requests' callbacks may queue calls: run both until quiet. */
-  while (!tern__list_empty(&eng->ready) || !tern__list_empty(&eng->ready_calls) || may_admit(eng)) {
+  /* Calls may submit requests, requests' callbacks may queue calls, and the end of a write
+   * may send or complete more: run them all until quiet. */
+  while (!tern__list_empty(&eng->ready) || !tern__list_empty(&eng->ready_calls) ||
+         !tern__list_empty(&eng->wrote) || may_admit(eng)) {
     /* Under max_active_requests every new request joins the queue first, so a slot goes to the
      * highest priority waiting, whether it came in this batch or waited already. */
     while (!tern__list_empty(&eng->ready)) {
@@ -71,6 +73,7 @@ static void drain(tern_engine_t *eng) {
       call->fn(call->arg);
       free(call);
     }
+    tern__conn_report_writes(eng);
   }
 }
 
@@ -152,6 +155,7 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__list_init(&eng->ready);
   tern__list_init(&eng->calls);
   tern__list_init(&eng->ready_calls);
+  tern__list_init(&eng->wrote);
   tern__list_init(&eng->queued);
   tern__list_init(&eng->origins);
   tern__list_init(&eng->tls_ctxs);

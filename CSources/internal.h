@@ -756,6 +756,8 @@ struct tern__conn {
   uv_connect_t connect_req;
   uv_getaddrinfo_t gai;
   uv_write_t write_req;
+  tern__list wrote_node; /* engine->wrote, while `wrote` */
+  bool wrote;            /* the write under way went out whole at once (conn.c: send) */
   struct addrinfo *addrs, *next_addr;
   bool own_addrs; /* addrs built from a pinned entry, not by getaddrinfo */
   int pending;    /* open handles and in-flight libuv requests; freed at 0 after closing */
@@ -900,6 +902,8 @@ struct tern_engine {
   tern__list ready;       /* loop thread: submitted from a callback, started on return */
   tern__list calls;       /* guarded by lock: tern_engine_call from other threads */
   tern__list ready_calls; /* loop thread: calls run when the outermost callback returns */
+  tern__list wrote;       /* loop thread: connections whose write went out whole (conn.c) */
+  bool reporting_writes;  /* loop thread: tern__conn_report_writes is running */
   int depth;              /* loop thread: nesting of engine callbacks */
   tern__list queued;      /* loop thread: admitted by max_active_requests later, by priority */
   unsigned nadmitted;     /* loop thread: requests started and not completed */
@@ -1078,10 +1082,14 @@ void tern__conn_stop_reading(tern__conn *c);
 /* The most bytes one write of `req` should carry under its bandwidth budgets (SIZE_MAX: no
  * budget applies). */
 size_t tern__conn_send_piece(const tern__conn *c, const tern_request_t *req);
+#define TERN__MAX_WRITE_BUFS 5 /* pieces in one tern__conn_write */
 /* Writes the pieces (encrypted on TLS connections); events->written reports the end, after
  * the write's bytes are paid for when a sending budget is over. Returns
  * 0 or a TERN_E* code (set on req). */
 int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, unsigned nb);
+/* Reports the ends of the writes that went out whole at once (engine->wrote): the engine
+ * calls it when its outermost callback returns. */
+void tern__conn_report_writes(tern_engine_t *eng);
 /* Starts the TLS handshake. Returns 0 or a TERN_E* code (set on the oldest request). */
 int tern__conn_start_tls(tern__conn *c);
 /* Decrypts what OpenSSL still holds into the buffer's free room. Same results as
