@@ -75,6 +75,13 @@ static void drain(tern_engine_t *eng) {
     }
     tern__conn_report_writes(eng);
   }
+  /* Last, once the requests above are on their way: freeing the completed ones is not on the
+   * path from a response to the next request's bytes. */
+  while (!tern__list_empty(&eng->finished)) {
+    tern__list *n = eng->finished.next;
+    tern__list_remove(n);
+    tern__request_unref(tern__container_of(n, tern_request_t, node));
+  }
 }
 
 static void apply_pause(void *arg) {
@@ -156,6 +163,7 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__list_init(&eng->calls);
   tern__list_init(&eng->ready_calls);
   tern__list_init(&eng->wrote);
+  tern__list_init(&eng->finished);
   tern__list_init(&eng->queued);
   tern__list_init(&eng->origins);
   tern__list_init(&eng->tls_ctxs);
@@ -471,6 +479,8 @@ static void complete(tern_request_t *req, int err) {
     req->total_timer_live = false;
     uv_timer_stop(&req->total_timer);
     uv_close((uv_handle_t *)&req->total_timer, on_total_closed);
+  } else if (eng->depth > 0) {
+    tern__list_insert_tail(&eng->finished, &req->node); /* unreferenced by drain */
   } else {
     tern__request_unref(req);
   }

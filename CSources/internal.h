@@ -904,6 +904,7 @@ struct tern_engine {
   tern__list ready_calls; /* loop thread: calls run when the outermost callback returns */
   tern__list wrote;       /* loop thread: connections whose write went out whole (conn.c) */
   bool reporting_writes;  /* loop thread: tern__conn_report_writes is running */
+  tern__list finished;    /* loop thread: completed requests, unreferenced after the drain */
   int depth;              /* loop thread: nesting of engine callbacks */
   tern__list queued;      /* loop thread: admitted by max_active_requests later, by priority */
   unsigned nadmitted;     /* loop thread: requests started and not completed */
