@@ -419,6 +419,21 @@ void tern__conn_report_writes(tern_engine_t *eng) {
   eng->reporting_writes = false;
 }
 
+void tern__conn_went_idle(tern__conn *c) {
+  if (c->ssl == NULL || c->went_idle) return;
+  c->went_idle = true;
+  tern__list_insert_tail(&c->engine->went_idle, &c->idle_node);
+}
+
+void tern__conn_trim_idle(tern_engine_t *eng) {
+  while (!tern__list_empty(&eng->went_idle)) {
+    tern__conn *c = tern__container_of(eng->went_idle.next, tern__conn, idle_node);
+    tern__list_remove(&c->idle_node);
+    c->went_idle = false;
+    if (c->state == TERN__CONN_IDLE) tern__tls_release_buffers(c);
+  }
+}
+
 static void write_ended(tern__conn *c, int status) {
   if (c->ssl) tern__tls_write_done(c);
   if (c->state == TERN__CONN_CLOSING) {
@@ -454,6 +469,10 @@ void tern__conn_close(tern__conn *c) {
     c->wrote = false;
     tern__list_remove(&c->wrote_node);
     c->writing = false;
+  }
+  if (c->went_idle) {
+    c->went_idle = false;
+    tern__list_remove(&c->idle_node);
   }
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);

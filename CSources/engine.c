@@ -82,6 +82,7 @@ static void drain(tern_engine_t *eng) {
     tern__list_remove(n);
     tern__request_unref(tern__container_of(n, tern_request_t, node));
   }
+  tern__conn_trim_idle(eng);
 }
 
 static void apply_pause(void *arg) {
@@ -163,6 +164,7 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__list_init(&eng->calls);
   tern__list_init(&eng->ready_calls);
   tern__list_init(&eng->wrote);
+  tern__list_init(&eng->went_idle);
   tern__list_init(&eng->finished);
   tern__list_init(&eng->queued);
   tern__list_init(&eng->origins);

@@ -758,6 +758,8 @@ struct tern__conn {
   uv_write_t write_req;
   tern__list wrote_node; /* engine->wrote, while `wrote` */
   bool wrote;            /* the write under way went out whole at once (conn.c: send) */
+  tern__list idle_node;  /* engine->went_idle, while `went_idle` */
+  bool went_idle;        /* TLS: pooled during this callback; trimmed when it returns */
   struct addrinfo *addrs, *next_addr;
   bool own_addrs; /* addrs built from a pinned entry, not by getaddrinfo */
   int pending;    /* open handles and in-flight libuv requests; freed at 0 after closing */
@@ -904,6 +906,7 @@ struct tern_engine {
   tern__list ready_calls; /* loop thread: calls run when the outermost callback returns */
   tern__list wrote;       /* loop thread: connections whose write went out whole (conn.c) */
   bool reporting_writes;  /* loop thread: tern__conn_report_writes is running */
+  tern__list went_idle;   /* loop thread: TLS connections pooled in this callback (conn.c) */
   tern__list finished;    /* loop thread: completed requests, unreferenced after the drain */
   int depth;              /* loop thread: nesting of engine callbacks */
   tern__list queued;      /* loop thread: admitted by max_active_requests later, by priority */
@@ -1091,6 +1094,10 @@ int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, u
 /* Reports the ends of the writes that went out whole at once (engine->wrote): the engine
  * calls it when its outermost callback returns. */
 void tern__conn_report_writes(tern_engine_t *eng);
+/* The pool made the connection idle: on TLS, its OpenSSL buffers are freed when the engine's
+ * outermost callback returns (tern__conn_trim_idle) if it is idle still. */
+void tern__conn_went_idle(tern__conn *c);
+void tern__conn_trim_idle(tern_engine_t *eng);
 /* Starts the TLS handshake. Returns 0 or a TERN_E* code (set on the oldest request). */
 int tern__conn_start_tls(tern__conn *c);
 /* Decrypts what OpenSSL still holds into the buffer's free room. Same results as
@@ -1138,6 +1145,8 @@ void tern__tls_conn_free(tern__conn *c);
 void tern__tls_write_done(tern__conn *c);
 /* OpenSSL still holds received bytes (plaintext or ciphertext) not yet in the buffer. */
 bool tern__tls_pending(tern__conn *c);
+/* Frees OpenSSL's record buffers if they hold nothing (an idle connection keeps none). */
+void tern__tls_release_buffers(tern__conn *c);
 /* Whether ALPN chose "h2" on the connection. */
 bool tern__tls_alpn_h2(const tern__conn *c);
 /* Copies the connection's TLS facts (version, resumption) into the request. */

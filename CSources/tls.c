@@ -513,8 +513,19 @@ size_t tern__tls_read_gap(const tern__conn *c) {
 /* Frees OpenSSL's record buffers when they hold nothing, so an idle connection has none. Never
  * with a record begun or plaintext pending: OpenSSL before 3.0.14 would free them anyway
  * (CVE-2024-4741). */
-static void release_buffers(tern__conn *c) {
-  if (c->tls_in->partial == 0 && SSL_pending(c->ssl) <= 0) SSL_free_buffers(c->ssl);
+void tern__tls_release_buffers(tern__conn *c) {
+  if (c->ssl && c->tls_in->partial == 0 && SSL_pending(c->ssl) <= 0) SSL_free_buffers(c->ssl);
+}
+
+/* After a receive or a send. On a reused connection the buffers stay while a request is
+ * outstanding: its answer, and the next request of a keep-alive exchange, would allocate them
+ * again at once (about 3,000 instructions per request); when it goes idle they are freed as
+ * the engine's callback returns (tern__conn_trim_idle), unless it is busy again by then. A
+ * connection's first exchange frees them at once as before: many connections opened together
+ * would otherwise hold them at the same time and leave the heap fragmented once they idle
+ * (tern-c idle, 200 TLS connections: 61 KiB of RSS each instead of 51). */
+static void release_if_idle(tern__conn *c) {
+  if (c->served == 0 || tern__list_empty(&c->requests)) tern__tls_release_buffers(c);
 }
 
 /* Drives the handshake and decrypts into buf[base + produced, rcap) until OpenSSL wants more
@@ -585,7 +596,7 @@ int tern__tls_recv_at(tern__conn *c, size_t gap, size_t n) {
     in->held = NULL;
     in->held_cap = 0;
   }
-  release_buffers(c);
+  release_if_idle(c);
   return closed;
 }
 
@@ -606,7 +617,7 @@ int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t
       return TERN_EIO;
     }
   }
-  release_buffers(c);
+  release_if_idle(c);
   BIO *bio = detach_output(c);
   if (bio == NULL) return TERN_ENOMEM;
   char *data;
