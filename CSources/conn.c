@@ -55,12 +55,26 @@ static void on_handle_closed(uv_handle_t *h) {
 
 /* ---- timers ---- */
 
+/* Sets the timer to fire `ms` from the loop's now. */
+static void start_timer(tern__conn *c, uint64_t ms) {
+  uv_timer_start(&c->timer, on_timer, ms, 0);
+  c->timer_fires = uv_now(c->engine->loop) + ms;
+}
+
+/* The phase's limit runs from now: it ends at timer_due. A keep-alive exchange sets one three
+ * times per request (the head, the body, idle in the pool, each later than the last) and drops
+ * it once (the connection leaves the pool); starting and stopping the timer each time cost
+ * about 500 instructions per request. So a timer that fires no later than the new limit is
+ * left as it is, and a limit dropped leaves the timer to fire for nothing: on_timer starts it
+ * again for what is left of the limit of the moment. */
 void tern__conn_arm_timer(tern__conn *c) {
   if (c->timer_ms == 0 || c->timer_kind == TERN__TIMER_NONE) {
-    uv_timer_stop(&c->timer);
+    c->timer_due = 0;
     return;
   }
-  uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
+  c->timer_due = uv_now(c->engine->loop) + c->timer_ms;
+  if (uv_is_active((uv_handle_t *)&c->timer) && c->timer_fires <= c->timer_due) return;
+  start_timer(c, c->timer_ms);
 }
 
 void tern__conn_set_timer(tern__conn *c, int kind, uint64_t ms) {
@@ -74,7 +88,14 @@ void tern__conn_set_timer(tern__conn *c, int kind, uint64_t ms) {
 
 void tern__conn_wait(tern__conn *c, int kind, uint64_t ms) {
   c->timer_kind = kind;
-  uv_timer_start(&c->timer, on_timer, ms, 0);
+  c->timer_due = 0; /* fires when set: the protocol's own timer (events->timer) checks */
+  start_timer(c, ms);
+}
+
+/* Starts the timer for `ms` more of the current limit (on_timer: the limit goes on). */
+static void extend_timer(tern__conn *c, uint64_t ms) {
+  start_timer(c, ms);
+  c->timer_due = c->timer_fires;
 }
 
 /* Whether the socket holds received bytes not read yet. */
@@ -87,6 +108,12 @@ static bool bytes_waiting(tern__conn *c) {
 static void on_timer(uv_timer_t *t) {
   tern__conn *c = t->data;
   tern_engine_t *eng = c->engine;
+  uint64_t now = uv_now(eng->loop);
+  if (c->timer_kind == TERN__TIMER_NONE) return; /* a limit dropped since it was set */
+  if (c->timer_due > now) {                      /* set for an earlier limit (arm_timer) */
+    start_timer(c, c->timer_due - now);
+    return;
+  }
   tern__engine_enter(eng);
   tern_request_t *req = tern__conn_first(c);
   const char *host = req ? req->url.hostport : c->origin->host;
@@ -112,7 +139,7 @@ static void on_timer(uv_timer_t *t) {
     case TERN__TIMER_HEADERS:
       /* the head is here, just not read yet; or reading waits for a bandwidth budget */
       if ((c->reading && bytes_waiting(c)) || c->bw_wait[TERN__RECV] || c->bw_wait[TERN__SEND]) {
-        uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
+        extend_timer(c, c->timer_ms);
         break;
       }
       if (req)
@@ -124,12 +151,12 @@ static void on_timer(uv_timer_t *t) {
       /* Reads only stamp last_activity; the timer is re-armed lazily for the remainder. */
       uint64_t idle = uv_now(eng->loop) - c->last_activity;
       if (idle < c->timer_ms) {
-        uv_timer_start(&c->timer, on_timer, c->timer_ms - idle, 0);
+        extend_timer(c, c->timer_ms - idle);
         break;
       }
       /* Silence while a bandwidth budget holds the connection back is ours, not the peer's. */
       if (c->bw_wait[TERN__RECV] || c->bw_wait[TERN__SEND]) {
-        uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
+        extend_timer(c, c->timer_ms);
         break;
       }
       /* libuv runs timers before it polls: after this process was not scheduled for a while,
@@ -137,7 +164,7 @@ static void on_timer(uv_timer_t *t) {
        * activity, not a stall. */
       if (c->reading && bytes_waiting(c)) {
         c->last_activity = uv_now(eng->loop);
-        uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
+        extend_timer(c, c->timer_ms);
         break;
       }
       if (req)
@@ -499,8 +526,8 @@ void tern__conn_take_idle(tern__conn *c) {
   tern__list_remove(&c->node);
   tern__list_insert_tail(&c->origin->busy, &c->node);
   c->state = TERN__CONN_ACTIVE;
-  uv_timer_stop(&c->timer);
-  c->timer_kind = TERN__TIMER_NONE;
+  c->timer_kind = TERN__TIMER_NONE; /* the idle timer, if it fires, finds nothing to do */
+  c->timer_due = 0;
 }
 
 void tern__conn_abort(tern__conn *c, tern_request_t *req, int err) {

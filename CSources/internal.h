@@ -789,6 +789,8 @@ struct tern__conn {
   /* timers */
   int timer_kind;
   uint64_t timer_ms;       /* the limit the timer enforces */
+  uint64_t timer_due;      /* uv_now when that limit ends (0: none, or the protocol's own) */
+  uint64_t timer_fires;    /* uv_now when the timer, if active, fires: at or before timer_due */
   uint64_t last_activity;  /* uv_now at the last read or write */
   uint64_t idle_ms;        /* idle timeout for this connection */
   size_t pending_body;     /* body bytes in the write under way */
