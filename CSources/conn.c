@@ -457,7 +457,7 @@ void tern__conn_trim_idle(tern_engine_t *eng) {
     tern__conn *c = tern__container_of(eng->went_idle.next, tern__conn, idle_node);
     tern__list_remove(&c->idle_node);
     c->went_idle = false;
-    if (c->state == TERN__CONN_IDLE) tern__tls_release_buffers(c);
+    if (c->state == TERN__CONN_IDLE) tern__tls_release_buffers(c, false);
   }
 }
 

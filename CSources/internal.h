@@ -1147,8 +1147,9 @@ void tern__tls_conn_free(tern__conn *c);
 void tern__tls_write_done(tern__conn *c);
 /* OpenSSL still holds received bytes (plaintext or ciphertext) not yet in the buffer. */
 bool tern__tls_pending(tern__conn *c);
-/* Frees OpenSSL's record buffers if they hold nothing (an idle connection keeps none). */
-void tern__tls_release_buffers(tern__conn *c);
+/* Frees OpenSSL's record buffers if they hold nothing (an idle connection keeps none); with
+ * busy_keeps, not while a reused connection has a request outstanding. */
+void tern__tls_release_buffers(tern__conn *c, bool busy_keeps);
 /* Whether ALPN chose "h2" on the connection. */
 bool tern__tls_alpn_h2(const tern__conn *c);
 /* Copies the connection's TLS facts (version, resumption) into the request. */

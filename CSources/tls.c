@@ -157,9 +157,7 @@ static bool have_index(void) {
 
 static tern__conn *conn_of(const SSL *ssl) { return SSL_get_ex_data(ssl, conn_index); }
 
-/* Empties this thread's OpenSSL error queue before a call whose SSL_get_error must not see an
- * older error. Clearing walks all the queue's slots (about 800 instructions, twice per
- * request); a look at it costs a fraction of that, and the queue is almost always empty. */
+/* Empties the error queue for SSL_get_error: a look costs far less than a clear (800 instr.). */
 static void clear_errors(void) {
   if (ERR_peek_error() != 0) ERR_clear_error();
 }
@@ -510,22 +508,13 @@ size_t tern__tls_read_gap(const tern__conn *c) {
   return in->partial + in->held_len + (pending > 0 ? (size_t)pending : 0);
 }
 
-/* Frees OpenSSL's record buffers when they hold nothing, so an idle connection has none. Never
- * with a record begun or plaintext pending: OpenSSL before 3.0.14 would free them anyway
- * (CVE-2024-4741). */
-void tern__tls_release_buffers(tern__conn *c) {
+/* Frees OpenSSL's record buffers when empty (never with a record begun or plaintext pending:
+ * CVE-2024-4741). After a receive or a send (busy_keeps) a reused connection keeps them while
+ * a request is outstanding and frees them as it idles (conn.c); a first exchange frees them at
+ * once, as connections opened together would fragment the heap (docs/engine.md, TLS). */
+void tern__tls_release_buffers(tern__conn *c, bool busy_keeps) {
+  if (busy_keeps && c->served > 0 && !tern__list_empty(&c->requests)) return;
   if (c->ssl && c->tls_in->partial == 0 && SSL_pending(c->ssl) <= 0) SSL_free_buffers(c->ssl);
-}
-
-/* After a receive or a send. On a reused connection the buffers stay while a request is
- * outstanding: its answer, and the next request of a keep-alive exchange, would allocate them
- * again at once (about 3,000 instructions per request); when it goes idle they are freed as
- * the engine's callback returns (tern__conn_trim_idle), unless it is busy again by then. A
- * connection's first exchange frees them at once as before: many connections opened together
- * would otherwise hold them at the same time and leave the heap fragmented once they idle
- * (tern-c idle, 200 TLS connections: 61 KiB of RSS each instead of 51). */
-static void release_if_idle(tern__conn *c) {
-  if (c->served == 0 || tern__list_empty(&c->requests)) tern__tls_release_buffers(c);
 }
 
 /* Drives the handshake and decrypts into buf[base + produced, rcap) until OpenSSL wants more
@@ -596,7 +585,7 @@ int tern__tls_recv_at(tern__conn *c, size_t gap, size_t n) {
     in->held = NULL;
     in->held_cap = 0;
   }
-  release_if_idle(c);
+  tern__tls_release_buffers(c, true);
   return closed;
 }
 
@@ -617,7 +606,7 @@ int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t
       return TERN_EIO;
     }
   }
-  release_if_idle(c);
+  tern__tls_release_buffers(c, true);
   BIO *bio = detach_output(c);
   if (bio == NULL) return TERN_ENOMEM;
   char *data;
