@@ -384,8 +384,9 @@ static int flush_tls(tern__conn *c) {
  * as libuv would report it on its next iteration, but without the epoll_ctl that libuv makes
  * per queued write (it stops watching for writability when its queue empties) and without the
  * trip through its queues. What the socket does not take goes through uv_write, and so does a
- * write started by the end of another (the next piece of a body): the loop polls between two
- * pieces, so an upload never holds it and an early answer is read while the body goes. */
+ * write started by the end of another (the next piece of a body, a pipelined head): the loop
+ * polls between two pieces, so an upload never holds it and an early answer is read while the
+ * body goes. */
 static int send_bytes(tern__conn *c, const uv_buf_t *bufs, unsigned nb, size_t n) {
   tern_engine_t *eng = c->engine;
   if (eng->depth == 0 || eng->reporting_writes || n > INT_MAX || nb > TERN__MAX_WRITE_BUFS)
@@ -436,14 +437,12 @@ static void on_write(uv_write_t *wr, int status) {
 }
 
 void tern__conn_report_writes(tern_engine_t *eng) {
-  eng->reporting_writes = true;
   while (!tern__list_empty(&eng->wrote)) {
     tern__conn *c = tern__container_of(eng->wrote.next, tern__conn, wrote_node);
     tern__list_remove(&c->wrote_node);
     c->wrote = false;
     write_ended(c, 0);
   }
-  eng->reporting_writes = false;
 }
 
 void tern__conn_went_idle(tern__conn *c) {
@@ -478,7 +477,10 @@ static void write_ended(tern__conn *c, int status) {
   }
   c->writing = false;
   tern__engine_enter(eng);
+  bool outer = eng->reporting_writes;
+  eng->reporting_writes = true; /* what this end sends goes through uv_write (send_bytes) */
   c->events->written(c, status);
+  eng->reporting_writes = outer;
   tern__engine_leave(eng);
 }
 

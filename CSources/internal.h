@@ -907,7 +907,7 @@ struct tern_engine {
   tern__list calls;       /* guarded by lock: tern_engine_call from other threads */
   tern__list ready_calls; /* loop thread: calls run when the outermost callback returns */
   tern__list wrote;       /* loop thread: connections whose write went out whole (conn.c) */
-  bool reporting_writes;  /* loop thread: tern__conn_report_writes is running */
+  bool reporting_writes;  /* loop thread: a write's end is being reported (conn.c) */
   tern__list went_idle;   /* loop thread: TLS connections pooled in this callback (conn.c) */
   tern__list finished;    /* loop thread: completed requests, unreferenced after the drain */
   int depth;              /* loop thread: nesting of engine callbacks */
