@@ -10,6 +10,7 @@
  * events at open, and this file reports through it. */
 #include "internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,12 +55,26 @@ static void on_handle_closed(uv_handle_t *h) {
 
 /* ---- timers ---- */
 
+/* Sets the timer to fire `ms` from the loop's now. */
+static void start_timer(tern__conn *c, uint64_t ms) {
+  uv_timer_start(&c->timer, on_timer, ms, 0);
+  c->timer_fires = uv_now(c->engine->loop) + ms;
+}
+
+/* The phase's limit runs from now: it ends at timer_due. A keep-alive exchange sets one three
+ * times per request (the head, the body, idle in the pool, each later than the last) and drops
+ * it once (the connection leaves the pool); starting and stopping the timer each time cost
+ * about 500 instructions per request. So a timer that fires no later than the new limit is
+ * left as it is, and a limit dropped leaves the timer to fire for nothing: on_timer starts it
+ * again for what is left of the limit of the moment. */
 void tern__conn_arm_timer(tern__conn *c) {
   if (c->timer_ms == 0 || c->timer_kind == TERN__TIMER_NONE) {
-    uv_timer_stop(&c->timer);
+    c->timer_due = 0;
     return;
   }
-  uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
+  c->timer_due = uv_now(c->engine->loop) + c->timer_ms;
+  if (uv_is_active((uv_handle_t *)&c->timer) && c->timer_fires <= c->timer_due) return;
+  start_timer(c, c->timer_ms);
 }
 
 void tern__conn_set_timer(tern__conn *c, int kind, uint64_t ms) {
@@ -73,7 +88,14 @@ void tern__conn_set_timer(tern__conn *c, int kind, uint64_t ms) {
 
 void tern__conn_wait(tern__conn *c, int kind, uint64_t ms) {
   c->timer_kind = kind;
-  uv_timer_start(&c->timer, on_timer, ms, 0);
+  c->timer_due = 0; /* fires when set: the protocol's own timer (events->timer) checks */
+  start_timer(c, ms);
+}
+
+/* Starts the timer for `ms` more of the current limit (on_timer: the limit goes on). */
+static void extend_timer(tern__conn *c, uint64_t ms) {
+  start_timer(c, ms);
+  c->timer_due = c->timer_fires;
 }
 
 /* Whether the socket holds received bytes not read yet. */
@@ -86,6 +108,12 @@ static bool bytes_waiting(tern__conn *c) {
 static void on_timer(uv_timer_t *t) {
   tern__conn *c = t->data;
   tern_engine_t *eng = c->engine;
+  uint64_t now = uv_now(eng->loop);
+  if (c->timer_kind == TERN__TIMER_NONE) return; /* a limit dropped since it was set */
+  if (c->timer_due > now) {                      /* set for an earlier limit (arm_timer) */
+    start_timer(c, c->timer_due - now);
+    return;
+  }
   tern__engine_enter(eng);
   tern_request_t *req = tern__conn_first(c);
   const char *host = req ? req->url.hostport : c->origin->host;
@@ -111,7 +139,7 @@ static void on_timer(uv_timer_t *t) {
     case TERN__TIMER_HEADERS:
       /* the head is here, just not read yet; or reading waits for a bandwidth budget */
       if ((c->reading && bytes_waiting(c)) || c->bw_wait[TERN__RECV] || c->bw_wait[TERN__SEND]) {
-        uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
+        extend_timer(c, c->timer_ms);
         break;
       }
       if (req)
@@ -123,12 +151,12 @@ static void on_timer(uv_timer_t *t) {
       /* Reads only stamp last_activity; the timer is re-armed lazily for the remainder. */
       uint64_t idle = uv_now(eng->loop) - c->last_activity;
       if (idle < c->timer_ms) {
-        uv_timer_start(&c->timer, on_timer, c->timer_ms - idle, 0);
+        extend_timer(c, c->timer_ms - idle);
         break;
       }
       /* Silence while a bandwidth budget holds the connection back is ours, not the peer's. */
       if (c->bw_wait[TERN__RECV] || c->bw_wait[TERN__SEND]) {
-        uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
+        extend_timer(c, c->timer_ms);
         break;
       }
       /* libuv runs timers before it polls: after this process was not scheduled for a while,
@@ -136,7 +164,7 @@ static void on_timer(uv_timer_t *t) {
        * activity, not a stall. */
       if (c->reading && bytes_waiting(c)) {
         c->last_activity = uv_now(eng->loop);
-        uv_timer_start(&c->timer, on_timer, c->timer_ms, 0);
+        extend_timer(c, c->timer_ms);
         break;
       }
       if (req)
@@ -350,6 +378,35 @@ static int flush_tls(tern__conn *c) {
 
 /* ---- writing ---- */
 
+/* Sends `n` bytes in nb <= TERN__MAX_WRITE_BUFS pieces. Inside an engine callback they are
+ * first written at once (uv_try_write): when they all go, no write request is queued, and
+ * the write's end is reported when the outermost callback returns (tern__conn_report_writes),
+ * as libuv would report it on its next iteration, but without the epoll_ctl that libuv makes
+ * per queued write (it stops watching for writability when its queue empties) and without the
+ * trip through its queues. What the socket does not take goes through uv_write, and so does a
+ * write started by the end of another (the next piece of a body, a pipelined head): the loop
+ * polls between two pieces, so an upload never holds it and an early answer is read while the
+ * body goes. */
+static int send_bytes(tern__conn *c, const uv_buf_t *bufs, unsigned nb, size_t n) {
+  tern_engine_t *eng = c->engine;
+  if (eng->depth == 0 || eng->reporting_writes || n > INT_MAX || nb > TERN__MAX_WRITE_BUFS)
+    return uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, nb, on_write);
+  int k = uv_try_write((uv_stream_t *)&c->tcp, bufs, nb);
+  if (k < 0) k = 0; /* EAGAIN, or an error that uv_write reports through on_write */
+  if ((size_t)k == n) {
+    c->wrote = true;
+    tern__list_insert_tail(&eng->wrote, &c->wrote_node);
+    return 0;
+  }
+  /* The rest: the pieces from the first one not wholly written, that one cut at its end. */
+  uv_buf_t rest[TERN__MAX_WRITE_BUFS];
+  unsigned i = 0, m = 0;
+  size_t skip = (size_t)k;
+  while (skip >= bufs[i].len) skip -= bufs[i++].len; /* k < n: some piece is left */
+  for (; i < nb; i++, skip = 0) rest[m++] = uv_buf_init(bufs[i].base + skip, bufs[i].len - skip);
+  return uv_write(&c->write_req, (uv_stream_t *)&c->tcp, rest, m, on_write);
+}
+
 int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, unsigned nb) {
   int r;
   size_t n = 0;
@@ -357,10 +414,10 @@ int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, u
     uv_buf_t out;
     if ((r = tern__tls_encrypt(c, bufs, nb, &out)) != 0) return r;
     n = out.len;
-    r = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &out, 1, on_write);
+    r = send_bytes(c, &out, 1, n);
   } else {
     for (unsigned i = 0; i < nb; i++) n += bufs[i].len;
-    r = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, nb, on_write);
+    r = send_bytes(c, bufs, nb, n);
   }
   if (r) {
     int err = tern__map_uv_error(r, TERN_EIO);
@@ -373,8 +430,37 @@ int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, u
   return 0;
 }
 
+static void write_ended(tern__conn *c, int status);
+
 static void on_write(uv_write_t *wr, int status) {
-  tern__conn *c = tern__container_of(wr, tern__conn, write_req);
+  write_ended(tern__container_of(wr, tern__conn, write_req), status);
+}
+
+void tern__conn_report_writes(tern_engine_t *eng) {
+  while (!tern__list_empty(&eng->wrote)) {
+    tern__conn *c = tern__container_of(eng->wrote.next, tern__conn, wrote_node);
+    tern__list_remove(&c->wrote_node);
+    c->wrote = false;
+    write_ended(c, 0);
+  }
+}
+
+void tern__conn_went_idle(tern__conn *c) {
+  if (c->ssl == NULL || c->went_idle) return;
+  c->went_idle = true;
+  tern__list_insert_tail(&c->engine->went_idle, &c->idle_node);
+}
+
+void tern__conn_trim_idle(tern_engine_t *eng) {
+  while (!tern__list_empty(&eng->went_idle)) {
+    tern__conn *c = tern__container_of(eng->went_idle.next, tern__conn, idle_node);
+    tern__list_remove(&c->idle_node);
+    c->went_idle = false;
+    if (c->state == TERN__CONN_IDLE) tern__tls_release_buffers(c, false);
+  }
+}
+
+static void write_ended(tern__conn *c, int status) {
   if (c->ssl) tern__tls_write_done(c);
   if (c->state == TERN__CONN_CLOSING) {
     c->writing = false;
@@ -391,7 +477,10 @@ static void on_write(uv_write_t *wr, int status) {
   }
   c->writing = false;
   tern__engine_enter(eng);
+  bool outer = eng->reporting_writes;
+  eng->reporting_writes = true; /* what this end sends goes through uv_write (send_bytes) */
   c->events->written(c, status);
+  eng->reporting_writes = outer;
   tern__engine_leave(eng);
 }
 
@@ -405,6 +494,15 @@ void tern__conn_close(tern__conn *c) {
   tern__log(eng, TERN_LOG_DEBUG, NULL, "connection #%llu to %s port %u closed after %u response(s)",
             (unsigned long long)c->id, c->origin->host, (unsigned)c->origin->port, c->served);
   tern__list_remove(&c->node);
+  if (c->wrote) { /* its end is not reported: nothing more happens on this connection */
+    c->wrote = false;
+    tern__list_remove(&c->wrote_node);
+    c->writing = false;
+  }
+  if (c->went_idle) {
+    c->went_idle = false;
+    tern__list_remove(&c->idle_node);
+  }
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->bw_timer, on_handle_closed);
@@ -430,8 +528,8 @@ void tern__conn_take_idle(tern__conn *c) {
   tern__list_remove(&c->node);
   tern__list_insert_tail(&c->origin->busy, &c->node);
   c->state = TERN__CONN_ACTIVE;
-  uv_timer_stop(&c->timer);
-  c->timer_kind = TERN__TIMER_NONE;
+  c->timer_kind = TERN__TIMER_NONE; /* the idle timer, if it fires, finds nothing to do */
+  c->timer_due = 0;
 }
 
 void tern__conn_abort(tern__conn *c, tern_request_t *req, int err) {

@@ -50,8 +50,10 @@ static bool may_admit(const tern_engine_t *eng) {
 
 /* The outermost callback returns (tern__engine_leave at depth 1). */
 static void drain(tern_engine_t *eng) {
-  /* Calls may submit requests and requests' callbacks may queue calls: run both until quiet. */
-  while (!tern__list_empty(&eng->ready) || !tern__list_empty(&eng->ready_calls) || may_admit(eng)) {
+  /* Calls may submit requests, requests' callbacks may queue calls, and the end of a write
+   * may send or complete more: run them all until quiet. */
+  while (!tern__list_empty(&eng->ready) || !tern__list_empty(&eng->ready_calls) ||
+         !tern__list_empty(&eng->wrote) || may_admit(eng)) {
     /* Under max_active_requests every new request joins the queue first, so a slot goes to the
      * highest priority waiting, whether it came in this batch or waited already. */
     while (!tern__list_empty(&eng->ready)) {
@@ -71,7 +73,16 @@ static void drain(tern_engine_t *eng) {
       call->fn(call->arg);
       free(call);
     }
+    tern__conn_report_writes(eng);
   }
+  /* Last, once the requests above are on their way: freeing the completed ones is not on the
+   * path from a response to the next request's bytes. */
+  while (!tern__list_empty(&eng->finished)) {
+    tern__list *n = eng->finished.next;
+    tern__list_remove(n);
+    tern__request_unref(tern__container_of(n, tern_request_t, node));
+  }
+  tern__conn_trim_idle(eng);
 }
 
 static void apply_pause(void *arg) {
@@ -152,6 +163,9 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__list_init(&eng->ready);
   tern__list_init(&eng->calls);
   tern__list_init(&eng->ready_calls);
+  tern__list_init(&eng->wrote);
+  tern__list_init(&eng->went_idle);
+  tern__list_init(&eng->finished);
   tern__list_init(&eng->queued);
   tern__list_init(&eng->origins);
   tern__list_init(&eng->tls_ctxs);
@@ -467,6 +481,8 @@ static void complete(tern_request_t *req, int err) {
     req->total_timer_live = false;
     uv_timer_stop(&req->total_timer);
     uv_close((uv_handle_t *)&req->total_timer, on_total_closed);
+  } else if (eng->depth > 0) {
+    tern__list_insert_tail(&eng->finished, &req->node); /* unreferenced by drain */
   } else {
     tern__request_unref(req);
   }

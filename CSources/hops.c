@@ -19,10 +19,10 @@ int tern__request_decide_hop(tern_request_t *req) {
   /* An AUTHENTICATE message answered by anything but a challenge was accepted. */
   if (req->auth.www.ntlm_step == 3 && status != 401) req->auth.www.ntlm_step = 4;
   if (req->auth.proxy.ntlm_step == 3 && status != 407) req->auth.proxy.ntlm_step = 4;
-  const char *location = tern__request_header_value(req, "location");
+  const char *location = is_redirect(status) ? tern__request_header_value(req, "location") : NULL;
   while (location && (*location == ' ' || *location == '\t')) location++;
   /* An empty Location names no target: the 3xx is the response (curl does the same). */
-  if (is_redirect(status) && req->hop.follow_max > 0 && location && *location) {
+  if (req->hop.follow_max > 0 && location && *location) {
     req->hop.next = TERN__HOP_REDIRECT;
   } else if (status == 401 &&
              tern__request_answer_challenge(req, &req->auth.www, "www-authenticate", 1)) {

@@ -57,7 +57,7 @@ void tern__http1_write_next(tern__conn *c) {
   c->writing_req = req;
   bool has_body = req->upload.kind != TERN__BODY_NONE && !req->upload.held;
   bool chunked = req->upload.len == UINT64_MAX;
-  uv_buf_t bufs[5];
+  uv_buf_t bufs[TERN__MAX_WRITE_BUFS];
   unsigned nb = 0;
   bool head = req->send == TERN__SEND_NOTHING;
   if (head) bufs[nb++] = uv_buf_init(req->head, (unsigned)req->head_len);

@@ -756,6 +756,10 @@ struct tern__conn {
   uv_connect_t connect_req;
   uv_getaddrinfo_t gai;
   uv_write_t write_req;
+  tern__list wrote_node; /* engine->wrote, while `wrote` */
+  bool wrote;            /* the write under way went out whole at once (conn.c: send) */
+  tern__list idle_node;  /* engine->went_idle, while `went_idle` */
+  bool went_idle;        /* TLS: pooled during this callback; trimmed when it returns */
   struct addrinfo *addrs, *next_addr;
   bool own_addrs; /* addrs built from a pinned entry, not by getaddrinfo */
   int pending;    /* open handles and in-flight libuv requests; freed at 0 after closing */
@@ -785,6 +789,8 @@ struct tern__conn {
   /* timers */
   int timer_kind;
   uint64_t timer_ms;       /* the limit the timer enforces */
+  uint64_t timer_due;      /* uv_now when that limit ends (0: none, or the protocol's own) */
+  uint64_t timer_fires;    /* uv_now when the timer, if active, fires: at or before timer_due */
   uint64_t last_activity;  /* uv_now at the last read or write */
   uint64_t idle_ms;        /* idle timeout for this connection */
   size_t pending_body;     /* body bytes in the write under way */
@@ -900,6 +906,10 @@ struct tern_engine {
   tern__list ready;       /* loop thread: submitted from a callback, started on return */
   tern__list calls;       /* guarded by lock: tern_engine_call from other threads */
   tern__list ready_calls; /* loop thread: calls run when the outermost callback returns */
+  tern__list wrote;       /* loop thread: connections whose write went out whole (conn.c) */
+  bool reporting_writes;  /* loop thread: a write's end is being reported (conn.c) */
+  tern__list went_idle;   /* loop thread: TLS connections pooled in this callback (conn.c) */
+  tern__list finished;    /* loop thread: completed requests, unreferenced after the drain */
   int depth;              /* loop thread: nesting of engine callbacks */
   tern__list queued;      /* loop thread: admitted by max_active_requests later, by priority */
   unsigned nadmitted;     /* loop thread: requests started and not completed */
@@ -1078,10 +1088,18 @@ void tern__conn_stop_reading(tern__conn *c);
 /* The most bytes one write of `req` should carry under its bandwidth budgets (SIZE_MAX: no
  * budget applies). */
 size_t tern__conn_send_piece(const tern__conn *c, const tern_request_t *req);
+#define TERN__MAX_WRITE_BUFS 5 /* pieces in one tern__conn_write */
 /* Writes the pieces (encrypted on TLS connections); events->written reports the end, after
  * the write's bytes are paid for when a sending budget is over. Returns
  * 0 or a TERN_E* code (set on req). */
 int tern__conn_write(tern__conn *c, tern_request_t *req, const uv_buf_t *bufs, unsigned nb);
+/* Reports the ends of the writes that went out whole at once (engine->wrote): the engine
+ * calls it when its outermost callback returns. */
+void tern__conn_report_writes(tern_engine_t *eng);
+/* The pool made the connection idle: on TLS, its OpenSSL buffers are freed when the engine's
+ * outermost callback returns (tern__conn_trim_idle) if it is idle still. */
+void tern__conn_went_idle(tern__conn *c);
+void tern__conn_trim_idle(tern_engine_t *eng);
 /* Starts the TLS handshake. Returns 0 or a TERN_E* code (set on the oldest request). */
 int tern__conn_start_tls(tern__conn *c);
 /* Decrypts what OpenSSL still holds into the buffer's free room. Same results as
@@ -1129,6 +1147,9 @@ void tern__tls_conn_free(tern__conn *c);
 void tern__tls_write_done(tern__conn *c);
 /* OpenSSL still holds received bytes (plaintext or ciphertext) not yet in the buffer. */
 bool tern__tls_pending(tern__conn *c);
+/* Frees OpenSSL's record buffers if they hold nothing (an idle connection keeps none); with
+ * busy_keeps, not while a reused connection has a request outstanding. */
+void tern__tls_release_buffers(tern__conn *c, bool busy_keeps);
 /* Whether ALPN chose "h2" on the connection. */
 bool tern__tls_alpn_h2(const tern__conn *c);
 /* Copies the connection's TLS facts (version, resumption) into the request. */

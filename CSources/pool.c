@@ -231,6 +231,7 @@ void tern__pool_release(tern__conn *c) {
   c->timer_ms = idle;
   c->last_activity = uv_now(eng->loop);
   tern__conn_arm_timer(c);
+  tern__conn_went_idle(c);
 }
 
 void tern__pool_unkeep(tern__conn *c) {

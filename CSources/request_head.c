@@ -32,6 +32,12 @@ static int cat(tern__str *s, ...) {
   return r;
 }
 
+/* Appends a string literal: its length is known when compiled (the pieces of every head). */
+#define PUT_LIT(s, lit) tern__str_append((s), (lit), sizeof(lit) - 1)
+
+/* Appends a NUL-terminated string without its NUL. */
+static int put(tern__str *s, const char *p) { return tern__str_append(s, p, strlen(p)); }
+
 /* The decimal digits of v, in buf. */
 static const char *u64_text(uint64_t v, char buf[21]) {
   char *p = buf + 20;
@@ -119,8 +125,10 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   tern__str h = { 0 };
   char n1[21], n2[21];
   r = tern__str_reserve(&h, 256 + strlen(target) + req->headers.len + req->hop.headers.len);
-  if (!r)
-    r = cat(&h, req->method, " ", target, req->http10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n", NULL);
+  if (!r) r = put(&h, req->method);
+  if (!r) r = PUT_LIT(&h, " ");
+  if (!r) r = put(&h, target);
+  if (!r) r = req->http10 ? PUT_LIT(&h, " HTTP/1.0\r\n") : PUT_LIT(&h, " HTTP/1.1\r\n");
   if (req->auth.www.scheme == TERN_AUTH_BASIC && req->auth.www.tries == 0) req->auth.www.tries = 1;
   if (req->auth.proxy.scheme == TERN_AUTH_BASIC && req->auth.proxy.tries == 0)
     req->auth.proxy.tries = 1; /* a preemptive send is an answer: a 401 to it is final */
@@ -145,16 +153,23 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     tern__str_free(&pa);
   }
   tern__str_free(&abs_target);
-  if (!r && !req->user_host && !(req->omit & TERN__OMIT_HOST))
-    r = cat(&h, "Host: ", req->url.hostport, "\r\n", NULL);
+  /* The fields every request has go piece by piece, each length known or measured once. */
+  if (!r && !req->user_host && !(req->omit & TERN__OMIT_HOST)) {
+    r = PUT_LIT(&h, "Host: ");
+    if (!r) r = put(&h, req->url.hostport);
+    if (!r) r = PUT_LIT(&h, "\r\n");
+  }
   if (!r && !req->user_agent && !(req->omit & TERN__OMIT_USER_AGENT)) {
-    if (!cfg->user_agent_set)
-      r = cat(&h, "User-Agent: tern/", tern_version_string(), "\r\n", NULL);
-    else if (cfg->user_agent[0])
+    if (!cfg->user_agent_set) {
+      r = PUT_LIT(&h, "User-Agent: tern/");
+      if (!r) r = put(&h, tern_version_string());
+      if (!r) r = PUT_LIT(&h, "\r\n");
+    } else if (cfg->user_agent[0]) {
       r = cat(&h, "User-Agent: ", cfg->user_agent, "\r\n", NULL);
+    }
   }
   if (!r && !req->user_accept && !(req->omit & TERN__OMIT_ACCEPT))
-    r = cat(&h, "Accept: */*\r\n", NULL);
+    r = PUT_LIT(&h, "Accept: */*\r\n");
   if (!r && req->sink.range_sent) {
     r = cat(&h, "Range: bytes=", u64_text(req->sink.range_start, n1), "-",
             req->sink.end ? u64_text(req->sink.end - 1, n2) : "", "\r\n", NULL);
@@ -165,8 +180,11 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   }
   if (!r && req->upload.gzip && body) r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
   if (!r && req->sink.decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding &&
-      !(req->omit & TERN__OMIT_ACCEPT_ENCODING))
-    r = cat(&h, "Accept-Encoding: ", tern__accept_encoding(), "\r\n", NULL);
+      !(req->omit & TERN__OMIT_ACCEPT_ENCODING)) {
+    r = PUT_LIT(&h, "Accept-Encoding: ");
+    if (!r) r = put(&h, tern__accept_encoding());
+    if (!r) r = PUT_LIT(&h, "\r\n");
+  }
   if (!r) {
     if (req->upload.held)
       r = cat(&h, "Content-Length: 0\r\n", NULL);

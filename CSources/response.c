@@ -45,11 +45,15 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
   return 0;
 }
 
-/* The value of the first field named `name` (any case), or NULL. */
+/* The value of the first field named `name` (any case), or NULL. Every response looks up a
+ * few names; a field's name length is where its value begins (the block's layout), so only
+ * names of the same length are compared. */
 const char *tern__request_header_value(const tern_request_t *req, const char *name) {
   char **pairs = (char **)(void *)req->resp.block;
+  size_t n = strlen(name);
   for (size_t i = 0; i < req->resp.count; i++)
-    if (strcasecmp(pairs[2 * i], name) == 0) return pairs[2 * i + 1];
+    if ((size_t)(pairs[2 * i + 1] - pairs[2 * i]) == n + 1 && strcasecmp(pairs[2 * i], name) == 0)
+      return pairs[2 * i + 1];
   return NULL;
 }
 

@@ -157,6 +157,11 @@ static bool have_index(void) {
 
 static tern__conn *conn_of(const SSL *ssl) { return SSL_get_ex_data(ssl, conn_index); }
 
+/* Empties the error queue for SSL_get_error: a look costs far less than a clear (800 instr.). */
+static void clear_errors(void) {
+  if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
 static void openssl_error_string(char *out, size_t n) {
   unsigned long e = ERR_peek_last_error();
   if (e)
@@ -484,7 +489,7 @@ static int handshake_failed(tern__conn *c, int ssl_err) {
 }
 
 static int handshake_step(tern__conn *c) {
-  ERR_clear_error();
+  clear_errors();
   int r = SSL_do_handshake(c->ssl);
   if (r == 1) {
     c->handshaking = false;
@@ -503,11 +508,13 @@ size_t tern__tls_read_gap(const tern__conn *c) {
   return in->partial + in->held_len + (pending > 0 ? (size_t)pending : 0);
 }
 
-/* Frees OpenSSL's record buffers when they hold nothing, so an idle connection has none. Never
- * with a record begun or plaintext pending: OpenSSL before 3.0.14 would free them anyway
- * (CVE-2024-4741). */
-static void release_buffers(tern__conn *c) {
-  if (c->tls_in->partial == 0 && SSL_pending(c->ssl) <= 0) SSL_free_buffers(c->ssl);
+/* Frees OpenSSL's record buffers when empty (never with a record begun or plaintext pending:
+ * CVE-2024-4741). After a receive or a send (busy_keeps) a reused connection keeps them while
+ * a request is outstanding and frees them as it idles (conn.c); a first exchange frees them at
+ * once, as connections opened together would fragment the heap (docs/engine.md, TLS). */
+void tern__tls_release_buffers(tern__conn *c, bool busy_keeps) {
+  if (busy_keeps && c->served > 0 && !tern__list_empty(&c->requests)) return;
+  if (c->ssl && c->tls_in->partial == 0 && SSL_pending(c->ssl) <= 0) SSL_free_buffers(c->ssl);
 }
 
 /* Drives the handshake and decrypts into buf[base + produced, rcap) until OpenSSL wants more
@@ -519,7 +526,7 @@ static int decrypt(tern__conn *c, size_t base, size_t *produced, int *closed) {
     if (c->handshaking) return 0;
   }
   /* One clear per call, not per record: successful reads leave the queue empty. */
-  ERR_clear_error();
+  clear_errors();
   for (;;) {
     size_t room = c->rcap - (base + *produced);
     if (room == 0) return 0;
@@ -578,14 +585,14 @@ int tern__tls_recv_at(tern__conn *c, size_t gap, size_t n) {
     in->held = NULL;
     in->held_cap = 0;
   }
-  release_buffers(c);
+  tern__tls_release_buffers(c, true);
   return closed;
 }
 
 int tern__tls_recv(tern__conn *c, size_t n) { return tern__tls_recv_at(c, 0, n); }
 
 int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t *out) {
-  ERR_clear_error();
+  clear_errors();
   for (unsigned i = 0; i < nb; i++) {
     if (bufs[i].len == 0) continue;
     int k = SSL_write(c->ssl, bufs[i].base, (int)bufs[i].len);
@@ -599,7 +606,7 @@ int tern__tls_encrypt(tern__conn *c, const uv_buf_t *bufs, unsigned nb, uv_buf_t
       return TERN_EIO;
     }
   }
-  release_buffers(c);
+  tern__tls_release_buffers(c, true);
   BIO *bio = detach_output(c);
   if (bio == NULL) return TERN_ENOMEM;
   char *data;
