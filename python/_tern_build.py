@@ -216,6 +216,16 @@ int tern_py_queue_fd(tern_py_queue *q);
 int tern_py_queue_arm(tern_py_queue *q, tern_request_t *req, int64_t id);
 size_t tern_py_queue_take(tern_py_queue *q, int64_t *ids, int *statuses, size_t cap);
 void tern_py_queue_free(tern_py_queue *q);
+tern_py_queue *tern_py_queue_new_local(void);
+/* asyncio on the event loop's own thread: a tern_py_local engine whose libuv loop the event
+ * loop watches (its backend fd under add_reader) and runs without waiting; completions are
+ * queued in C (a queue without eventfd) and taken after each run. */
+int tern_py_local_fd(tern_py_local *l);
+int tern_py_aio_submit(tern_py_local *l, tern_py_queue *q, tern_request_t *req, int64_t id);
+int tern_py_aio_go(tern_py_local *l, tern_py_queue *q, const tern_py_template *t,
+                   const char *url, const char *method, int64_t id, tern_request_t **out);
+size_t tern_py_aio_run(tern_py_local *l, tern_py_queue *q, int64_t *ids, int *statuses,
+                       size_t cap, int *timeout_ms);
 /* asyncio with a progress callback (or a loop without add_reader): completions and progress
  * reach Python on the engine's thread. */
 extern "Python" void _tern_async_complete(tern_request_t *req, int status, void *user_data);
@@ -607,6 +617,24 @@ static tern_py_queue *tern_py_queue_new(void) {
   pthread_mutex_init(&q->mu, NULL);
   return q;
 }
+/* A queue for completions on the thread that takes them (the asyncio engine run on the
+ * event loop's thread): no eventfd, nothing to wake. */
+static tern_py_queue *tern_py_queue_new_local(void) {
+  tern_py_queue *q = calloc(1, sizeof *q);
+  if (!q) return NULL;
+  q->fd = -1;
+  q->cap = 256;
+  q->ids = malloc(q->cap * sizeof *q->ids);
+  q->statuses = malloc(q->cap * sizeof *q->statuses);
+  if (!q->ids || !q->statuses) {
+    free(q->ids);
+    free(q->statuses);
+    free(q);
+    return NULL;
+  }
+  pthread_mutex_init(&q->mu, NULL);
+  return q;
+}
 static int tern_py_queue_fd(tern_py_queue *q) {
   return q->fd;
 }
@@ -629,7 +657,7 @@ static void tern_py_queue_on_complete(tern_request_t *req, int status, void *use
     q->statuses[q->len] = status;
     q->len++;
   }
-  if (!q->signaled) {
+  if (!q->signaled && q->fd >= 0) {
     uint64_t one = 1;
     ssize_t w = write(q->fd, &one, sizeof one);
     (void)w;
@@ -664,11 +692,65 @@ static size_t tern_py_queue_take(tern_py_queue *q, int64_t *ids, int *statuses, 
 /* Only once no request armed with q can complete any more (its engine freed). */
 static void tern_py_queue_free(tern_py_queue *q) {
   if (!q) return;
-  close(q->fd);
+  if (q->fd >= 0) close(q->fd);
   pthread_mutex_destroy(&q->mu);
   free(q->ids);
   free(q->statuses);
   free(q);
+}
+
+/* ---- asyncio: the engine on the event loop's thread ---- */
+/* The libuv loop's backend (epoll) fd: readable whenever the loop has I/O to run. */
+static int tern_py_local_fd(tern_py_local *l) {
+  return uv_backend_fd(&l->loop);
+}
+/* Submits req to complete into q under id (on the event loop's thread; the loop is not
+ * running: the engine wakes its own loop, whose fd the event loop sees readable). */
+static int tern_py_aio_submit(tern_py_local *l, tern_py_queue *q, tern_request_t *req,
+                              int64_t id) {
+  int rc = tern_py_queue_arm(q, req, id);
+  if (rc == 0) rc = tern_engine_submit(l->engine, req);
+  return rc;
+}
+/* A request with the client's defaults only: made from the template, armed and submitted in
+ * one call (*out: the request, the caller's to free; NULL and a negative code when refused). */
+static int tern_py_aio_go(tern_py_local *l, tern_py_queue *q, const tern_py_template *t,
+                          const char *url, const char *method, int64_t id,
+                          tern_request_t **out) {
+  *out = NULL;
+  tern_request_t *req = NULL;
+  int rc = tern_py_make_plain(t, url, method, &req);
+  if (rc) return rc;
+  rc = tern_py_aio_submit(l, q, req, id);
+  if (rc) {
+    tern_request_free(req);
+    return rc < 0 ? rc : -1;
+  }
+  *out = req;
+  return 0;
+}
+/* Runs the loop without waiting (again while it has work ready at once or descriptors to add
+ * to its epoll set, a few times at most), then takes up to cap completions; *timeout_ms: when the loop next needs to run for a timer
+ * (-1: no timer; 0: at once). */
+/* Whether descriptors wait to be added to (or changed in) the loop's epoll set: libuv does
+ * that at the start of its next poll, so until then the backend fd cannot become readable for
+ * them. Read from the loop's watcher queue, empty when its first link points at itself (the
+ * same layout in libuv's QUEUE and uv__queue). */
+static int tern_py_loop_has_new_watchers(uv_loop_t *loop) {
+  void *first;
+  memcpy(&first, &loop->watcher_queue, sizeof first);
+  return first != (void *)&loop->watcher_queue;
+}
+static size_t tern_py_aio_run(tern_py_local *l, tern_py_queue *q, int64_t *ids, int *statuses,
+                              size_t cap, int *timeout_ms) {
+  int timeout = 0;
+  for (int i = 0; i < 8; i++) {
+    uv_run(&l->loop, UV_RUN_NOWAIT);
+    timeout = uv_backend_timeout(&l->loop);
+    if (timeout != 0 && !tern_py_loop_has_new_watchers(&l->loop)) break;
+  }
+  *timeout_ms = timeout;
+  return tern_py_queue_take(q, ids, statuses, cap);
 }
 
 /* The latest report of one phase (0 upload, 1 download) if it changed since the last take. */
