@@ -20,26 +20,29 @@ import sys
 
 from cffi import FFI
 
-# A completed request's fields, filled in one call (tern_py_response_info): declared once here,
-# put into both the declarations (CDEF) and the C source (SOURCE) below.
+# A completed request's fields, filled in one call (tern_py_response_take): declared once here,
+# put into both the declarations (CDEF) and the C source (SOURCE) below. The scalars come first,
+# each 8 bytes, so that Python reads them all with one struct.unpack_from (_core.INFO, checked
+# against this layout at import).
 RESPONSE_STRUCT = r"""typedef struct {
-  int status;
-  int error;
-  int http_minor;
-  int http_version;
-  unsigned redirects;
-  int reused;
+  int64_t status;
+  int64_t error;
+  int64_t http_minor;
+  int64_t http_version;
+  int64_t redirects;
+  int64_t reused;
   uint64_t offset;
   double elapsed;
-  size_t header_count;
-  size_t header_bytes;
-  size_t body_len;
+  uint64_t header_count;
+  uint64_t header_bytes;
+  uint64_t body_len;
+  uint64_t strings_len;
+  uint64_t body_at;
   const char *body;
   const char *reason;
   const char *url;
   const char *tls_version;
   const char *decoded_encoding;
-  size_t strings_len;
 } tern_py_response;"""
 
 # The client's defaults for every request, as tern_py_local_go applies them (one struct per
@@ -202,8 +205,13 @@ int tern_py_make_plain(const tern_py_template *t, const char *url, const char *m
 /* A completed request's response in one call: the scalar fields, and the strings and header
  * fields as one block of NUL-terminated strings. */
 @RESPONSE_STRUCT@
-size_t tern_py_response_take(const tern_request_t *req, tern_py_response *out, char *buf,
-                             size_t cap);
+size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, char *buf,
+                             size_t cap, tern_request_t **cell);
+/* tern_py_local_go, and when the request completed in that first slice, the response taken
+ * as by tern_py_response_take (out->strings_len + out->header_bytes: the block's length). */
+int tern_py_local_fetch(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
+                        const char *url, const char *method, tern_request_t **out, int slice_ms,
+                        tern_py_response *info, char *buf, size_t cap);
 /* The per-request setters that almost every call makes, in one call: URL, method, the four
  * timeouts (ms, 0: none) and redirects (max, or -1: not followed). */
 int tern_py_setup(tern_request_t *req, const char *url, const char *method, uint64_t connect_ms,
@@ -487,10 +495,13 @@ static size_t tern_py_put(char *buf, size_t at, size_t cap, const char *s) {
 /* A completed request's response in one call: the scalar fields into *out, and into buf the
  * reason phrase, effective URL, TLS version and decoded encoding ("" for none), then every
  * header field's name and value, each NUL-terminated (out->strings_len: where the fields
- * start). Returns the bytes the block takes; when that is more than cap, buf holds only what
- * fitted: call again with a buffer that large. */
-static size_t tern_py_response_take(const tern_request_t *req, tern_py_response *out, char *buf,
-                                    size_t cap) {
+ * start), then the body when it fits too (out->body_at: where it starts, else 0). Returns the
+ * bytes the strings and fields take; when that is more than cap, buf holds only what fitted:
+ * call again with a buffer that large. With a cell (that holds req), a request that succeeded
+ * and whose whole response is in buf is freed here and the cell emptied: nothing of it is
+ * needed any more. */
+static size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, char *buf,
+                                    size_t cap, tern_request_t **cell) {
   out->status = tern_request_get_status(req);
   out->error = tern_request_get_error(req);
   out->http_minor = tern_request_get_http_minor(req);
@@ -500,8 +511,9 @@ static size_t tern_py_response_take(const tern_request_t *req, tern_py_response 
   out->offset = tern_request_get_offset(req);
   out->elapsed = tern_request_get_time(req, TERN_TIME_END);
   out->header_count = tern_request_get_header_count(req);
-  out->body_len = 0;
-  out->body = tern_request_get_body(req, &out->body_len);
+  size_t body_len = 0;
+  out->body = tern_request_get_body(req, &body_len);
+  out->body_len = body_len;
   out->reason = tern_request_get_reason(req);
   out->url = tern_request_get_effective_url(req);
   out->tls_version = tern_request_get_tls_version(req);
@@ -519,6 +531,15 @@ static size_t tern_py_response_take(const tern_request_t *req, tern_py_response 
     at = tern_py_put(buf, at, cap, value);
   }
   out->header_bytes = at - out->strings_len;
+  out->body_at = 0;
+  if (out->body_len && at <= cap && out->body_len <= cap - at) {
+    memcpy(buf + at, out->body, out->body_len);
+    out->body_at = at;
+  }
+  if (cell && out->error == 0 && at <= cap && (out->body_at || !out->body_len)) {
+    tern_request_free(req);
+    *cell = NULL;
+  }
   return at;
 }
 static int tern_py_setup(tern_request_t *req, const char *url, const char *method,
@@ -586,6 +607,13 @@ static int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_t
   }
   *out = req;
   return tern_py_local_run(l, w, slice_ms);
+}
+static int tern_py_local_fetch(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
+                               const char *url, const char *method, tern_request_t **out,
+                               int slice_ms, tern_py_response *info, char *buf, size_t cap) {
+  int r = tern_py_local_go(l, w, t, url, method, out, slice_ms);
+  if (r == 1) tern_py_response_take(*out, info, buf, cap, out);
+  return r;
 }
 
 /* ---- asyncio completions, queued for the event loop ---- */

@@ -514,7 +514,7 @@ class AsyncClient:
                         if status:
                             raise error_for(req, status, url)
                         sc = le.scratch
-                        return _core.build_response(sc, _core.take(req, sc))
+                        return _core.build_response(sc, _core.take(req, sc, cell))
                 finally:
                     if cell[0] != ffi.NULL:  # inline: a call here could be cut at its start
                         lib.tern_request_free(cell[0])
