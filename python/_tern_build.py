@@ -20,26 +20,29 @@ import sys
 
 from cffi import FFI
 
-# A completed request's fields, filled in one call (tern_py_response_info): declared once here,
-# put into both the declarations (CDEF) and the C source (SOURCE) below.
+# A completed request's fields, filled in one call (tern_py_response_take): declared once here,
+# put into both the declarations (CDEF) and the C source (SOURCE) below. The scalars come first,
+# each 8 bytes, so that Python reads them all with one struct.unpack_from (_core.INFO, checked
+# against this layout at import).
 RESPONSE_STRUCT = r"""typedef struct {
-  int status;
-  int error;
-  int http_minor;
-  int http_version;
-  unsigned redirects;
-  int reused;
+  int64_t status;
+  int64_t error;
+  int64_t http_minor;
+  int64_t http_version;
+  int64_t redirects;
+  int64_t reused;
   uint64_t offset;
   double elapsed;
-  size_t header_count;
-  size_t header_bytes;
-  size_t body_len;
+  uint64_t header_count;
+  uint64_t header_bytes;
+  uint64_t body_len;
+  uint64_t strings_len;
+  uint64_t body_at;
   const char *body;
   const char *reason;
   const char *url;
   const char *tls_version;
   const char *decoded_encoding;
-  size_t strings_len;
 } tern_py_response;"""
 
 # The client's defaults for every request, as tern_py_local_go applies them (one struct per
@@ -202,8 +205,13 @@ int tern_py_make_plain(const tern_py_template *t, const char *url, const char *m
 /* A completed request's response in one call: the scalar fields, and the strings and header
  * fields as one block of NUL-terminated strings. */
 @RESPONSE_STRUCT@
-size_t tern_py_response_take(const tern_request_t *req, tern_py_response *out, char *buf,
-                             size_t cap);
+size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, char *buf,
+                             size_t cap, tern_request_t **cell);
+/* tern_py_local_go, and when the request completed in that first slice, the response taken
+ * as by tern_py_response_take (out->strings_len + out->header_bytes: the block's length). */
+int tern_py_local_fetch(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
+                        const char *url, const char *method, tern_request_t **out, int slice_ms,
+                        tern_py_response *info, char *buf, size_t cap);
 /* The per-request setters that almost every call makes, in one call: URL, method, the four
  * timeouts (ms, 0: none) and redirects (max, or -1: not followed). */
 int tern_py_setup(tern_request_t *req, const char *url, const char *method, uint64_t connect_ms,
@@ -216,6 +224,16 @@ int tern_py_queue_fd(tern_py_queue *q);
 int tern_py_queue_arm(tern_py_queue *q, tern_request_t *req, int64_t id);
 size_t tern_py_queue_take(tern_py_queue *q, int64_t *ids, int *statuses, size_t cap);
 void tern_py_queue_free(tern_py_queue *q);
+tern_py_queue *tern_py_queue_new_local(void);
+/* asyncio on the event loop's own thread: a tern_py_local engine whose libuv loop the event
+ * loop watches (its backend fd under add_reader) and runs without waiting; completions are
+ * queued in C (a queue without eventfd) and taken after each run. */
+int tern_py_local_fd(tern_py_local *l);
+int tern_py_aio_submit(tern_py_local *l, tern_py_queue *q, tern_request_t *req, int64_t id);
+int tern_py_aio_go(tern_py_local *l, tern_py_queue *q, const tern_py_template *t,
+                   const char *url, const char *method, int64_t id, tern_request_t **out);
+size_t tern_py_aio_run(tern_py_local *l, tern_py_queue *q, int64_t *ids, int *statuses,
+                       size_t cap, int *timeout_ms);
 /* asyncio with a progress callback (or a loop without add_reader): completions and progress
  * reach Python on the engine's thread. */
 extern "Python" void _tern_async_complete(tern_request_t *req, int status, void *user_data);
@@ -477,10 +495,13 @@ static size_t tern_py_put(char *buf, size_t at, size_t cap, const char *s) {
 /* A completed request's response in one call: the scalar fields into *out, and into buf the
  * reason phrase, effective URL, TLS version and decoded encoding ("" for none), then every
  * header field's name and value, each NUL-terminated (out->strings_len: where the fields
- * start). Returns the bytes the block takes; when that is more than cap, buf holds only what
- * fitted: call again with a buffer that large. */
-static size_t tern_py_response_take(const tern_request_t *req, tern_py_response *out, char *buf,
-                                    size_t cap) {
+ * start), then the body when it fits too (out->body_at: where it starts, else 0). Returns the
+ * bytes the strings and fields take; when that is more than cap, buf holds only what fitted:
+ * call again with a buffer that large. With a cell (that holds req), a request that succeeded
+ * and whose whole response is in buf is freed here and the cell emptied: nothing of it is
+ * needed any more. */
+static size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, char *buf,
+                                    size_t cap, tern_request_t **cell) {
   out->status = tern_request_get_status(req);
   out->error = tern_request_get_error(req);
   out->http_minor = tern_request_get_http_minor(req);
@@ -490,8 +511,9 @@ static size_t tern_py_response_take(const tern_request_t *req, tern_py_response 
   out->offset = tern_request_get_offset(req);
   out->elapsed = tern_request_get_time(req, TERN_TIME_END);
   out->header_count = tern_request_get_header_count(req);
-  out->body_len = 0;
-  out->body = tern_request_get_body(req, &out->body_len);
+  size_t body_len = 0;
+  out->body = tern_request_get_body(req, &body_len);
+  out->body_len = body_len;
   out->reason = tern_request_get_reason(req);
   out->url = tern_request_get_effective_url(req);
   out->tls_version = tern_request_get_tls_version(req);
@@ -509,6 +531,15 @@ static size_t tern_py_response_take(const tern_request_t *req, tern_py_response 
     at = tern_py_put(buf, at, cap, value);
   }
   out->header_bytes = at - out->strings_len;
+  out->body_at = 0;
+  if (out->body_len && at <= cap && out->body_len <= cap - at) {
+    memcpy(buf + at, out->body, out->body_len);
+    out->body_at = at;
+  }
+  if (cell && out->error == 0 && at <= cap && (out->body_at || !out->body_len)) {
+    tern_request_free(req);
+    *cell = NULL;
+  }
   return at;
 }
 static int tern_py_setup(tern_request_t *req, const char *url, const char *method,
@@ -577,6 +608,13 @@ static int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_t
   *out = req;
   return tern_py_local_run(l, w, slice_ms);
 }
+static int tern_py_local_fetch(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
+                               const char *url, const char *method, tern_request_t **out,
+                               int slice_ms, tern_py_response *info, char *buf, size_t cap) {
+  int r = tern_py_local_go(l, w, t, url, method, out, slice_ms);
+  if (r == 1) tern_py_response_take(*out, info, buf, cap, out);
+  return r;
+}
 
 /* ---- asyncio completions, queued for the event loop ---- */
 #include <stdint.h>
@@ -607,6 +645,24 @@ static tern_py_queue *tern_py_queue_new(void) {
   pthread_mutex_init(&q->mu, NULL);
   return q;
 }
+/* A queue for completions on the thread that takes them (the asyncio engine run on the
+ * event loop's thread): no eventfd, nothing to wake. */
+static tern_py_queue *tern_py_queue_new_local(void) {
+  tern_py_queue *q = calloc(1, sizeof *q);
+  if (!q) return NULL;
+  q->fd = -1;
+  q->cap = 256;
+  q->ids = malloc(q->cap * sizeof *q->ids);
+  q->statuses = malloc(q->cap * sizeof *q->statuses);
+  if (!q->ids || !q->statuses) {
+    free(q->ids);
+    free(q->statuses);
+    free(q);
+    return NULL;
+  }
+  pthread_mutex_init(&q->mu, NULL);
+  return q;
+}
 static int tern_py_queue_fd(tern_py_queue *q) {
   return q->fd;
 }
@@ -629,7 +685,7 @@ static void tern_py_queue_on_complete(tern_request_t *req, int status, void *use
     q->statuses[q->len] = status;
     q->len++;
   }
-  if (!q->signaled) {
+  if (!q->signaled && q->fd >= 0) {
     uint64_t one = 1;
     ssize_t w = write(q->fd, &one, sizeof one);
     (void)w;
@@ -664,11 +720,65 @@ static size_t tern_py_queue_take(tern_py_queue *q, int64_t *ids, int *statuses, 
 /* Only once no request armed with q can complete any more (its engine freed). */
 static void tern_py_queue_free(tern_py_queue *q) {
   if (!q) return;
-  close(q->fd);
+  if (q->fd >= 0) close(q->fd);
   pthread_mutex_destroy(&q->mu);
   free(q->ids);
   free(q->statuses);
   free(q);
+}
+
+/* ---- asyncio: the engine on the event loop's thread ---- */
+/* The libuv loop's backend (epoll) fd: readable whenever the loop has I/O to run. */
+static int tern_py_local_fd(tern_py_local *l) {
+  return uv_backend_fd(&l->loop);
+}
+/* Submits req to complete into q under id (on the event loop's thread; the loop is not
+ * running: the engine wakes its own loop, whose fd the event loop sees readable). */
+static int tern_py_aio_submit(tern_py_local *l, tern_py_queue *q, tern_request_t *req,
+                              int64_t id) {
+  int rc = tern_py_queue_arm(q, req, id);
+  if (rc == 0) rc = tern_engine_submit(l->engine, req);
+  return rc;
+}
+/* A request with the client's defaults only: made from the template, armed and submitted in
+ * one call (*out: the request, the caller's to free; NULL and a negative code when refused). */
+static int tern_py_aio_go(tern_py_local *l, tern_py_queue *q, const tern_py_template *t,
+                          const char *url, const char *method, int64_t id,
+                          tern_request_t **out) {
+  *out = NULL;
+  tern_request_t *req = NULL;
+  int rc = tern_py_make_plain(t, url, method, &req);
+  if (rc) return rc;
+  rc = tern_py_aio_submit(l, q, req, id);
+  if (rc) {
+    tern_request_free(req);
+    return rc < 0 ? rc : -1;
+  }
+  *out = req;
+  return 0;
+}
+/* Runs the loop without waiting (again while it has work ready at once or descriptors to add
+ * to its epoll set, a few times at most), then takes up to cap completions; *timeout_ms: when the loop next needs to run for a timer
+ * (-1: no timer; 0: at once). */
+/* Whether descriptors wait to be added to (or changed in) the loop's epoll set: libuv does
+ * that at the start of its next poll, so until then the backend fd cannot become readable for
+ * them. Read from the loop's watcher queue, empty when its first link points at itself (the
+ * same layout in libuv's QUEUE and uv__queue). */
+static int tern_py_loop_has_new_watchers(uv_loop_t *loop) {
+  void *first;
+  memcpy(&first, &loop->watcher_queue, sizeof first);
+  return first != (void *)&loop->watcher_queue;
+}
+static size_t tern_py_aio_run(tern_py_local *l, tern_py_queue *q, int64_t *ids, int *statuses,
+                              size_t cap, int *timeout_ms) {
+  int timeout = 0;
+  for (int i = 0; i < 8; i++) {
+    uv_run(&l->loop, UV_RUN_NOWAIT);
+    timeout = uv_backend_timeout(&l->loop);
+    if (timeout != 0 && !tern_py_loop_has_new_watchers(&l->loop)) break;
+  }
+  *timeout_ms = timeout;
+  return tern_py_queue_take(q, ids, statuses, cap);
 }
 
 /* The latest report of one phase (0 upload, 1 download) if it changed since the last take. */

@@ -52,9 +52,10 @@ def test_async_plain_calls_send_the_clients_headers_as_they_change(servers):
     assert first["x-a"] == "1" and second["x-a"] == "2"
 
 
-def test_one_client_on_several_loops_and_its_completion_queues_go_with_it(servers):
-    # Completions reach each event loop through a queue and an eventfd of its own; closing the
-    # client frees them (an unclosed loop's on that loop, a closed loop's at once).
+def test_one_client_on_several_loops_and_its_engines_go_with_it(servers):
+    # Each event loop runs an engine of its own (its libuv loop watched by the event loop);
+    # closing the client frees them (an unclosed loop's on that loop, a closed loop's at once),
+    # descriptors and all.
     import os
 
     client = tern.AsyncClient()
@@ -65,9 +66,9 @@ def test_one_client_on_several_loops_and_its_completion_queues_go_with_it(server
 
     assert run(one()) == 200
     assert run(one()) == 200  # a second loop
-    assert len(client._completers) == 2
+    assert len(client._loop_engines) == 2
     run(client.aclose())
-    assert not client._completers
+    assert not client._loop_engines and not client._completers
     assert len(os.listdir("/proc/self/fd")) <= fds
 
 
@@ -175,3 +176,25 @@ def test_a_closed_loop_does_not_break_the_engine(servers):
     run(main())
     time.sleep(0.5)
     run(client.aclose())
+
+
+def test_plain_requests_take_no_engine_thread(servers):
+    # The loop's engine runs on the loop's own thread: no thread is started for it (the
+    # threaded engine, for downloads and progress callbacks, is made on first use only).
+    import os
+
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
+    async def main():
+        before = threads()
+        async with tern.AsyncClient() as client:
+            rs = await asyncio.gather(*(client.get(servers.nginx("/1k.bin")) for _ in range(20)))
+            r = await client.get(servers.nginx("/1k.bin"), headers={"X-A": "1"})
+            during = threads()
+            assert client._state.handle is None
+        return rs + [r], before, during
+
+    rs, before, during = run(main())
+    assert all(r.status_code == 200 and len(r.content) == 1024 for r in rs)
+    assert during == before

@@ -45,6 +45,8 @@ from ._tern import ffi, lib
 
 ProgressCallback = Callable[[Progress], Optional[bool]]
 
+_NULL = ffi.NULL
+
 # One waiter (mutex + condition variable, in C) per waiting thread and nesting depth, reused.
 _waiters = threading.local()
 
@@ -174,9 +176,9 @@ def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[Progres
 
 def run_plain(local: LocalEngine, tpl: Template, method: bytes, url: str) -> Optional[Response]:
     """A request with nothing but the client's defaults, on the owner's engine: made, set up,
-    submitted and run by one C call (tern_py_local_go), then read by one more. None when the
-    engine refused the request as set up (the caller then takes the long way, which says
-    why)."""
+    submitted, run and, when it completes in the first slice (the usual case), read and freed
+    by one C call (tern_py_local_fetch). None when the engine refused the request as set up
+    (the caller then takes the long way, which says why)."""
     slot = local.take_slot()
     w = slot.w
     try:
@@ -185,26 +187,44 @@ def run_plain(local: LocalEngine, tpl: Template, method: bytes, url: str) -> Opt
             if ptr is None or local.closing:
                 return None
             cell = slot.cell
-            cell[0] = ffi.NULL  # go sets it; an exception before go ran finds nothing there
+            cell[0] = _NULL  # fetch sets it; an exception before it ran finds nothing there
+            sc = slot.scratch
             try:
-                r = lib.tern_py_local_go(ptr, w, tpl.c, url.encode(), method, cell, 200)
+                r = lib.tern_py_local_fetch(ptr, w, tpl.c, url.encode(), method, cell, 200,
+                                            sc.info, sc.buf, sc.cap)
                 if r < 0:
                     return None
-                while r != 1:
-                    r = lib.tern_py_local_run(ptr, w, 200)
+                if r != 1:
+                    while r != 1:
+                        r = lib.tern_py_local_run(ptr, w, 200)
+                    n = take(cell[0], sc, cell)
+                else:
+                    n = sc.info.strings_len + sc.info.header_bytes
+                    if n > sc.cap:  # the block outgrew the scratch: again, grown
+                        n = take(cell[0], sc, cell)
             except BaseException:
                 req = cell[0]
-                if req != ffi.NULL:
+                if req != _NULL:
                     try:
                         _abandon_local(local, w, req)
                     finally:
                         lib.tern_py_local_unlink(ptr, w)
                         lib.tern_request_free(req)
+                        cell[0] = _NULL
                 raise
             req = cell[0]
+            if req == _NULL:  # succeeded, read whole, freed
+                return build_response(sc, n)
             try:
-                return _finish_local(local, slot.scratch, req, url, None)
+                status = sc.info.error
+                if status:
+                    if local.closing:
+                        raise ClosedError("the client was closed while the request ran",
+                                          status, "ESHUTDOWN", url)
+                    raise error_for(req, status, url)
+                return build_response(sc, n)
             finally:
+                cell[0] = _NULL
                 lib.tern_request_free(req)
     finally:
         local.slots.append(slot)

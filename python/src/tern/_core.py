@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json as _json
 import os
+import struct
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import urlencode, urlsplit
@@ -23,6 +24,7 @@ from ._models import (
     Headers,
     ParamTypes,
     Response,
+    ResponseHeaders,
     Timeout,
     TimeoutTypes,
 )
@@ -636,30 +638,52 @@ def error_for(req: Any, status: int, url: str) -> _errors.TernError:
 DOWNLOAD_BUFFER = 1 << 20
 
 
-class Scratch:
-    """Where tern_py_response_take puts a response: the scalar fields and a block of strings."""
+# The scalar fields at the start of a tern_py_response, each 8 bytes (see _tern_build.py), read
+# in one call: status, error, http_minor, http_version, redirects, reused, offset, elapsed,
+# header_count, header_bytes, body_len, strings_len, body_at.
+INFO = struct.Struct("=qqqqqqQdQQQQQ")
+if INFO.size != ffi.offsetof("tern_py_response", "body"):  # pragma: no cover
+    raise ImportError("tern: tern_py_response's layout does not match _core.INFO")
 
-    __slots__ = ("info", "buf", "cap")
+# Bodies up to this size are copied with the head into a Scratch (grown for them when needed),
+# so that the request is freed as it is read; larger ones are copied from the request.
+SCRATCH_BODY_MAX = 256 * 1024
+
+
+class Scratch:
+    """Where tern_py_response_take puts a response: the scalar fields and a block of strings
+    (and the body, when it fits), with buffer views over both for reading them in few calls."""
+
+    __slots__ = ("info", "infoview", "buf", "view", "cap")
 
     def __init__(self, cap: int) -> None:
         self.info = ffi.new("tern_py_response *")
+        self.infoview = ffi.buffer(self.info)
         self.buf = ffi.new("char[]", cap)
+        self.view = ffi.buffer(self.buf)
+        self.cap = cap
+
+    def grow(self, cap: int) -> None:
+        self.buf = ffi.new("char[]", cap)
+        self.view = ffi.buffer(self.buf)
         self.cap = cap
 
 
 _new = object.__new__
+_NULL = ffi.NULL
 
 
-def take(req: Any, scratch: Scratch) -> int:
+def take(req: Any, scratch: Scratch, cell: Any = _NULL) -> int:
     """Fills ``scratch`` from a completed request (one C call, two when its block outgrows the
     buffer, which then grows); returns the block's length. ``scratch.info.error`` is the
-    request's error code."""
-    n = lib.tern_py_response_take(req, scratch.info, scratch.buf, scratch.cap)
+    request's error code. With ``cell`` (a ``tern_request_t *[1]`` holding ``req``), a request
+    that succeeded is freed once all of its response is in ``scratch`` (the cell emptied)."""
+    n = lib.tern_py_response_take(req, scratch.info, scratch.buf, scratch.cap, cell)
     if n > scratch.cap:
-        scratch.buf = ffi.new("char[]", n)
-        scratch.cap = n
-        n = lib.tern_py_response_take(req, scratch.info, scratch.buf, n)
-    return int(n)
+        body_len = scratch.info.body_len
+        scratch.grow(n + (body_len if body_len <= SCRATCH_BODY_MAX else 0))
+        n = lib.tern_py_response_take(req, scratch.info, scratch.buf, scratch.cap, cell)
+    return n
 
 
 # tern_request_get_http_version's values as the response names them (0: no head arrived).
@@ -667,42 +691,44 @@ _HTTP_VERSIONS = {10: "HTTP/1.0", 11: "HTTP/1.1", 20: "HTTP/2"}
 
 
 def build_response(scratch: Scratch, n: int, path: Optional[str] = None) -> Response:
-    """The Response of a request whose fields :func:`take` put in ``scratch`` (the body is
-    copied from the request, which must not be freed before)."""
-    info = scratch.info
-    blob = ffi.unpack(scratch.buf, n)
-    k = info.strings_len
-    strings = blob[:k].decode("utf-8", "replace").split("\0")
-    if n > k:
-        parts = blob[k:].decode("latin-1").split("\0")
-        items = list(zip(parts[0:-1:2], parts[1::2]))
-    else:
-        items = []
-    body_len = info.body_len
-    headers = _new(Headers)
-    headers._items = items
+    """The Response of a request whose fields :func:`take` put in ``scratch`` (a body not
+    copied there is copied from the request, which must then not be freed before). The header
+    fields are split only when first read."""
+    (status, _error, _minor, version, redirects, reused, offset, elapsed, _count, _hbytes,
+     body_len, k, body_at) = INFO.unpack_from(scratch.infoview)
+    view = scratch.view
+    strings = view[0:k].decode("utf-8", "replace").split("\0")
+    headers = _new(ResponseHeaders)
+    headers._raw = view[k - 1:n]  # from the NUL that ends the strings: the block's first
+    headers._low = headers._pairs = None
     r = _new(Response)
-    r.status_code = info.status
+    r.status_code = status
     r.headers = headers
-    r.content = ffi.unpack(info.body, body_len) if body_len else b""
+    if body_at:
+        r.content = view[body_at:body_at + body_len]
+    elif body_len:
+        r.content = ffi.unpack(scratch.info.body, body_len)
+        if n + body_len <= SCRATCH_BODY_MAX:
+            scratch.grow(n + body_len)  # the next such body fits
+    else:
+        r.content = b""
     r.url = strings[1]
     r.reason_phrase = strings[0]
-    r.http_version = _HTTP_VERSIONS.get(info.http_version, "")
-    elapsed = info.elapsed
+    r.http_version = _HTTP_VERSIONS.get(version, "")
     r.elapsed = elapsed if elapsed > 0.0 else 0.0
-    r.num_redirects = info.redirects
-    r.reused_connection = info.reused != 0
+    r.num_redirects = redirects
+    r.reused_connection = reused != 0
     r.tls_version = strings[2] or None
     r.decoded_encoding = strings[3] or None
-    r.offset = info.offset
+    r.offset = offset
     r.path = path
     r._encoding = None
     return r
 
 
 def response_from(req: Any, path: Optional[str] = None) -> Response:
-    """A Response from a request that completed without error (one C call for every field but
-    the body)."""
+    """A Response from a request that completed without error (one C call for every field and
+    a small body)."""
     scratch = Scratch(2048)
     return build_response(scratch, take(req, scratch), path)
 

@@ -106,6 +106,76 @@ class Headers(MutableMapping[str, str]):
         return f"Headers({self._items!r})"
 
 
+_MISSING: Any = object()
+
+
+class ResponseHeaders(Headers):
+    """A response's header fields, kept as the engine's block of names and values (latin-1,
+    each NUL-terminated, one NUL first: ``b"\\0name\\0value\\0..."``) and split into pairs
+    only when something needs them. Looking one field up (:meth:`get`, ``[]``, ``in``) searches
+    the block, lowered once, without splitting it: a response's fields are read far more often
+    one by one than all at once. Once changed, they behave as any :class:`Headers`."""
+
+    __slots__ = ("_raw", "_low", "_pairs")
+
+    @property  # type: ignore[override]
+    def _items(self) -> List[Tuple[str, str]]:
+        pairs = self._pairs
+        if pairs is None:
+            parts = self._raw[1:].decode("latin-1").split("\0")
+            pairs = self._pairs = list(zip(parts[0:-1:2], parts[1::2]))
+        return pairs
+
+    @_items.setter
+    def _items(self, value: List[Tuple[str, str]]) -> None:
+        self._pairs = value
+        self._raw = None  # the block no longer says what the fields are
+
+    def _find(self, name: str) -> Optional[str]:
+        """The field's values joined with ``", "`` (None: absent), from the block. Field names
+        are tokens (ASCII): a name that is not ASCII is looked up among the pairs."""
+        if "\0" in name:
+            return None
+        low = self._low
+        if low is None:
+            low = self._low = self._raw.lower()
+        key = b"\0" + name.lower().encode("ascii") + b"\0"
+        raw = self._raw
+        found = None
+        i = low.find(key)
+        while i >= 0:
+            # A name when an even number of NULs comes before (the block is NUL, name, NUL,
+            # value, NUL, ...); otherwise a value that happens to read the same.
+            if not low.count(b"\0", 0, i) & 1:
+                j = i + len(key)
+                value = raw[j:raw.index(b"\0", j)].decode("latin-1")
+                found = value if found is None else found + ", " + value
+            i = low.find(key, i + 1)
+        return found
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The field's values joined with ``", "``, or ``default`` when it is absent."""
+        if self._raw is None or not name.isascii():
+            return Headers.get(self, name, default)
+        value = self._find(name)
+        return default if value is None else value
+
+    def __getitem__(self, name: str) -> str:
+        if self._raw is None or not name.isascii():
+            return Headers.__getitem__(self, name)
+        value = self._find(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if self._raw is None or not name.isascii():
+            return Headers.__contains__(self, name)
+        return self._find(name) is not None
+
+
 @dataclass(frozen=True)
 class Timeout:
     """Per-phase time limits in seconds; ``None`` (or 0) means no limit for that phase.

@@ -1,7 +1,7 @@
 """tern-python, asyncio: one tern.AsyncClient (at most C connections per origin), C tasks on
-the default asyncio loop sharing the N requests; completions are queued in C by the engine's
-thread and read by the loop in batches (an eventfd under add_reader). Downloads:
-AsyncClient.download."""
+the default asyncio loop sharing the N requests; the client's engine runs on the loop's own
+thread (its libuv loop watched with add_reader, completions taken in batches). Downloads:
+AsyncClient.download (on the client's engine thread)."""
 
 import asyncio
 import os
