@@ -11,25 +11,37 @@ import Musl
 import Darwin
 #endif
 
-/// A pthread mutex, optionally recursive, with one condition variable.
+/// A pthread mutex, optionally recursive, with one condition variable (one allocation for
+/// both: an execution makes one per request).
 package final class ConditionLock: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
 
     package init(recursive: Bool = false) {
-        var attributes = pthread_mutexattr_t()
-        pthread_mutexattr_init(&attributes)
-        if recursive { pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE)) }
-        pthread_mutex_init(mutex, &attributes)
-        pthread_mutexattr_destroy(&attributes)
+        let conditionOffset =
+            (MemoryLayout<pthread_mutex_t>.stride + MemoryLayout<pthread_cond_t>.alignment - 1)
+            / MemoryLayout<pthread_cond_t>.alignment * MemoryLayout<pthread_cond_t>.alignment
+        let raw = UnsafeMutableRawPointer.allocate(
+            byteCount: conditionOffset + MemoryLayout<pthread_cond_t>.size,
+            alignment: max(MemoryLayout<pthread_mutex_t>.alignment, MemoryLayout<pthread_cond_t>.alignment))
+        mutex = raw.bindMemory(to: pthread_mutex_t.self, capacity: 1)
+        condition = (raw + conditionOffset).bindMemory(to: pthread_cond_t.self, capacity: 1)
+        if recursive {
+            var attributes = pthread_mutexattr_t()
+            pthread_mutexattr_init(&attributes)
+            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
+            pthread_mutex_init(mutex, &attributes)
+            pthread_mutexattr_destroy(&attributes)
+        } else {
+            pthread_mutex_init(mutex, nil)
+        }
         pthread_cond_init(condition, nil)
     }
 
     deinit {
         pthread_cond_destroy(condition)
         pthread_mutex_destroy(mutex)
-        condition.deallocate()
-        mutex.deallocate()
+        UnsafeMutableRawPointer(mutex).deallocate()
     }
 
     package func lock() { pthread_mutex_lock(mutex) }
@@ -45,19 +57,26 @@ package final class ConditionLock: @unchecked Sendable {
     }
 }
 
-// Sendable because `value` is only touched inside withLock, under `lock`.
+// Sendable because `value` is only touched inside withLock, under `mutex`.
 final class Locked<Value>: @unchecked Sendable {
-    private let lock = ConditionLock()
+    // A bare mutex, no condition: every Request has one of these.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private var value: Value
 
     init(_ value: Value) {
         self.value = value
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
     }
 
     /// Runs `body` with exclusive access to the value. `body` must not call user code.
     func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
 }
