@@ -21,6 +21,9 @@ let swiftSettings: [SwiftSetting] = [
 //     data (libcrypto alone: 1.2 MiB resident);
 //   - no -export-dynamic (the static Swift runtime's link arguments ask for it): nothing looks
 //     the executable's symbols up at run time, and its symbol table was 350 KiB resident.
+//   - linker/order.txt first in .text: the functions these programs run (scripts/make-link-order.sh
+//     records them), so that the 64 KiB the kernel maps around each first touch of the code are
+//     mostly code that runs.
 let executableLinkerSettings: [LinkerSetting] = [
     .unsafeFlags(
         [
@@ -28,6 +31,8 @@ let executableLinkerSettings: [LinkerSetting] = [
             "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
             "-L", Context.packageDirectory + "/linker/static",
             "-Xlinker", "--no-export-dynamic",
+            "-Xlinker", "--symbol-ordering-file=" + Context.packageDirectory + "/linker/order.txt",
+            "-Xlinker", "--no-warn-symbol-ordering",
         ],
         .when(platforms: [.linux], configuration: .release)
     ),
