@@ -9,6 +9,35 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// How the release builds of the executables (the `tern` CLI here, the tern-swift benchmark driver
+// in bench/Package.swift) are linked on Linux, for a smaller resident footprint (issue 19;
+// linker/README.md has the measurements). Executables only: a library target with unsafe flags
+// could not be used as a versioned dependency, and how a program is linked is its own choice.
+//   - lld with packed relative relocations (DT_RELR): the binary stays position-independent, but
+//     its ~38,000 relative relocations take 7 KiB instead of 900 KiB that the loader reads;
+//   - -L linker/static: linker scripts that turn -lssl, -lcrypto, -luv, -lnghttp2, -lz,
+//     -lbrotlidec, -lzstd and the Swift runtime's -lstdc++ into their static archives, so that
+//     only the code used is mapped, without each shared library's symbol tables and relocated
+//     data (libcrypto alone: 1.45 MiB resident);
+//   - no -export-dynamic (the static Swift runtime's link arguments ask for it): nothing looks
+//     the executable's symbols up at run time, and its symbol table was 350 KiB resident;
+//   - linker/order.txt first in .text: the functions these programs run (scripts/make-link-order.sh
+//     records them), so that the 64 KiB the kernel maps around each first touch of the code are
+//     mostly code that runs.
+let executableLinkerSettings: [LinkerSetting] = [
+    .unsafeFlags(
+        [
+            "-use-ld=lld",
+            "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+            "-L", Context.packageDirectory + "/linker/static",
+            "-Xlinker", "--no-export-dynamic",
+            "-Xlinker", "--symbol-ordering-file=" + Context.packageDirectory + "/linker/order.txt",
+            "-Xlinker", "--no-warn-symbol-ordering",
+        ],
+        .when(platforms: [.linux], configuration: .release)
+    ),
+]
+
 // Tern: the C engine (CTern) and, on top of it, the Swift API and the `tern` CLI.
 let package = Package(
     name: "Tern",
@@ -104,7 +133,8 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Sources/tern",
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: executableLinkerSettings
         ),
         // Stores cache entries in a loop for the tests that SIGKILL it or run two at once on
         // one folder (Tests/TernTests/CacheStoreTests.swift). Not a product.

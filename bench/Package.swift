@@ -7,6 +7,25 @@ import PackageDescription
 //
 // Every executable here follows the driver contract in bench/README.md:
 //   DRIVER get URL N C | DRIVER download URL PATH; exit 0/1/2/3; $BENCH_CAFILE; one result line.
+
+// tern-swift is linked as the root package links the `tern` CLI (executableLinkerSettings in
+// ../Package.swift, measured in ../linker/README.md): lld with packed relative relocations, the C
+// libraries and libstdc++ from their static archives, no -export-dynamic, the functions of
+// ../linker/order.txt first. The other drivers keep the defaults their users get.
+let ternLinkerSettings: [LinkerSetting] = [
+    .unsafeFlags(
+        [
+            "-use-ld=lld",
+            "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+            "-L", Context.packageDirectory + "/../linker/static",
+            "-Xlinker", "--no-export-dynamic",
+            "-Xlinker", "--symbol-ordering-file=" + Context.packageDirectory + "/../linker/order.txt",
+            "-Xlinker", "--no-warn-symbol-ordering",
+        ],
+        .when(platforms: [.linux], configuration: .release)
+    ),
+]
+
 let package = Package(
     name: "TernBench",
     platforms: [.macOS(.v15)],
@@ -39,7 +58,8 @@ let package = Package(
             dependencies: [
                 "BenchSupport",
                 .product(name: "Tern", package: "Tern"),
-            ]
+            ],
+            linkerSettings: ternLinkerSettings
         ),
     ],
     swiftLanguageModes: [.v6]
