@@ -61,7 +61,7 @@ package final class ConditionLock: @unchecked Sendable {
 final class Locked<Value>: @unchecked Sendable {
     // A bare mutex, no condition: every Request has one of these.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var value: Value
+    @exclusivity(unchecked) private var value: Value  // the mutex keeps accesses apart
 
     init(_ value: Value) {
         self.value = value

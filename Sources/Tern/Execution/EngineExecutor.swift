@@ -11,7 +11,7 @@ public final class EngineExecutor: TaskExecutor, @unchecked Sendable {
     // `jobs` is guarded by `lock`; `core` is immutable.
     private let core: EngineCore
     private let lock = ConditionLock()
-    private var jobs: [UnownedJob] = []
+    @exclusivity(unchecked) private var jobs: [UnownedJob] = []  // guarded by `lock`
 
     init(core: EngineCore) {
         self.core = core
