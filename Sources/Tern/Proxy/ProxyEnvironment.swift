@@ -356,7 +356,9 @@ public struct ProxyEnvironment: Sendable, Hashable {
     /// True when no variable and no explicit proxy names a proxy (most machines): every URL
     /// goes direct, and nothing needs looking at per request.
     var namesNoProxy: Bool {
-        explicitProxy == nil && httpProxy == nil && httpsProxy == nil && allProxy == nil
+        // Matched by case: `== nil` on the Equatable configuration copied it first.
+        guard case .none = explicitProxy else { return false }
+        return httpProxy == nil && httpsProxy == nil && allProxy == nil
     }
 
     /// Settings that never use a proxy (curl's `-x ""`).
