@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 static void on_async(uv_async_t *handle);
+static void on_kick(uv_prepare_t *handle);
 static void start_request(tern_request_t *req);
 static void shutdown_all(tern_engine_t *eng);
 static void drain(tern_engine_t *eng);
@@ -183,7 +184,9 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
     return TERN_ENOMEM;
   }
   eng->async.data = eng;
-  eng->handles = 1;
+  uv_prepare_init(eng->loop, &eng->kick);
+  eng->kick.data = eng;
+  eng->handles = 2;
   return 0;
 }
 
@@ -208,6 +211,7 @@ int tern_engine_new(tern_engine_t **out, const tern_config_t *config) {
   }
   if (uv_thread_create(&eng->thread, thread_main, eng)) {
     uv_close((uv_handle_t *)&eng->async, NULL);
+    uv_close((uv_handle_t *)&eng->kick, NULL);
     uv_run(&eng->own_loop, UV_RUN_DEFAULT);
     uv_loop_close(&eng->own_loop);
     uv_mutex_destroy(&eng->lock);
@@ -315,7 +319,9 @@ int tern_engine_submit(tern_engine_t *eng, tern_request_t *req) {
     if (eng->stopped) goto refused;
     TERN__STAT_ADD(eng, TERN_STAT_REQUESTS_ACTIVE, 1);
     tern__list_insert_tail(&eng->ready, &req->node);
-    if (eng->depth == 0) uv_async_send(&eng->async); /* called from outside our callbacks */
+    /* From outside our callbacks (a loop embedded in the caller's): started before the loop
+     * next polls, by a prepare handle, with no wake-up through the async handle's eventfd. */
+    if (eng->depth == 0) uv_prepare_start(&eng->kick, on_kick);
     return 0;
   }
   uv_mutex_lock(&eng->lock);
@@ -401,6 +407,13 @@ static void on_async(uv_async_t *handle) {
   }
   if (stopping && !eng->stopped) shutdown_all(eng);
   tern__engine_leave(eng);
+}
+
+static void on_kick(uv_prepare_t *handle) {
+  tern_engine_t *eng = handle->data;
+  uv_prepare_stop(handle);
+  tern__engine_enter(eng);
+  tern__engine_leave(eng); /* the drain starts the ready requests */
 }
 
 static void on_total_closed(uv_handle_t *h) { tern__request_unref(h->data); }
@@ -614,4 +627,5 @@ static void shutdown_all(tern_engine_t *eng) {
   tern__tls_ctx_free_all(eng); /* connections still closing hold their own references */
   tern__resolve_forget_all(eng);
   uv_close((uv_handle_t *)&eng->async, on_async_closed);
+  uv_close((uv_handle_t *)&eng->kick, on_async_closed);
 }

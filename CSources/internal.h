@@ -898,6 +898,7 @@ struct tern_engine {
   uv_thread_t thread;
   uv_thread_t loop_thread;
   uv_async_t async;
+  uv_prepare_t kick; /* starts what the loop thread submitted outside our callbacks */
   uv_mutex_t lock;
   tern__list submitted;   /* guarded by lock */
   tern__list cancels;     /* guarded by lock */
