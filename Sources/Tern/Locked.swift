@@ -63,7 +63,7 @@ final class Locked<Value>: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     @exclusivity(unchecked) private var value: Value  // the mutex keeps accesses apart
 
-    init(_ value: Value) {
+    init(_ value: consuming Value) {
         self.value = value
         pthread_mutex_init(mutex, nil)
     }

@@ -201,7 +201,7 @@ public final class Request: Sendable {
         var proxyEnvironment: ProxyEnvironment?
         var proxyAutoConfiguration: ProxyAutoConfiguration?
         var omittedHeaderFields: [String] = []
-        var callbackQueue: DispatchQueue = .global()
+        var callbackQueue: DispatchQueue = Request.defaultCallbackQueue
         var engine: Engine?
         var listener: Listener?
         var completions: [Completion] = []
@@ -225,6 +225,10 @@ public final class Request: Sendable {
     }
 
     let storage: Locked<Storage>
+
+    /// The global queue, fetched once: on Linux each `DispatchQueue.global()` makes a new
+    /// wrapper object, one allocation per request.
+    static let defaultCallbackQueue = DispatchQueue.global()
 
     /// A number unique to this request within the process, used in log metadata.
     public let id: UInt64
