@@ -339,7 +339,9 @@ extension Execution {
         guard let owner = CRequest() else { throw TernError(code: .outOfMemory) }
         let p = plan
         let h = owner.pointer
-        let accepted = tern_request_set_url(h, p.urlString)
+        // withCString: a URL's string is often not native, and the implicit conversion copied it
+        // to the heap (utf8CString) where withCString uses a stack buffer.
+        let accepted = p.urlString.withCString { tern_request_set_url(h, $0) }
         // The engine refuses a port outside 1-65535; the message says which part is wrong.
         if accepted != 0, let port = p.url.port, !(1...65535).contains(port) {
             throw TernError(

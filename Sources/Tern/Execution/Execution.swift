@@ -27,6 +27,23 @@ import Logging
 /// allocation and its checks per request.
 typealias ResponseContinuation = UnsafeContinuation<Response, any Error>
 
+/// The tasks awaiting an execution: nearly always one, kept without an array.
+struct Waiters {
+    private var first: ResponseContinuation?
+    private var more: [ResponseContinuation] = []
+
+    mutating func append(_ continuation: ResponseContinuation) {
+        if first == nil { first = continuation } else { more.append(continuation) }
+    }
+
+    /// Resumes every one with `result`.
+    func resume(with result: Result<Response, TernError>) {
+        let result = result.mapError { $0 as any Error }
+        first?.resume(with: result)
+        for continuation in more { continuation.resume(with: result) }
+    }
+}
+
 /// A listener, progress or completion event, in delivery order.
 enum ExecutionEvent: Sendable {
     /// A progress event; `isFinal` marks the closing 100 or -1, delivered even after a cancel.
@@ -118,7 +135,7 @@ final class Execution: @unchecked Sendable {
     @exclusivity(unchecked) private var current: CRequest?
     @exclusivity(unchecked) private var recorded = false
     @exclusivity(unchecked) private(set) var resultStorage: Result<Response, TernError>?
-    @exclusivity(unchecked) private var continuations: [ResponseContinuation] = []
+    @exclusivity(unchecked) private var continuations = Waiters()
     @exclusivity(unchecked) private var events: [ExecutionEvent] = []
     @exclusivity(unchecked) private var scheduled = false
     @exclusivity(unchecked) private var draining = false
@@ -356,14 +373,14 @@ final class Execution: @unchecked Sendable {
             }
             if schedule { plan.queue.async { self.drainFromQueue() } }
         } else {
-            let waiting: [ResponseContinuation] = lock.withLock {
+            let waiting: Waiters = lock.withLock {
                 completionDelivered = true
                 handlers = nil
                 lock.broadcast()
-                defer { continuations = [] }
+                defer { continuations = Waiters() }
                 return continuations
             }
-            for continuation in waiting { continuation.resume(with: result.mapError { $0 as any Error }) }
+            waiting.resume(with: result)
         }
     }
 
@@ -692,14 +709,10 @@ final class Execution: @unchecked Sendable {
                 handlers = nil  // release what the closures captured
                 completionDelivered = true
                 lock.broadcast()
-                defer { continuations = [] }
+                defer { continuations = Waiters() }
                 return (continuations, resultStorage)
             }
-            if let result {
-                for continuation in waiting {
-                    continuation.resume(with: result.mapError { $0 as any Error })
-                }
-            }
+            if let result { waiting.resume(with: result) }
         }
     }
 
