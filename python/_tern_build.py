@@ -733,7 +733,7 @@ static int tern_py_local_fd(tern_py_local *l) {
   return uv_backend_fd(&l->loop);
 }
 /* Submits req to complete into q under id (on the event loop's thread; the loop is not
- * running: the engine wakes its own loop, whose fd the event loop sees readable). */
+ * running: the engine starts req when its loop next runs, so the caller schedules a run). */
 static int tern_py_aio_submit(tern_py_local *l, tern_py_queue *q, tern_request_t *req,
                               int64_t id) {
   int rc = tern_py_queue_arm(q, req, id);

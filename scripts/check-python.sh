@@ -24,7 +24,10 @@ export PKG_CONFIG_PATH="${libdir}pkgconfig"
 }
 echo "installed: tern $("$py" -c 'import tern; print(tern.__version__, "over libtern", tern.engine_version())')"
 cd "$ROOT/build"
-"$py" -m pytest -p no:cacheprovider -q -rfE --durations=5 "$ROOT/python/tests" "$@" \
+# Bounded: a hang (a request never started or never completed) fails this step in minutes
+# instead of running into CI's limit; the suite takes about 30 s.
+PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 timeout -s ABRT -k 10 600 \
+  "$py" -m pytest -p no:cacheprovider -q -rfE --durations=5 "$ROOT/python/tests" "$@" \
   2>&1 | tee "$ROOT/build/python-test.log"
 rc=${PIPESTATUS[0]}
 cd "$ROOT"

@@ -114,7 +114,8 @@ passed=$((passed + $(sed -n 's/^python: \([0-9]*\) passed$/\1/p' build/check-pyt
 # OpenAPI transport under a generated client), here and under TSan below.
 step "Swift: build with warnings as errors, then swift test (Swift Testing, same servers)"
 swift build -Xswiftc -warnings-as-errors --build-tests 2>&1 | tail -n 1
-swift test 2>&1 | tee build/swift-test.log | grep -E "^(✘|✔ Test run)|error:" || true
+# Bounded, like every long step: a hung test fails here (about 4 minutes normally), not at CI's limit.
+timeout -s ABRT -k 10 1500 swift test 2>&1 | tee build/swift-test.log | grep -E "^(✘|✔ Test run)|error:" || true
 line=$(grep -E "Test run with [0-9]+ tests? .*(passed|failed)" build/swift-test.log | tail -n1) || true
 if ! grep -q "✔ Test run with" <<<"$line"; then
   echo "swift test failed: ${line:-no summary}"
@@ -129,7 +130,8 @@ step "Swift tests under ThreadSanitizer (swift test --sanitize=thread, scratch p
 # (TSan's default sleeps 1 s at every exit). A race report fails the step even when every test
 # passed.
 set +e
-swift test --sanitize=thread --scratch-path .build-tsan >build/swift-test-tsan.log 2>&1
+timeout -s ABRT -k 10 2400 swift test --sanitize=thread --scratch-path .build-tsan \
+  >build/swift-test-tsan.log 2>&1
 tsan_rc=$?
 set -e
 grep -E "^(✘|✔ Test run)|error:|WARNING: ThreadSanitizer" build/swift-test-tsan.log || true

@@ -210,7 +210,10 @@ TERN_API int tern_config_set_log_cb(tern_config_t *config, tern_log_cb cb, tern_
 TERN_API int tern_engine_new(tern_engine_t **out, const tern_config_t *config);
 /** An engine on the caller's loop. Callbacks run on that loop's thread. The caller must keep
  *  running the loop; tern_engine_free must then be called on the loop thread, and the loop run
- *  once more so the engine's handles close. Thread: the loop's thread. Since 0.1. */
+ *  once more so the engine's handles close. A request submitted on the loop's thread starts
+ *  when the loop next runs, with no wake-up: a caller that watches uv_backend_fd() instead of
+ *  running the loop must run it (UV_RUN_NOWAIT) after submitting. Thread: the loop's thread.
+ *  Since 0.1. */
 TERN_API int tern_engine_new_on_loop(tern_engine_t **out, struct uv_loop_s *loop,
                                      const tern_config_t *config);
 /** Stops the engine: requests still pending complete with TERN_ESHUTDOWN, connections close,

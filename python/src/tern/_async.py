@@ -146,7 +146,8 @@ class _Completer:
 class _LoopEngine:
     """A client's engine on one event loop's own thread: a libuv loop of its own (no engine
     thread) whose backend fd the event loop watches with ``add_reader``; when it is readable
-    (a socket's bytes, or the engine's wake-up after a submit) the event loop runs it once
+    (a socket's bytes), after a submit (one run scheduled per pass)
+    and at the engine's timers the event loop runs it once
     without waiting, in C, and the completions it queued (in C, no eventfd: same thread) are
     taken in one call and resolve their futures. The engine's timers get one event-loop timer,
     moved only when the engine's next deadline comes earlier. Requests submitted during one
@@ -154,7 +155,7 @@ class _LoopEngine:
     contention, no wake-up per request."""
 
     __slots__ = ("loop", "ptr", "q", "fd", "pid", "futures", "ids", "statuses", "tmo",
-                 "timer", "timer_at", "scratch")
+                 "timer", "timer_at", "scratch", "run_due")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, settings: Dict[str, Any]) -> None:
         cfg = _core._config(**settings)
@@ -182,6 +183,7 @@ class _LoopEngine:
         self.timer_at = 0.0
         # Where responses are read (take, then build: no await between, one task at a time).
         self.scratch = _core.Scratch(8192)
+        self.run_due = False
         try:
             loop.add_reader(self.fd, self.run)
         except BaseException:
@@ -192,6 +194,7 @@ class _LoopEngine:
 
     def run(self) -> None:
         """Runs the engine's loop once without waiting and resolves what completed."""
+        self.run_due = False
         ptr = self.ptr
         if ptr is None:
             return
@@ -209,6 +212,14 @@ class _LoopEngine:
         ms = self.tmo[0]
         if ms >= 0:
             self._wake_in(ms)
+
+    def submitted(self) -> None:
+        """A request was submitted: the engine starts it when its loop next runs (a submit on
+        the loop's own thread sends no wake-up, so the backend fd does not turn readable for
+        it). One run on the event loop's next pass starts every request submitted in this one."""
+        if not self.run_due:
+            self.run_due = True
+            self.loop.call_soon(self.run)
 
     def _wake_in(self, ms: int) -> None:
         """The engine's loop is to run again within ms (its next timer)."""
@@ -468,6 +479,7 @@ class AsyncClient:
             if le is not None:
                 rid = next(_ids)
                 check(lib.tern_py_aio_submit(le.ptr, le.q, req, rid), "submit")
+                le.submitted()
                 fut = loop.create_future()
                 futures = le.futures
                 futures[rid] = fut
@@ -501,6 +513,7 @@ class AsyncClient:
                 try:
                     if lib.tern_py_aio_go(le.ptr, le.q, tpl.c, url.encode(),
                                           _core.METHODS[method], rid, cell) == 0:
+                        le.submitted()
                         fut = loop.create_future()
                         futures = le.futures
                         futures[rid] = fut
