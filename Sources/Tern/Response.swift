@@ -125,75 +125,54 @@ public struct Response: Sendable {
         let sentHeadText: String?
 
         init(
-        url: URL,
-        originalURL: URL,
-        redirectCount: Int,
-        status: HTTPResponse.Status,
-        httpVersion: HTTPVersion,
-        contentLength: Int64?,
-        offset: UInt64,
-        bytesReceived: UInt64,
-        data: Data,
-        downloadFile: String?,
-        isReused: Bool,
-        isFromCache: Bool,
-        attempts: Int,
-        timings: Timings,
-        tlsInfo: TLSInfo?,
-        decodedEncoding: String?,
-        bytesDelivered: UInt64,
-        isRequestBodySkipped: Bool,
-        head: HeadFields,
-        sentHeadText: String?
+            url: URL,
+            originalURL: URL,
+            redirectCount: Int,
+            status: HTTPResponse.Status,
+            httpVersion: HTTPVersion,
+            contentLength: Int64?,
+            offset: UInt64,
+            bytesReceived: UInt64,
+            data: Data,
+            downloadFile: String?,
+            isReused: Bool,
+            isFromCache: Bool,
+            attempts: Int,
+            timings: Timings,
+            tlsInfo: TLSInfo?,
+            decodedEncoding: String?,
+            bytesDelivered: UInt64,
+            isRequestBodySkipped: Bool,
+            head: HeadFields,
+            sentHeadText: String?
         ) {
-        self.url = url
-        self.originalURL = originalURL
-        self.redirectCount = redirectCount
-        self.status = status
-        self.httpVersion = httpVersion
-        self.contentLength = contentLength
-        self.offset = offset
-        self.bytesReceived = bytesReceived
-        self.data = data
-        self.downloadFile = downloadFile
-        self.isReused = isReused
-        self.isFromCache = isFromCache
-        self.attempts = attempts
-        self.timings = timings
-        self.tlsInfo = tlsInfo
-        self.decodedEncoding = decodedEncoding
-        self.bytesDelivered = bytesDelivered
-        self.isRequestBodySkipped = isRequestBodySkipped
-        self.head = head
-        self.sentHeadText = sentHeadText
+            self.url = url
+            self.originalURL = originalURL
+            self.redirectCount = redirectCount
+            self.status = status
+            self.httpVersion = httpVersion
+            self.contentLength = contentLength
+            self.offset = offset
+            self.bytesReceived = bytesReceived
+            self.data = data
+            self.downloadFile = downloadFile
+            self.isReused = isReused
+            self.isFromCache = isFromCache
+            self.attempts = attempts
+            self.timings = timings
+            self.tlsInfo = tlsInfo
+            self.decodedEncoding = decodedEncoding
+            self.bytesDelivered = bytesDelivered
+            self.isRequestBodySkipped = isRequestBodySkipped
+            self.head = head
+            self.sentHeadText = sentHeadText
         }
     }
 
     private let storage: Storage
 
-    init(
-        url: URL,
-        originalURL: URL,
-        redirectCount: Int,
-        status: HTTPResponse.Status,
-        httpVersion: HTTPVersion,
-        contentLength: Int64?,
-        offset: UInt64,
-        bytesReceived: UInt64,
-        data: Data,
-        downloadFile: String?,
-        isReused: Bool,
-        isFromCache: Bool,
-        attempts: Int,
-        timings: Timings,
-        tlsInfo: TLSInfo?,
-        decodedEncoding: String?,
-        bytesDelivered: UInt64,
-        isRequestBodySkipped: Bool,
-        head: HeadFields,
-        sentHeadText: String?
-    ) {
-        storage = Storage(url: url, originalURL: originalURL, redirectCount: redirectCount, status: status, httpVersion: httpVersion, contentLength: contentLength, offset: offset, bytesReceived: bytesReceived, data: data, downloadFile: downloadFile, isReused: isReused, isFromCache: isFromCache, attempts: attempts, timings: timings, tlsInfo: tlsInfo, decodedEncoding: decodedEncoding, bytesDelivered: bytesDelivered, isRequestBodySkipped: isRequestBodySkipped, head: head, sentHeadText: sentHeadText)
+    init(storage: Storage) {
+        self.storage = storage
     }
 
     /// The status code, such as 200.

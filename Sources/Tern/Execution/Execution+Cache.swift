@@ -377,14 +377,14 @@ extension Execution {
             s.outcome.progress.bytesReceived = length
             s.outcome.progress.bytesExpected = length
         }
-        return Response(
+        return Response(storage: .init(
             url: plan.url, originalURL: plan.url, redirectCount: 0,
             status: HTTPResponse.Status(code: head.status, reasonPhrase: head.reason),
             httpVersion: .http1_1, contentLength: responseHead.contentLength,
             offset: 0, bytesReceived: length, data: data, downloadFile: downloadFile,
             isReused: false, isFromCache: true, attempts: 0, timings: Response.Timings(),
             tlsInfo: nil, decodedEncoding: nil, bytesDelivered: length,
-            isRequestBodySkipped: false, head: responseHead.fieldsSource, sentHeadText: nil)
+            isRequestBodySkipped: false, head: responseHead.fieldsSource, sentHeadText: nil))
     }
 
     /// True for a regular file (false for a device such as /dev/null, or nothing).
@@ -422,13 +422,13 @@ extension Execution {
                 contentLength: 0, isReused: false)
             s.outcome.data = Data()
         }
-        return Response(
+        return Response(storage: .init(
             url: plan.url, originalURL: plan.url, redirectCount: 0,
             status: HTTPResponse.Status(code: 504, reasonPhrase: "Gateway Timeout"),
             httpVersion: .http1_1, contentLength: 0, offset: 0, bytesReceived: 0,
             data: Data(), downloadFile: nil, isReused: false, isFromCache: false, attempts: 0,
             timings: Response.Timings(), tlsInfo: nil, decodedEncoding: nil,
-            bytesDelivered: 0, isRequestBodySkipped: false, head: .empty, sentHeadText: nil)
+            bytesDelivered: 0, isRequestBodySkipped: false, head: .empty, sentHeadText: nil))
     }
 }
 

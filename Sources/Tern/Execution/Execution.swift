@@ -748,7 +748,7 @@ final class Execution: @unchecked Sendable {
 
     private func makeResponse(_ report: AttemptReport, attempts: Int) -> Response {
         let head = report.head
-        return Response(
+        return Response(storage: .init(
             url: report.redirectedURL ?? plan.url,
             originalURL: plan.url,
             redirectCount: report.redirectCount,
@@ -768,7 +768,7 @@ final class Execution: @unchecked Sendable {
             bytesDelivered: report.bytesDelivered,
             isRequestBodySkipped: report.bodySkipped,
             head: head?.fieldsSource ?? .empty,
-            sentHeadText: head == nil ? report.sentHead : nil)
+            sentHeadText: head == nil ? report.sentHead : nil))
     }
 
     private func logSummary(_ result: Result<Response, TernError>, attempts: Int) {
