@@ -24,6 +24,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_timer(uv_timer_t *t);
 static int flush_tls(tern__conn *c);
 static void drop_debts(tern__conn *c);
+static void set_rcvlowat(tern__conn *c, int want);
 
 void tern__conn_free_addrs(tern__conn *c) {
   if (c->addrs == NULL) return;
@@ -105,11 +106,39 @@ static bool bytes_waiting(tern__conn *c) {
   return uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
+/* A large body of known length is read in large pieces: the kernel wakes the loop only once
+ * RCVLOWAT bytes wait (or the window is nearly full, or the peer closed), not for every few
+ * segments. Each wake-up costs the sender too (on loopback the sending core delivers the
+ * segment and wakes the reader). Only bytes certain to come count: the body still owed, less
+ * what is already read but not yet parsed and one TLS record that may be half in OpenSSL's
+ * hands; below that the default (1 byte) returns, so the last bytes are never waited for. */
+enum { RCVLOWAT = 256 * 1024, RCVLOWAT_SLACK = 20 * 1024 };
+/* While a threshold is set, the body timer also fires this often: bytes that waited below the
+ * threshold this long are read as they are (the sender paused). */
+enum { RCVLOWAT_WAIT_MS = 100 };
+
+static void watch_rcvlowat(tern__conn *c) {
+  if (!c->rcvlowat || c->timer_kind != TERN__TIMER_BODY) return;
+  uint64_t next = uv_now(c->engine->loop) + RCVLOWAT_WAIT_MS;
+  if (!uv_is_active((uv_handle_t *)&c->timer) || c->timer_fires > next)
+    start_timer(c, RCVLOWAT_WAIT_MS);
+}
+
+
 static void on_timer(uv_timer_t *t) {
   tern__conn *c = t->data;
   tern_engine_t *eng = c->engine;
   uint64_t now = uv_now(eng->loop);
   if (c->timer_kind == TERN__TIMER_NONE) return; /* a limit dropped since it was set */
+  if (c->timer_kind == TERN__TIMER_BODY && c->rcvlowat) {
+    if (now - c->last_activity >= RCVLOWAT_WAIT_MS && bytes_waiting(c)) {
+      set_rcvlowat(c, 0); /* the kernel reports them now; below, they count as activity */
+    } else if (c->timer_ms == 0 || c->timer_due > now) { /* no limit ends now */
+      if (c->timer_due > now) start_timer(c, c->timer_due - now);
+      watch_rcvlowat(c);
+      return;
+    }
+  }
   if (c->timer_due > now) {                      /* set for an earlier limit (arm_timer) */
     start_timer(c, c->timer_due - now);
     return;
@@ -148,6 +177,7 @@ static void on_timer(uv_timer_t *t) {
       tern__conn_fail(c, NULL, TERN_EHEADERTIMEOUT);
       break;
     case TERN__TIMER_BODY: {
+      if (c->timer_ms == 0) break; /* no limit (the timer watched a read threshold) */
       /* Reads only stamp last_activity; the timer is re-armed lazily for the remainder. */
       uint64_t idle = uv_now(eng->loop) - c->last_activity;
       if (idle < c->timer_ms) {
@@ -164,6 +194,8 @@ static void on_timer(uv_timer_t *t) {
        * activity, not a stall. */
       if (c->reading && bytes_waiting(c)) {
         c->last_activity = uv_now(eng->loop);
+        /* Bytes below the read threshold: the sender slowed down; read them as they come. */
+        if (c->rcvlowat) set_rcvlowat(c, 0);
         extend_timer(c, c->timer_ms);
         break;
       }
@@ -304,6 +336,29 @@ static int after_tls(tern__conn *c, int r) {
   return r;
 }
 
+static void set_rcvlowat(tern__conn *c, int want) {
+  uv_os_fd_t fd;
+  int v = want ? want : 1;
+  if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 &&
+      setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0)
+    c->rcvlowat = want;
+}
+
+/* `filled`: the read just done filled the room it was given, so bytes come faster than they
+ * are read (a slow sender never gets a threshold: its bytes are reported as they come). */
+static void tune_rcvlowat(tern__conn *c, bool filled) {
+  int want = 0;
+  /* Not under a receive-rate cap: its paced reads of small pieces are what it asks for. */
+  bool paced = piece_of(c, tern__conn_first(c), TERN__RECV) != SIZE_MAX;
+  if (!c->h2 && !paced && c->rstate == TERN__RESP_LENGTH && c->state == TERN__CONN_ACTIVE &&
+      c->timer_kind == TERN__TIMER_BODY && (filled || c->rcvlowat) &&
+      c->body_left >= (uint64_t)RCVLOWAT + c->len + RCVLOWAT_SLACK)
+    want = RCVLOWAT;
+  if (want == c->rcvlowat) return;
+  set_rcvlowat(c, want);
+  watch_rcvlowat(c);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   tern__conn *c = s->data;
   if (c->state == TERN__CONN_CLOSING) return;
@@ -321,6 +376,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
       c->len += (size_t)nread;
     }
     if (c->state != TERN__CONN_CLOSING) c->events->received(c, tls);
+    if (c->state != TERN__CONN_CLOSING) tune_rcvlowat(c, (size_t)nread == buf->len);
     if (owe && c->state != TERN__CONN_CLOSING) { /* the bytes are handled; more wait */
       tern__conn_stop_reading(c);
       c->bw_wait[TERN__RECV] = true;

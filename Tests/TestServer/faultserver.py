@@ -623,6 +623,11 @@ class Connection:
         head = self.head_bytes(200, self.std_headers() + [
             ("Content-Type", "application/octet-stream"), ("Content-Length", str(n))])
         await self.write(head + pattern_bytes(m))
+        # tail=K&gap_ms=G: K more bytes G ms later (a few bytes after a burst), then the stall.
+        tail = min(req.q_int("tail", 0), n - m)
+        if tail:
+            await asyncio.sleep(req.q_int("gap_ms", 100) / 1000)
+            await self.write(pattern_bytes(tail, m))
         await asyncio.sleep(req.q_int("stall_ms", 3000) / 1000)
         await self.close_fin()
         return False
