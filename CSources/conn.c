@@ -124,7 +124,6 @@ static void watch_rcvlowat(tern__conn *c) {
     start_timer(c, RCVLOWAT_WAIT_MS);
 }
 
-
 static void on_timer(uv_timer_t *t) {
   tern__conn *c = t->data;
   tern_engine_t *eng = c->engine;
@@ -139,7 +138,7 @@ static void on_timer(uv_timer_t *t) {
       return;
     }
   }
-  if (c->timer_due > now) {                      /* set for an earlier limit (arm_timer) */
+  if (c->timer_due > now) { /* set for an earlier limit (arm_timer) */
     start_timer(c, c->timer_due - now);
     return;
   }

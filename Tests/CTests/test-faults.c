@@ -390,13 +390,14 @@ TEST(faults_body_timeout) {
  * waits past the limit twice over. */
 TEST(faults_body_timeout_below_read_threshold) {
   tern_engine_t *eng = test_engine_new(NULL);
-  tern_request_t *req = req_new("/stall?len=8000000&send=3000000&tail=1000&gap_ms=100&stall_ms=5000");
+  tern_request_t *req =
+      req_new("/stall?len=8000000&send=3000000&tail=1000&gap_ms=100&stall_ms=5000");
   ASSERT_EQ(tern_request_set_timeout(req, TERN_TIMEOUT_BODY, 400), 0);
   ASSERT_EQ(run(eng, req), TERN_EBODYTIMEOUT);
   ASSERT_EQ(tern_request_get_status(req), 200);
   ASSERT_UEQ(tern_request_get_bytes_received(req), 3001000);
-  double stalled = tern_request_get_time(req, TERN_TIME_END) -
-                   tern_request_get_time(req, TERN_TIME_HEADERS);
+  double stalled =
+      tern_request_get_time(req, TERN_TIME_END) - tern_request_get_time(req, TERN_TIME_HEADERS);
   if (!(stalled < 0.8 + (double)test_scaled_ms(2000) / 1000.0))
     TEST_FAIL_("ended %.3f s after the head (limit 0.4 s, at most twice that expected)", stalled);
   finish(eng);
@@ -418,16 +419,18 @@ static int count_bytes(tern_request_t *req, const void *data, size_t len, void *
  * arriving (the threshold's own watch), long before the sender gives up and closes. */
 TEST(faults_read_threshold_never_holds_bytes_back) {
   tern_engine_t *eng = test_engine_new(NULL);
-  tern_request_t *req = req_new("/stall?len=8000000&send=3000000&tail=1000&gap_ms=100&stall_ms=3000");
-  struct bytes_seen seen = {.want = 3001000};
+  tern_request_t *req =
+      req_new("/stall?len=8000000&send=3000000&tail=1000&gap_ms=100&stall_ms=3000");
+  struct bytes_seen seen = { .want = 3001000 };
   ASSERT_EQ(tern_request_set_data_cb(req, count_bytes, &seen), 0);
   uint64_t start = test_now_ms();
   ASSERT_EQ(run(eng, req), TERN_EPARTIAL);
   ASSERT_UEQ(seen.total, 3001000);
   ASSERT(seen.all_at_ms > 0);
   uint64_t took = seen.all_at_ms - start;
-  if (took > 1500) TEST_FAIL_("the last 1000 bytes were delivered after %llu ms (FIN at 3100)",
-                              (unsigned long long)took);
+  if (took > 1500)
+    TEST_FAIL_("the last 1000 bytes were delivered after %llu ms (FIN at 3100)",
+               (unsigned long long)took);
   finish(eng);
 }
 
