@@ -24,7 +24,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_timer(uv_timer_t *t);
 static int flush_tls(tern__conn *c);
 static void drop_debts(tern__conn *c);
-static void set_rcvlowat(tern__conn *c, int want);
+static bool threshold_watched(tern__conn *c, uint64_t now);
 
 void tern__conn_free_addrs(tern__conn *c) {
   if (c->addrs == NULL) return;
@@ -106,40 +106,12 @@ static bool bytes_waiting(tern__conn *c) {
   return uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
-/* A large body of known length is read in large pieces: the kernel wakes the loop only once
- * RCVLOWAT bytes wait (or the window is nearly full, or the peer closed), not for every few
- * segments. Each wake-up costs the sender too (on loopback the sending core delivers the
- * segment and wakes the reader). Only bytes certain to come count: the body still owed, less
- * what is already read but not yet parsed and one TLS record that may be half in OpenSSL's
- * hands; below that the default (1 byte) returns, so the last bytes are never waited for.
- * 128 KiB: 256 gained no more over TLS and cost 4.5% on a download to a file, where the
- * client's own work bounds the speed (64 KiB: less gained over TLS, the same cost). */
-enum { RCVLOWAT = 128 * 1024, RCVLOWAT_SLACK = 20 * 1024 };
-/* While a threshold is set, the body timer also fires this often: bytes that waited below the
- * threshold this long are read as they are (the sender paused). */
-enum { RCVLOWAT_WAIT_MS = 100 };
-
-static void watch_rcvlowat(tern__conn *c) {
-  if (!c->rcvlowat || c->timer_kind != TERN__TIMER_BODY) return;
-  uint64_t next = uv_now(c->engine->loop) + RCVLOWAT_WAIT_MS;
-  if (!uv_is_active((uv_handle_t *)&c->timer) || c->timer_fires > next)
-    start_timer(c, RCVLOWAT_WAIT_MS);
-}
-
 static void on_timer(uv_timer_t *t) {
   tern__conn *c = t->data;
   tern_engine_t *eng = c->engine;
   uint64_t now = uv_now(eng->loop);
   if (c->timer_kind == TERN__TIMER_NONE) return; /* a limit dropped since it was set */
-  if (c->timer_kind == TERN__TIMER_BODY && c->rcvlowat) {
-    if (now - c->last_activity >= RCVLOWAT_WAIT_MS && bytes_waiting(c)) {
-      set_rcvlowat(c, 0); /* the kernel reports them now; below, they count as activity */
-    } else if (c->timer_ms == 0 || c->timer_due > now) { /* no limit ends now */
-      if (c->timer_due > now) start_timer(c, c->timer_due - now);
-      watch_rcvlowat(c);
-      return;
-    }
-  }
+  if (c->timer_kind == TERN__TIMER_BODY && c->read_threshold && threshold_watched(c, now)) return;
   if (c->timer_due > now) { /* set for an earlier limit (arm_timer) */
     start_timer(c, c->timer_due - now);
     return;
@@ -178,7 +150,7 @@ static void on_timer(uv_timer_t *t) {
       tern__conn_fail(c, NULL, TERN_EHEADERTIMEOUT);
       break;
     case TERN__TIMER_BODY: {
-      if (c->timer_ms == 0) break; /* no limit (the timer watched a read threshold) */
+      if (c->timer_ms == 0) break; /* no limit: the timer watched the read threshold */
       /* Reads only stamp last_activity; the timer is re-armed lazily for the remainder. */
       uint64_t idle = uv_now(eng->loop) - c->last_activity;
       if (idle < c->timer_ms) {
@@ -195,8 +167,6 @@ static void on_timer(uv_timer_t *t) {
        * activity, not a stall. */
       if (c->reading && bytes_waiting(c)) {
         c->last_activity = uv_now(eng->loop);
-        /* Bytes below the read threshold: the sender slowed down; read them as they come. */
-        if (c->rcvlowat) set_rcvlowat(c, 0);
         extend_timer(c, c->timer_ms);
         break;
       }
@@ -284,6 +254,65 @@ static void on_bw_timer(uv_timer_t *t) {
   tern__engine_leave(eng);
 }
 
+/* ---- the read threshold ---- */
+
+/* A large body of known length is read in large pieces: the kernel wakes the loop only once
+ * THRESHOLD bytes wait (or the window is nearly full, or the peer closed), not for every few
+ * segments. Each wake-up costs the sender too (on loopback the sending core delivers the
+ * segment and wakes the reader). Only bytes certain to come count: the body still owed, less
+ * what is already read but not yet parsed and one TLS record that may be half in OpenSSL's
+ * hands; below that the default (1 byte) returns, so the last bytes are never waited for.
+ * 128 KiB: 256 gained no more over TLS and cost 4.5% on a download to a file, where the
+ * client's own work bounds the speed (64 KiB: less gained over TLS, the same cost). While a
+ * threshold is set, the body timer also fires every THRESHOLD_WATCH_MS: bytes that waited
+ * below it that long are read as they are (the sender paused). */
+enum { THRESHOLD = 128 * 1024, THRESHOLD_SLACK = 20 * 1024, THRESHOLD_WATCH_MS = 100 };
+
+static void set_read_threshold(tern__conn *c, bool on) {
+  uv_os_fd_t fd;
+  int v = on ? THRESHOLD : 1;
+  if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 &&
+      setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0)
+    c->read_threshold = on;
+}
+
+/* Brings the body timer's next firing within THRESHOLD_WATCH_MS (its limit stays timer_due). */
+static void watch_threshold(tern__conn *c) {
+  uint64_t next = uv_now(c->engine->loop) + THRESHOLD_WATCH_MS;
+  if (!uv_is_active((uv_handle_t *)&c->timer) || c->timer_fires > next)
+    start_timer(c, THRESHOLD_WATCH_MS);
+}
+
+/* The body timer fired while a threshold is set. Bytes that waited below it (for the watch's
+ * period, or until the limit is due) are let through: the threshold goes, and on_timer counts
+ * them as activity. Returns true when the firing was the watch's alone (the timer is set
+ * again), false when on_timer is to go on with the body limit. */
+static bool threshold_watched(tern__conn *c, uint64_t now) {
+  bool limit_due = c->timer_ms != 0 && c->timer_due <= now;
+  if ((limit_due || now - c->last_activity >= THRESHOLD_WATCH_MS) && bytes_waiting(c)) {
+    set_read_threshold(c, false);
+    return false;
+  }
+  if (limit_due) return false;
+  if (c->timer_due > now) start_timer(c, c->timer_due - now);
+  watch_threshold(c);
+  return true;
+}
+
+/* After a read. `filled`: it filled the room it was given, so bytes come faster than they are
+ * read (a slow sender never gets a threshold: its bytes are reported as they come). The cheap
+ * tests come first: most reads end a small response. */
+static void tune_read_threshold(tern__conn *c, bool filled) {
+  bool want = (filled || c->read_threshold) && c->rstate == TERN__RESP_LENGTH && !c->h2 &&
+              c->state == TERN__CONN_ACTIVE && c->timer_kind == TERN__TIMER_BODY &&
+              c->body_left >= (uint64_t)THRESHOLD + c->len + THRESHOLD_SLACK &&
+              /* not under a receive-rate cap: its paced small reads are what it asks for */
+              piece_of(c, tern__conn_first(c), TERN__RECV) == SIZE_MAX;
+  if (want == c->read_threshold) return;
+  set_read_threshold(c, want);
+  if (c->read_threshold) watch_threshold(c);
+}
+
 /* ---- reading ---- */
 
 static bool receive_paused(const tern__conn *c) {
@@ -337,29 +366,6 @@ static int after_tls(tern__conn *c, int r) {
   return r;
 }
 
-static void set_rcvlowat(tern__conn *c, int want) {
-  uv_os_fd_t fd;
-  int v = want ? want : 1;
-  if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 &&
-      setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0)
-    c->rcvlowat = want;
-}
-
-/* `filled`: the read just done filled the room it was given, so bytes come faster than they
- * are read (a slow sender never gets a threshold: its bytes are reported as they come). */
-static void tune_rcvlowat(tern__conn *c, bool filled) {
-  int want = 0;
-  /* Not under a receive-rate cap: its paced reads of small pieces are what it asks for. */
-  bool paced = piece_of(c, tern__conn_first(c), TERN__RECV) != SIZE_MAX;
-  if (!c->h2 && !paced && c->rstate == TERN__RESP_LENGTH && c->state == TERN__CONN_ACTIVE &&
-      c->timer_kind == TERN__TIMER_BODY && (filled || c->rcvlowat) &&
-      c->body_left >= (uint64_t)RCVLOWAT + c->len + RCVLOWAT_SLACK)
-    want = RCVLOWAT;
-  if (want == c->rcvlowat) return;
-  set_rcvlowat(c, want);
-  watch_rcvlowat(c);
-}
-
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   tern__conn *c = s->data;
   if (c->state == TERN__CONN_CLOSING) return;
@@ -377,7 +383,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
       c->len += (size_t)nread;
     }
     if (c->state != TERN__CONN_CLOSING) c->events->received(c, tls);
-    if (c->state != TERN__CONN_CLOSING) tune_rcvlowat(c, (size_t)nread == buf->len);
+    if (c->state != TERN__CONN_CLOSING) tune_read_threshold(c, (size_t)nread == buf->len);
     if (owe && c->state != TERN__CONN_CLOSING) { /* the bytes are handled; more wait */
       tern__conn_stop_reading(c);
       c->bw_wait[TERN__RECV] = true;

@@ -785,7 +785,7 @@ struct tern__conn {
   size_t last_len;
   uint64_t body_left;
   tern__chunked_t chunked;
-  int rcvlowat; /* SO_RCVLOWAT set on the socket (0: the kernel's default, 1 byte) */
+  bool read_threshold; /* SO_RCVLOWAT raised on the socket (conn.c: the read threshold) */
 
   /* timers */
   int timer_kind;

@@ -146,13 +146,12 @@ class _Completer:
 class _LoopEngine:
     """A client's engine on one event loop's own thread: a libuv loop of its own (no engine
     thread) whose backend fd the event loop watches with ``add_reader``; when it is readable
-    (a socket's bytes), after a submit (one run scheduled per pass)
-    and at the engine's timers the event loop runs it once
-    without waiting, in C, and the completions it queued (in C, no eventfd: same thread) are
-    taken in one call and resolve their futures. The engine's timers get one event-loop timer,
-    moved only when the engine's next deadline comes earlier. Requests submitted during one
-    pass of the event loop are written together on its next select: no thread hop, no lock
-    contention, no wake-up per request."""
+    (a socket's bytes), after a submit (one run per pass) and at the engine's timers the event
+    loop runs it once without waiting, in C, and the completions it queued (in C, no eventfd:
+    same thread) are taken in one call and resolve their futures. The engine's timers get one
+    event-loop timer, moved only when the engine's next deadline comes earlier. Requests
+    submitted during one pass of the event loop are written together on its next pass: no
+    thread hop, no lock contention, no wake-up per request."""
 
     __slots__ = ("loop", "ptr", "q", "fd", "pid", "futures", "ids", "statuses", "tmo",
                  "timer", "timer_at", "scratch", "run_due")
@@ -213,20 +212,21 @@ class _LoopEngine:
         if ms >= 0:
             self._wake_in(ms)
 
-    def submitted(self) -> None:
-        """A request was submitted: the engine starts it when its loop next runs (a submit on
-        the loop's own thread sends no wake-up, so the backend fd does not turn readable for
-        it). One run on the event loop's next pass starts every request submitted in this one."""
+    def run_soon(self) -> None:
+        """Runs the engine's loop on the event loop's next pass, once however often asked: after
+        a submit (on the loop's own thread the engine sends itself no wake-up, so the backend fd
+        does not turn readable for it; one run starts every request submitted in this pass) and
+        when the engine has work due at once."""
         if not self.run_due:
             self.run_due = True
             self.loop.call_soon(self.run)
 
     def _wake_in(self, ms: int) -> None:
         """The engine's loop is to run again within ms (its next timer)."""
-        loop = self.loop
         if ms == 0:
-            loop.call_soon(self.run)
+            self.run_soon()
             return
+        loop = self.loop
         at = loop.time() + ms / 1000.0
         timer = self.timer
         if timer is not None:
@@ -479,7 +479,7 @@ class AsyncClient:
             if le is not None:
                 rid = next(_ids)
                 check(lib.tern_py_aio_submit(le.ptr, le.q, req, rid), "submit")
-                le.submitted()
+                le.run_soon()
                 fut = loop.create_future()
                 futures = le.futures
                 futures[rid] = fut
@@ -513,7 +513,7 @@ class AsyncClient:
                 try:
                     if lib.tern_py_aio_go(le.ptr, le.q, tpl.c, url.encode(),
                                           _core.METHODS[method], rid, cell) == 0:
-                        le.submitted()
+                        le.run_soon()
                         fut = loop.create_future()
                         futures = le.futures
                         futures[rid] = fut
