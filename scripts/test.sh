@@ -114,8 +114,12 @@ passed=$((passed + $(sed -n 's/^python: \([0-9]*\) passed$/\1/p' build/check-pyt
 # OpenAPI transport under a generated client), here and under TSan below.
 step "Swift: build with warnings as errors, then swift test (Swift Testing, same servers)"
 swift build -Xswiftc -warnings-as-errors --build-tests 2>&1 | tail -n 1
-# Bounded, like every long step: a hung test fails here (about 4 minutes normally), not at CI's limit.
-timeout -s ABRT -k 10 1500 swift test 2>&1 | tee build/swift-test.log | grep -E "^(✘|✔ Test run)|error:" || true
+# Bounded, like every long step: a hung test fails here (about 4 minutes normally), not at CI's
+# limit, and the bounded run prints what hung (the tests still running, every thread's stack).
+set +e
+scripts/swift-test-bounded.sh 1200 build/swift-test.log
+set -e
+grep -E "^(✘|✔ Test run)|error:" build/swift-test.log || true
 line=$(grep -E "Test run with [0-9]+ tests? .*(passed|failed)" build/swift-test.log | tail -n1) || true
 if ! grep -q "✔ Test run with" <<<"$line"; then
   echo "swift test failed: ${line:-no summary}"
@@ -129,9 +133,12 @@ step "Swift tests under ThreadSanitizer (swift test --sanitize=thread, scratch p
 # tests run is built with TSan too; the tests start it with atexit_sleep_ms=0 in TSAN_OPTIONS
 # (TSan's default sleeps 1 s at every exit). A race report fails the step even when every test
 # passed.
+# The build (about 10 minutes on 2 cores) and the run are bounded apart, so a slow build is not
+# taken for a hung test.
+timeout -k 10 2400 swift build --sanitize=thread --scratch-path .build-tsan --build-tests \
+  >build/swift-build-tsan.log 2>&1 || { tail -n 30 build/swift-build-tsan.log; echo "$passed passed, 1 failed"; exit 1; }
 set +e
-timeout -s ABRT -k 10 2400 swift test --sanitize=thread --scratch-path .build-tsan \
-  >build/swift-test-tsan.log 2>&1
+scripts/swift-test-bounded.sh 1200 build/swift-test-tsan.log --sanitize=thread --scratch-path .build-tsan
 tsan_rc=$?
 set -e
 grep -E "^(✘|✔ Test run)|error:|WARNING: ThreadSanitizer" build/swift-test-tsan.log || true
