@@ -100,14 +100,31 @@ final class BodyPipe: @unchecked Sendable {
     private var head: (HTTPResponse.Status, HTTPFields)?
     /// The most bytes that ever waited, for tests.
     private(set) var highWater = 0
+    /// For tests: runs on the engine's thread between a pause decision and telling the engine,
+    /// where a preempted thread would let the consumer's resume overtake it. Guarded by `lock`.
+    private var pauseDecidedHook: (@Sendable () -> Void)?
+
+    func setPauseDecidedHook(_ hook: (@Sendable () -> Void)?) {
+        lock.withLock { pauseDecidedHook = hook }
+    }
 
     init(limit: Int) {
         self.limit = limit
     }
 
-    /// Pauses or resumes reading the running execution's response.
-    private func setReceivePaused(_ paused: Bool) {
-        request?.storage.withLock { $0.run }?.setReceivePaused(paused)
+    /// Serializes the calls that tell the engine whether to read.
+    private let pauseSync = ConditionLock()
+
+    /// Tells the engine to read or not, as `paused` says now. The engine keeps the last value it
+    /// was given, so the decision is read again inside `pauseSync`: with the decision passed in,
+    /// the engine thread could decide "pause", be preempted, the consumer decide and send
+    /// "resume", and the stale "pause" land last, leaving reading stopped with nobody to
+    /// resume it (seen as a hung stream under ThreadSanitizer's slower scheduling).
+    private func syncReceivePaused() {
+        pauseSync.withLock {
+            let paused = lock.withLock { self.paused }
+            request?.storage.withLock { $0.run }?.setReceivePaused(paused)
+        }
     }
 
     func awaitHead(_ continuation: CheckedContinuation<StreamingResponse, any Error>) {
@@ -133,6 +150,7 @@ final class BodyPipe: @unchecked Sendable {
     func push(_ data: Data) -> Bool {
         var pause = false
         var gone = false
+        var hook: (@Sendable () -> Void)?
         let (release, resume): ((CheckedContinuation<StreamingResponse, any Error>, StreamingResponse)?, CheckedContinuation<Data?, any Error>?) = lock.withLock {
             if consumerGone {
                 gone = true
@@ -149,11 +167,15 @@ final class BodyPipe: @unchecked Sendable {
             if buffered >= limit, !paused {
                 paused = true
                 pause = true
+                hook = pauseDecidedHook
             }
             return (release, nil)
         }
         if gone { return false }
-        if pause { setReceivePaused(true) }
+        if pause {
+            hook?()
+            syncReceivePaused()
+        }
         release.map { $0.0.resume(returning: $0.1) }
         resume?.resume(returning: data)
         return true
@@ -221,7 +243,7 @@ final class BodyPipe: @unchecked Sendable {
                     waiter = continuation
                     return nil
                 }
-                if resumeReading { setReceivePaused(false) }
+                if resumeReading { syncReceivePaused() }
                 if let ready { continuation.resume(with: ready.mapError { $0 as any Error }) }
             }
         } onCancel: {

@@ -30,6 +30,39 @@ extension TernTests {
             #expect(pipe.highWater >= limit, "the consumer was slow enough to pause the engine")
         }
 
+        /// The engine thread decides to pause and is preempted; meanwhile the consumer drains
+        /// the pieces and resumes. The late pause must not stop reading for good (it did: the
+        /// stream hung once the consumer had taken every piece).
+        @Test func aResumeThatOvertakesAPauseKeepsTheStreamGoing() async throws {
+            let servers = try Servers.get()
+            let size = 4 << 20
+            let request = Request(url: servers.fault("/ok?size=\(size)"))
+            let response = try await request.streamingResponse(bufferLimit: 64 << 10)
+            let pipe = try #require(response.body.pipe as BodyPipe?)
+            let delayed = Locked(0)
+            pipe.setPauseDecidedHook {
+                // The first few pauses wait long enough for the consumer to drain and resume.
+                if delayed.withLock({ $0 += 1; return $0 }) <= 3 { usleep(150_000) }
+            }
+            let received = try await withThrowingTaskGroup(of: Int?.self) { group in
+                group.addTask {
+                    var count = 0
+                    for try await chunk in response.body { count += chunk.count }
+                    return count
+                }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(30))
+                    return nil
+                }
+                let first = try await group.next() ?? nil
+                group.cancelAll()
+                request.cancel()
+                return first
+            }
+            #expect(received == size, "the stream stalled after a resume overtook a pause")
+            #expect(delayed.withLock { $0 } >= 1, "the engine paused at least once")
+        }
+
         @Test func otherRequestsGoOnWhileOneIsPaused() async throws {
             let servers = try Servers.get()
             let engine = try Engine(configuration: .init(maxConnectionsPerOrigin: 4))
