@@ -112,7 +112,12 @@ extension Request {
     /// listener gets one final -1 event and its completion handlers run. Does nothing when the
     /// request is not running.
     public func cancel() {
-        let (run, entry) = storage.withLock { ($0.run, $0.queueEntry) }
+        let (run, entry) = storage.withLock { s in
+            // A queue may have picked the entry already and be about to start it, where the
+            // queue no longer finds it among the waiting: startQueued() sees the mark instead.
+            if s.run == nil { s.queueEntry?.cancelRequested = true }
+            return (s.run, s.queueEntry)
+        }
         if let run {
             run.cancel()
         } else if let entry {
@@ -183,9 +188,11 @@ extension Request {
     /// `beforeStart` runs first (the queue's "started" event goes before any the execution
     /// causes).
     func startQueued(_ entry: QueueEntry, budget: BandwidthBudget?, beforeStart: () -> Void) -> Execution? {
+        var cancelled = false
         let handover: QueueEntry.Handover? = storage.withLock { s in
             guard s.queueEntry === entry, s.run == nil else { return nil }
             s.queueEntry = nil
+            cancelled = entry.cancelRequested
             let run = Self.makeExecution(&s, request: self, observer: entry, budget: budget)
             return entry.takeWaiting(for: run)
         }
@@ -193,6 +200,8 @@ extension Request {
         handover.complete()
         beforeStart()
         handover.run.start()
+        // Cancelled after the queue picked it: it ends as a cancelled running request would.
+        if cancelled { handover.run.cancel() }
         return handover.run
     }
 

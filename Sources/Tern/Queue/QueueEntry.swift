@@ -22,6 +22,8 @@ final class QueueEntry: @unchecked Sendable {
     var isRunning = false
     /// Waits for its HEAD probe (accurate progress) before it may start.
     var awaitsSize = false
+    /// Guarded by the request's storage lock: cancel() was called while no execution ran.
+    var cancelRequested = false
 
     // Byte counts: written by the engine's thread as the request moves (no lock: a progress
     // callback costs a relaxed store), read and settled under the queue's lock. UInt64.max
