@@ -112,6 +112,13 @@ static void on_timer(uv_timer_t *t) {
   uint64_t now = uv_now(eng->loop);
   if (c->timer_kind == TERN__TIMER_NONE) return; /* a limit dropped since it was set */
   if (c->timer_kind == TERN__TIMER_BODY && c->read_threshold && threshold_watched(c, now)) return;
+  /* A phase with no limit: the timer was left running by an earlier phase (arm_timer leaves
+   * it; the read threshold's watch sets it) and fired for nothing. Without this test, a
+   * reused connection's request with no head limit failed at the idle timer's old deadline
+   * with "no response head within 0 ms" (seen after a read threshold's 100 ms watch). */
+  bool limit = c->timer_kind == TERN__TIMER_CONNECT || c->timer_kind == TERN__TIMER_HEADERS ||
+               c->timer_kind == TERN__TIMER_BODY || c->timer_kind == TERN__TIMER_IDLE;
+  if (limit && c->timer_ms == 0) return;
   if (c->timer_due > now) { /* set for an earlier limit (arm_timer) */
     start_timer(c, c->timer_due - now);
     return;
@@ -150,7 +157,6 @@ static void on_timer(uv_timer_t *t) {
       tern__conn_fail(c, NULL, TERN_EHEADERTIMEOUT);
       break;
     case TERN__TIMER_BODY: {
-      if (c->timer_ms == 0) break; /* no limit: the timer watched the read threshold */
       /* Reads only stamp last_activity; the timer is re-armed lazily for the remainder. */
       uint64_t idle = uv_now(eng->loop) - c->last_activity;
       if (idle < c->timer_ms) {

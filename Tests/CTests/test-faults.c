@@ -403,6 +403,37 @@ TEST(faults_body_timeout_below_read_threshold) {
   finish(eng);
 }
 
+/* A reused connection's request with no head limit waits for its head however long it takes,
+ * though the connection's timer still runs from the idle phase (it is left running when a limit
+ * is dropped). It failed at the old idle deadline: "no response head within 0 ms". */
+TEST(faults_no_head_limit_outlives_the_idle_timer) {
+  tern_config_t *cfg = NULL;
+  (void)tern_config_new(&cfg);
+  ASSERT_EQ(tern_config_set_idle_timeout(cfg, 150), 0);
+  tern_engine_t *eng = test_engine_new(cfg);
+  tern_config_free(cfg);
+  ASSERT_EQ(run(eng, req_new("/probe?tag=idle-timer&id=0&hold_ms=0&size=100")), 0);
+  tern_request_t *late = req_new("/probe?tag=idle-timer&id=1&hold_ms=500&size=100");
+  ASSERT_EQ(tern_request_set_timeout(late, TERN_TIMEOUT_HEADERS, 0), 0);
+  ASSERT_EQ(run(eng, late), 0);
+  ASSERT_EQ(tern_request_is_reused(late), 1);
+  ASSERT_UEQ(tern_request_get_bytes_received(late), 100);
+  finish(eng);
+}
+
+/* The same after a large body read with a read threshold, whose 100 ms watch leaves the timer
+ * running (the CLI's -Z test met it when a short request followed a 5 MB one). */
+TEST(faults_no_head_limit_after_a_read_threshold) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  ASSERT_EQ(run(eng, req_new("/probe?tag=threshold-timer&id=0&hold_ms=0&size=5000000")), 0);
+  tern_request_t *late = req_new("/probe?tag=threshold-timer&id=1&hold_ms=400&size=0");
+  ASSERT_EQ(tern_request_set_timeout(late, TERN_TIMEOUT_HEADERS, 0), 0);
+  ASSERT_EQ(tern_request_set_timeout(late, TERN_TIMEOUT_BODY, 0), 0);
+  ASSERT_EQ(run(eng, late), 0);
+  ASSERT_EQ(tern_request_is_reused(late), 1);
+  finish(eng);
+}
+
 struct bytes_seen {
   uint64_t total, all_at_ms, want;
 };
