@@ -266,7 +266,14 @@ static int zstd_some(tern__decoder *d, const unsigned char *p, size_t n, tern__s
                      void *ctx) {
   ZSTD_inBuffer in = { p, n, 0 };
   for (;;) {
-    bool frame_starts = d->frame_head_len == 0;
+    /* A frame is never handed over whole in one call: with a whole frame at hand libzstd
+     * decodes it in one pass, in pieces with its streaming path, and the two disagree on some
+     * malformed frames (a compressed block of size 0: refused whole, passed in pieces; found
+     * by fuzz_decode). Its first 4 bytes alone keep every frame on the streaming path. The cap
+     * comes before the header copy below, which must see only the bytes libzstd is given (it
+     * takes them all while it reads a header). */
+    size_t end = in.size;
+    if (d->frame_head_len == 0 && end - in.pos > 4) in.size = in.pos + 4;
     /* Keep the frame's header: libzstd's streaming decoder (1.5.4) can finish a frame without
      * checking the content size its header declares, when the frame arrived in pieces. */
     size_t room = sizeof d->frame_head - d->frame_head_len, left = in.size - in.pos;
@@ -296,12 +303,6 @@ static int zstd_some(tern__decoder *d, const unsigned char *p, size_t n, tern__s
           return fail(d, "malformed zstd frame header");
       }
     }
-    /* A frame is never handed over whole in one call: with a whole frame at hand libzstd
-     * decodes it in one pass, in pieces with its streaming path, and the two disagree on some
-     * malformed frames (a compressed block of size 0: refused whole, passed in pieces; found
-     * by fuzz_decode). Its first 4 bytes alone keep every frame on the streaming path. */
-    size_t end = in.size;
-    if (frame_starts && end - in.pos > 4) in.size = in.pos + 4;
     ZSTD_outBuffer out = { d->out, OUT_SIZE, 0 };
     size_t r = ZSTD_decompressStream(d->zstd, &out, &in);
     in.size = end;
