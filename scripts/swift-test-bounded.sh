@@ -12,6 +12,16 @@ limit=$1
 log=$2
 shift 2
 
+# The processes started by `swift test` (the test binary, the programs the tests run): only
+# this run's, never another checkout's.
+descendants() {
+  local child
+  for child in $(pgrep -P "$1" || true); do
+    echo "$child"
+    descendants "$child"
+  done
+}
+
 # --verbose makes Swift Testing print a line as each test starts, not only as it ends.
 swift test --skip-build --verbose "$@" >"$log" 2>&1 &
 runner=$!
@@ -26,7 +36,9 @@ while kill -0 "$runner" 2>/dev/null; do
            END { for (t in open) print "  " t }' | sort
     hang="$log.hang"
     : >"$hang"
-    for pid in $(pgrep -f 'PackageTests.xctest' || true); do
+    tree=$(descendants "$runner")
+    for pid in $tree; do
+      grep -q 'PackageTests.xctest' /proc/"$pid"/cmdline 2>/dev/null || continue
       echo "== process $pid: $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null | cut -c1-200)" >>"$hang"
       if command -v gdb >/dev/null; then
         timeout 120 gdb -p "$pid" -batch -nx -ex "set pagination off" \
@@ -38,10 +50,11 @@ while kill -0 "$runner" 2>/dev/null; do
     echo "threads stopped in this package's code (all stacks in $hang):"
     grep -nE '^Thread |(Tern|tern_|tern__)' "$hang" | grep -B1 -E 'Tern|tern_' |
       grep -E '^[0-9]+:(Thread|#)' | head -n 120 || true
-    pkill -ABRT -f 'PackageTests.xctest' 2>/dev/null || true
+    # shellcheck disable=SC2086
+    kill -ABRT $tree 2>/dev/null || true
     sleep 5
-    kill -KILL "$runner" 2>/dev/null || true
-    pkill -KILL -f 'PackageTests.xctest' 2>/dev/null || true
+    # shellcheck disable=SC2086
+    kill -KILL "$runner" $tree 2>/dev/null || true
     wait "$runner" 2>/dev/null || true
     exit 124
   fi

@@ -118,11 +118,12 @@ swift build -Xswiftc -warnings-as-errors --build-tests 2>&1 | tail -n 1
 # limit, and the bounded run prints what hung (the tests still running, every thread's stack).
 set +e
 scripts/swift-test-bounded.sh 1200 build/swift-test.log
+swift_rc=$?
 set -e
 grep -E "^(✘|✔ Test run)|error:" build/swift-test.log || true
 line=$(grep -E "Test run with [0-9]+ tests? .*(passed|failed)" build/swift-test.log | tail -n1) || true
-if ! grep -q "✔ Test run with" <<<"$line"; then
-  echo "swift test failed: ${line:-no summary}"
+if [ "$swift_rc" != 0 ] || ! grep -q "✔ Test run with" <<<"$line"; then
+  echo "swift test failed (exit $swift_rc): ${line:-no summary}"
   echo "$passed passed, 1 failed"
   exit 1
 fi
