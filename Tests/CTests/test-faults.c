@@ -407,11 +407,7 @@ TEST(faults_body_timeout_below_read_threshold) {
  * though the connection's timer still runs from the idle phase (it is left running when a limit
  * is dropped). It failed at the old idle deadline: "no response head within 0 ms". */
 TEST(faults_no_head_limit_outlives_the_idle_timer) {
-  tern_config_t *cfg = NULL;
-  (void)tern_config_new(&cfg);
-  ASSERT_EQ(tern_config_set_idle_timeout(cfg, 150), 0);
-  tern_engine_t *eng = test_engine_new(cfg);
-  tern_config_free(cfg);
+  tern_engine_t *eng = test_engine_with_idle_timeout(150);
   ASSERT_EQ(run(eng, req_new("/probe?tag=idle-timer&id=0&hold_ms=0&size=100")), 0);
   tern_request_t *late = req_new("/probe?tag=idle-timer&id=1&hold_ms=500&size=100");
   ASSERT_EQ(tern_request_set_timeout(late, TERN_TIMEOUT_HEADERS, 0), 0);

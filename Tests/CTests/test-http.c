@@ -281,11 +281,7 @@ TEST(http_non_persistent) {
 }
 
 TEST(http_idle_timeout_closes) {
-  tern_config_t *cfg = NULL;
-  (void)tern_config_new(&cfg);
-  ASSERT_EQ(tern_config_set_idle_timeout(cfg, 100), 0);
-  tern_engine_t *eng = test_engine_new(cfg);
-  tern_config_free(cfg);
+  tern_engine_t *eng = test_engine_with_idle_timeout(100);
   tern_request_t *req = test_request("NGINX_PORT", "/1k.bin");
   ASSERT_EQ(test_run(eng, req), 0);
   tern_request_free(req);

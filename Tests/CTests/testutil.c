@@ -97,6 +97,15 @@ tern_engine_t *test_engine_new(const tern_config_t *cfg) {
   return eng;
 }
 
+tern_engine_t *test_engine_with_idle_timeout(uint64_t idle_ms) {
+  tern_config_t *cfg = NULL;
+  (void)tern_config_new(&cfg);
+  ASSERT_EQ(tern_config_set_idle_timeout(cfg, idle_ms), 0);
+  tern_engine_t *eng = test_engine_new(cfg);
+  tern_config_free(cfg);
+  return eng;
+}
+
 void test_assert_idle(const tern_engine_t *eng) {
   ASSERT_UEQ(tern_engine_get_stat(eng, TERN_STAT_REQUESTS_ACTIVE), 0);
 }

@@ -54,6 +54,9 @@ int test_run(tern_engine_t *eng, tern_request_t *req);
 /* Nothing a test checks means anything without an engine; cfg may be NULL. */
 tern_engine_t *test_engine_new(const tern_config_t *cfg);
 
+/* An engine whose pooled connections close after `idle_ms` unused. */
+tern_engine_t *test_engine_with_idle_timeout(uint64_t idle_ms);
+
 /* A request still active when the test ends is one the engine lost track of. */
 void test_assert_idle(const tern_engine_t *eng);
 
