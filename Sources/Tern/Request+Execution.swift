@@ -112,16 +112,31 @@ extension Request {
     /// listener gets one final -1 event and its completion handlers run. Does nothing when the
     /// request is not running.
     public func cancel() {
-        let (run, entry) = storage.withLock { s in
-            // A queue may have picked the entry already and be about to start it, where the
-            // queue no longer finds it among the waiting: startQueued() sees the mark instead.
-            if s.run == nil { s.queueEntry?.cancelRequested = true }
-            return (s.run, s.queueEntry)
+        cancelTarget().cancel()
+    }
+
+    /// What a cancel acts on, taken in one step under the storage lock; acting on it is the
+    /// second step, after the lock is released.
+    struct CancelTarget: Sendable {
+        let run: Execution?
+        let entry: QueueEntry?
+
+        func cancel() {
+            if let run {
+                run.cancel()
+            } else if let entry {
+                entry.cancelWhileWaiting()
+            }
         }
-        if let run {
-            run.cancel()
-        } else if let entry {
-            entry.cancelWhileWaiting()
+    }
+
+    /// The first step of ``cancel()``. A queue may have picked the entry already and start it
+    /// before the second step, where the queue no longer finds it among the waiting:
+    /// startQueued() sees the mark set here instead.
+    func cancelTarget() -> CancelTarget {
+        storage.withLock { s in
+            if s.run == nil { s.queueEntry?.cancelRequested = true }
+            return CancelTarget(run: s.run, entry: s.queueEntry)
         }
     }
 
@@ -184,25 +199,39 @@ extension Request {
         return admission
     }
 
-    /// Starts a request its queue picked, unless it stopped waiting meanwhile (then `nil`);
-    /// `beforeStart` runs first (the queue's "started" event goes before any the execution
-    /// causes).
-    func startQueued(_ entry: QueueEntry, budget: BandwidthBudget?, beforeStart: () -> Void) -> Execution? {
+    /// How ``startQueued(_:budget:beforeStart:)`` went.
+    enum QueuedStart {
+        case started(Execution)
+        /// It had left the queue already (ended by whoever took it out).
+        case left
+        /// `cancel()` came after the queue picked it and before it started: it ended unstarted,
+        /// with this error, as a request cancelled while waiting does.
+        case cancelled(TernError)
+    }
+
+    /// Starts a request its queue picked, unless it stopped waiting meanwhile; `beforeStart`
+    /// runs first (the queue's "started" event goes before any the execution causes).
+    func startQueued(_ entry: QueueEntry, budget: BandwidthBudget?, beforeStart: () -> Void) -> QueuedStart {
         var cancelled = false
         let handover: QueueEntry.Handover? = storage.withLock { s in
             guard s.queueEntry === entry, s.run == nil else { return nil }
             s.queueEntry = nil
+            // The mark is set under this lock by a cancel() that found no execution.
             cancelled = entry.cancelRequested
-            let run = Self.makeExecution(&s, request: self, observer: entry, budget: budget)
+            let run = Self.makeExecution(
+                &s, request: self, observer: cancelled ? nil : entry, budget: budget)
             return entry.takeWaiting(for: run)
         }
-        guard let handover else { return nil }
+        guard let handover else { return .left }
         handover.complete()
+        if cancelled {
+            let error = TernError.cancelledInQueue(self)
+            handover.run.fail(beforeStart: error)
+            return .cancelled(error)
+        }
         beforeStart()
         handover.run.start()
-        // Cancelled after the queue picked it: it ends as a cancelled running request would.
-        if cancelled { handover.run.cancel() }
-        return handover.run
+        return .started(handover.run)
     }
 
     /// Ends a request that leaves its queue before its turn (refused, cancelled): its

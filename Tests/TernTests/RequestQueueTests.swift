@@ -263,6 +263,42 @@ extension TernTests {
             #expect(try await stats().order == ["awaited", "blocking"])
         }
 
+        /// A cancel whose first step (under the request's lock) comes after the queue picked
+        /// the request, and whose second after the request started, was lost before: the
+        /// queue no longer found the request among the waiting. It now ends unstarted, as a
+        /// request cancelled while waiting does: no "started" event, nothing sent.
+        @Test func aCancelBetweenPickAndStartEndsTheRequestUnstarted() async throws {
+            let queue = RequestQueue(maxSimultaneous: 1)
+            let request = probe("picked", holdMS: 1)
+            let late = Locked<Request.CancelTarget?>(nil)
+            queue.state.withLock { s in
+                s.pickedHook = { picked in late.withLock { $0 = picked.cancelTarget() } }
+            }
+            let log = Recorder<String>()
+            queue.eventHandler = { event in
+                switch event {
+                case .started: log.append("started")
+                case .failed(_, let e): log.append("failed \(e.code.name)")
+                case .finished: log.append("finished")
+                default: break
+                }
+            }
+            do {
+                let response = try await queue.response(for: request)
+                Issue.record("a cancelled request completed with \(response.statusCode)")
+            } catch let error as TernError {
+                #expect(error.code == .cancelled)
+                #expect(error.message.contains("waiting in its queue"), "\(error.message)")
+            }
+            late.withLock { $0 }?.cancel()  // the cancel's second step, late: it finds nothing to do
+            await queue.allRequestsFinished()
+            #expect(eventually { log.all.contains("failed ECANCELED") }, "\(log.all)")
+            #expect(!log.all.contains("started"), "\(log.all)")
+            #expect(request.error == .cancelled)
+            #expect(try await stats().count == 0, "the server saw the cancelled request")
+            #expect(queue.runningCount == 0 && queue.pendingCount == 0)
+        }
+
         @Test func perHostLimit() async throws {
             var configuration = RequestQueue.Configuration(maxSimultaneous: 6)
             configuration.maxSimultaneousPerHost = 2

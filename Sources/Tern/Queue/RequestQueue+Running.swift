@@ -63,6 +63,9 @@ struct QueueState {
     var lastProgressEvent = -Double.infinity
     /// The last batch's final counts, reported while the queue is idle.
     var finishedBatch: RequestQueue.Progress?
+    /// Tests only: called with each picked request just before it starts (no lock held), to
+    /// act in the window between the pick and the start.
+    var pickedHook: (@Sendable (Request) -> Void)?
 
     init(configuration: RequestQueue.Configuration) {
         self.configuration = configuration
@@ -289,11 +292,18 @@ extension RequestQueue {
 
     private func start(_ entry: QueueEntry) {
         let announce = entry.sizeOf == nil && eventPump.hasConsumers
-        let budget = state.withLock { $0.configuration.bandwidthBudget }
-        let run = entry.request.startQueued(entry, budget: budget) {
+        let (budget, hook) = state.withLock { ($0.configuration.bandwidthBudget, $0.pickedHook) }
+        hook?(entry.request)
+        switch entry.request.startQueued(entry, budget: budget, beforeStart: {
             if announce { self.eventPump.send([.started(entry.request)]) }
+        }) {
+        case .started:
+            return
+        case .left:
+            break
+        case .cancelled(let error):
+            if entry.sizeOf == nil, eventPump.hasConsumers { eventPump.send([.failed(entry.request, error)]) }
         }
-        guard run == nil else { return }
         // It left the queue (cancelled) between being picked and starting: free its slot.
         let ended: BatchEnd = state.withLock { s in
             s.stopRunning(entry)
