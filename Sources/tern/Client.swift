@@ -162,7 +162,7 @@ final class CommandRunner: Sendable {
                 return 5
             }
         }
-        let interrupts = Interrupts.install()
+        let interrupts = Interrupts.shared  // installed by main before this task started
         let parallel = options.parallel
         let failEarly = options.failEarly
         let urls = options.urls

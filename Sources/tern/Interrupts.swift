@@ -47,10 +47,20 @@ final class Interrupts: @unchecked Sendable {
     var caught: Int32 { lock.withLock { signalNumber } }
 
     /// Routes SIGINT and SIGTERM through dispatch sources instead of their default action.
+    /// Called once, on the main thread before any other thread exists: the signals are
+    /// blocked there, so every thread started later inherits the block and a signal stays
+    /// pending until a source reads it. No SIG_IGN: setting it would discard a signal that
+    /// is already pending (one sent before this), and with the signals blocked everywhere the
+    /// default action never runs.
+    @discardableResult
     static func install() -> Interrupts {
         let shared = Interrupts.shared
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
         for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { shared.handle(number) }
             source.resume()
@@ -79,7 +89,7 @@ final class Interrupts: @unchecked Sendable {
         let number = caught
         guard number != 0 else { return }
         signal(number, SIG_DFL)
-        // libdispatch blocks the signals its sources watch; let this one through.
+        // Blocked in every thread (install()); let this one through in this thread.
         var set = sigset_t()
         sigemptyset(&set)
         sigaddset(&set, number)

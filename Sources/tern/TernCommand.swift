@@ -419,6 +419,10 @@ enum Main {
                 + "tern: try 'tern --help' for more information\n")
             exit(2)
         }
+        // Before the first thread starts, so that every thread inherits the blocked signals
+        // and a Ctrl-C at any moment from here on (a PAC script still loading included) reaches
+        // Interrupts' sources instead of being dropped.
+        Interrupts.install()
         let runner = CommandRunner(
             options: command, dataItems: CurlArguments.dataItems(in: arguments),
             formItems: CurlArguments.formItems(in: arguments),
@@ -432,15 +436,9 @@ enum Main {
     }
 }
 
-/// Parks the calling (main) thread for good. SIGINT and SIGTERM are blocked in it: Interrupts'
-/// dispatch sources read them, which they cannot when a thread that does not block them (with
-/// the SIG_IGN that Interrupts sets) takes and drops them.
+/// Parks the calling (main) thread for good. SIGINT and SIGTERM are blocked in it since
+/// Interrupts.install(), so pause() never returns: the command's task ends the process.
 func parkMainThread() -> Never {
-    var set = sigset_t()
-    sigemptyset(&set)
-    sigaddset(&set, SIGINT)
-    sigaddset(&set, SIGTERM)
-    pthread_sigmask(SIG_BLOCK, &set, nil)
     while true { pause() }
 }
 

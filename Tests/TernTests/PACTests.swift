@@ -172,4 +172,30 @@ extension TernTests.Hops {
         #expect(missing.status == 5)
         #expect(missing.stderr.contains("/nonexistent.pac"))
     }
+
+    /// Ctrl-C while the PAC script is still loading (before any transfer starts) ends the
+    /// process by SIGINT. Before, the signal stayed pending with no reader until the script
+    /// came (here: a 60 s body timeout), and then setting SIG_IGN discarded it: the transfer
+    /// went on as if no key had been pressed.
+    @Test func cliCtrlCWhileThePACScriptLoadsEndsTheProcess() throws {
+        let servers = try Servers.get()
+        // A head, half the body, then nothing: the script never finishes loading.
+        let stalling = servers.fault("/stall?len=4000").absoluteString
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: TernBinary.path)
+        process.arguments = ["-s", "--proxy-pac", stalling, servers.fault("/echo").absoluteString]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        Thread.sleep(forTimeInterval: 0.5)  // the script's request is under way
+        #expect(process.isRunning, "tern ended before the signal")
+        let sent = ContinuousClock.now
+        process.interrupt()
+        let ended = eventually(within: 5) { !process.isRunning }
+        if !ended { process.terminate() }
+        process.waitUntilExit()
+        #expect(ended, "tern was still running 5 s after SIGINT")
+        #expect(process.terminationReason == .uncaughtSignal)
+        #expect(process.terminationStatus == SIGINT)
+        #expect(ContinuousClock.now - sent < .seconds(5))
+    }
 }
