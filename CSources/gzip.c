@@ -322,7 +322,10 @@ static int zstd_some(tern__decoder *d, const unsigned char *p, size_t n, tern__s
       int e = emit(d, out.pos, d->in_total - (n - in.pos), sink, ctx);
       if (e) return e;
     }
-    if (in.pos == in.size && out.pos < out.size) return 0;
+    /* Done when libzstd took all and had room to spare, or when it ended a frame (r 0: all it
+     * made is out). After an end that filled d->out, another call would ask for the next
+     * frame's header and look like a frame cut short. */
+    if (in.pos == in.size && (out.pos < out.size || d->ended)) return 0;
   }
 }
 #endif

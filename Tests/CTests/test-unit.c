@@ -361,3 +361,58 @@ TEST(zstd_frames_decode_the_same_cut_anywhere) {
                      times, first, piece, r, k.at, k.differs ? ", content differs" : "");
       }
 }
+
+/* ---- zstd: output on the buffer's edge ---- */
+
+/* 16,384 zeros (zstd -3, with a checksum): exactly the decoder's output buffer. */
+static const unsigned char zstd_edge[] = { 0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x58, 0x4d, 0x00,
+                                           0x00, 0x10, 0x00, 0x00, 0x01, 0x00, 0xfb, 0x9f,
+                                           0x07, 0x58, 0xec, 0x45, 0x2c, 0x33 };
+
+struct zstd_out {
+  unsigned char buf[8192];
+  size_t len; /* every byte decoded, kept or not */
+};
+
+static int zstd_collect(void *ctx, const char *data, size_t n) {
+  struct zstd_out *o = ctx;
+  for (size_t i = 0; i < n; i++, o->len++)
+    if (o->len < sizeof o->buf) o->buf[o->len] = (unsigned char)data[i];
+  return 0;
+}
+
+/* Decodes `n` bytes whole (`first` 0) or cut into pieces: `first` bytes, then `piece` at a
+ * time. Returns the decoder's verdict. */
+static int zstd_decode(const unsigned char *body, size_t n, size_t first, size_t piece,
+                       struct zstd_out *o) {
+  tern__decoder *d = tern__decoder_new(tern__decoder_kind("zstd", 4));
+  ASSERT(d != NULL);
+  tern__decoder_set_limits(d, 64u << 20, 0, true);
+  o->len = 0;
+  int r = 0;
+  for (size_t at = 0; r == 0 && at < n;) {
+    size_t want = first == 0 ? n : at == 0 ? first : piece;
+    size_t take = want < n - at ? want : n - at;
+    r = tern__decoder_write(d, (const char *)body + at, take, zstd_collect, o);
+    at += take;
+  }
+  if (r == 0) r = tern__decoder_end(d);
+  tern__decoder_free(d);
+  return r;
+}
+
+/* A frame whose output ends exactly where the decoder's 16 KiB output buffer does: libzstd
+ * reports the frame's end on the call that fills the buffer, and the next call (made to be sure
+ * nothing is left) asks for another frame. gzip.c took that as a cut frame, so such a body was
+ * refused as truncated whole (and, depending on the cuts, in pieces). */
+TEST(zstd_output_ending_on_the_buffer_edge_decodes) {
+  if (tern__decoder_kind("zstd", 4) < 0) return; /* built without libzstd */
+  static struct zstd_out o;
+  for (size_t first = 0; first <= 24; first++)
+    for (size_t piece = 1; piece <= (first ? 24u : 1u); piece++) {
+      int r = zstd_decode(zstd_edge, sizeof zstd_edge, first, piece, &o);
+      if (r != 0 || o.len != 16384)
+        TEST_FAIL_("first %zu bytes then %zu at a time: result %d, %zu bytes", first, piece, r,
+                   o.len);
+    }
+}
