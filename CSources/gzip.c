@@ -45,9 +45,15 @@ struct tern__decoder {
 #endif
 #ifdef TERN_HAVE_ZSTD
   ZSTD_DStream *zstd;
-  unsigned char frame_head[18]; /* the current frame's first bytes (a header is <= 18) */
-  size_t frame_head_len;
-  uint64_t frame_out; /* bytes the current frame produced */
+  int zpart;               /* the part of a frame the next byte is in (ZPART_*) */
+  unsigned char zhead[18]; /* a frame header (at most 18 bytes), then each block's 3 */
+  size_t zhave;            /* bytes of it gathered */
+  uint64_t zleft;          /* bytes left of a block's content, a checksum or a skippable frame */
+  uint64_t zblock_max;     /* the frame's Block_Maximum_Size */
+  uint64_t zdeclared;      /* the content size its header declares, or ZSTD_CONTENTSIZE_UNKNOWN */
+  bool zchecksum, zlast;   /* the frame ends with a checksum; the block is its last */
+  bool zlib_end;           /* libzstd's last call saw a frame end */
+  uint64_t frame_out;      /* bytes the current frame produced */
 #endif
   unsigned char out[OUT_SIZE];
 };
@@ -262,71 +268,162 @@ static int brotli_some(tern__decoder *d, const unsigned char *p, size_t n, tern_
 #endif
 
 #ifdef TERN_HAVE_ZSTD
-static int zstd_some(tern__decoder *d, const unsigned char *p, size_t n, tern__sink_fn sink,
-                     void *ctx) {
-  ZSTD_inBuffer in = { p, n, 0 };
+/* gzip.c follows a zstd body's frames and blocks itself (RFC 8878 3.1) and hands libzstd each
+ * header whole, then each block's content, checksum or skippable content up to its end and no
+ * further. libzstd then sees the same headers and the same ends of parts however the body was
+ * cut; what it was seen to treat differently in pieces (fuzz_decode: legacy frames, a header's
+ * reserved bit, an empty compressed or RLE block) is refused here before it gets there, and
+ * it never holds a whole frame in one call, which would take its one-pass decoder (that one
+ * refused an empty compressed block that its streaming decoder let pass). */
+enum { ZPART_FRAME, ZPART_BLOCK_HEAD, ZPART_CONTENT, ZPART_CHECKSUM, ZPART_SKIP };
+#  define ZBLOCK_MAX (128u << 10)
+
+static uint32_t le32(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static bool zstd_skippable(const unsigned char *head) {
+  return (le32(head) & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START;
+}
+
+static const unsigned char zdict_bytes[4] = { 0, 1, 2, 4 };
+
+/* How many bytes of the frame header begun in d->zhead to gather: 4 for the magic number, 5 for
+ * a standard frame's descriptor, then the whole header (RFC 8878 3.1.1.1); 0 when the magic
+ * number is neither a standard nor a skippable frame's (libzstd would also take legacy frames,
+ * and decoded them differently in pieces). */
+static size_t zstd_head_size(const tern__decoder *d) {
+  if (d->zhave < 4) return 4;
+  if (zstd_skippable(d->zhead)) return 8;
+  if (le32(d->zhead) != ZSTD_MAGICNUMBER) return 0;
+  if (d->zhave < 5) return 5;
+  unsigned fhd = d->zhead[4], single = (fhd >> 5) & 1;
+  unsigned char size_bytes[4] = { (unsigned char)single, 2, 4, 8 };
+  return 5 + !single + zdict_bytes[fhd & 3] + size_bytes[fhd >> 6];
+}
+
+/* A whole frame header in d->zhead: what the frame holds. */
+static int zstd_frame_start(tern__decoder *d) {
+  const unsigned char *h = d->zhead;
+  d->frame_out = 0;
+  d->zdeclared = ZSTD_CONTENTSIZE_UNKNOWN;
+  if (zstd_skippable(h)) {
+    d->zleft = le32(h + 4);
+    d->zpart = ZPART_SKIP;
+    return 0;
+  }
+  unsigned fhd = h[4], single = (fhd >> 5) & 1;
+  if (fhd & 0x08) return fail(d, "malformed zstd frame header (reserved bit set)");
+  size_t at = 5 + !single + zdict_bytes[fhd & 3];
+  uint64_t size = 0;
+  for (size_t i = d->zhave; i-- > at;) size = size << 8 | h[i];
+  if (d->zhave > at) d->zdeclared = size + (d->zhave - at == 2 ? 256 : 0);
+  uint64_t window = d->zdeclared;
+  if (!single) {
+    uint64_t base = (uint64_t)1 << (10 + (h[5] >> 3));
+    window = base + base / 8 * (h[5] & 7);
+  }
+  d->zblock_max = window < ZBLOCK_MAX ? window : ZBLOCK_MAX;
+  d->zchecksum = (fhd >> 2) & 1;
+  d->zpart = ZPART_BLOCK_HEAD;
+  return 0;
+}
+
+/* A whole block header in d->zhead (RFC 8878 3.1.1.2). Beyond what the format forbids, an RLE
+ * or compressed block of size 0 is refused: zstd never writes one, and libzstd treated both
+ * differently whole and in pieces. */
+static int zstd_block_start(tern__decoder *d) {
+  uint32_t v = (uint32_t)d->zhead[0] | (uint32_t)d->zhead[1] << 8 | (uint32_t)d->zhead[2] << 16;
+  unsigned type = (v >> 1) & 3; /* raw, RLE, compressed, reserved */
+  uint32_t size = v >> 3;
+  if (type == 3) return fail(d, "zstd block of the reserved type");
+  if (size > d->zblock_max) return fail(d, "zstd block larger than its frame allows");
+  if (size == 0 && type == 1) return fail(d, "empty zstd RLE block");
+  if (size == 0 && type == 2) return fail(d, "empty compressed zstd block");
+  d->zlast = v & 1;
+  d->zleft = type == 1 ? 1 : size;
+  d->zpart = ZPART_CONTENT;
+  return 0;
+}
+
+/* The part in hand is over: moves to the next one, and says whether the frame ended. */
+static bool zstd_part_done(tern__decoder *d) {
+  if (d->zpart == ZPART_CONTENT && !d->zlast) {
+    d->zpart = ZPART_BLOCK_HEAD;
+    return false;
+  }
+  if (d->zpart == ZPART_CONTENT && d->zchecksum) {
+    d->zpart = ZPART_CHECKSUM;
+    d->zleft = 4;
+    return false;
+  }
+  d->zpart = ZPART_FRAME;
+  return true;
+}
+
+/* Hands libzstd `n` bytes and takes all it makes of them; `in` counts the body's bytes up to the
+ * end of these. d->zlib_end tells whether libzstd ended a frame with them. */
+static int zstd_feed(tern__decoder *d, const unsigned char *p, size_t n, uint64_t in,
+                     tern__sink_fn sink, void *ctx) {
+  ZSTD_inBuffer src = { p, n, 0 };
   for (;;) {
-    /* A frame is never handed over whole in one call: with a whole frame at hand libzstd
-     * decodes it in one pass, in pieces with its streaming path, and the two disagree on some
-     * malformed frames (a compressed block of size 0: refused whole, passed in pieces; found
-     * by fuzz_decode). Its first 4 bytes alone keep every frame on the streaming path. The cap
-     * comes before the header copy below, which must see only the bytes libzstd is given (it
-     * takes them all while it reads a header). */
-    size_t end = in.size;
-    if (d->frame_head_len == 0 && end - in.pos > 4) in.size = in.pos + 4;
-    /* Keep the frame's header: libzstd's streaming decoder (1.5.4) can finish a frame without
-     * checking the content size its header declares, when the frame arrived in pieces. */
-    size_t room = sizeof d->frame_head - d->frame_head_len, left = in.size - in.pos;
-    size_t k = room < left ? room : left;
-    memcpy(d->frame_head + d->frame_head_len, (const unsigned char *)in.src + in.pos, k);
-    d->frame_head_len += k;
-    /* HTTP's zstd coding is the RFC 8878 format: standard and skippable frames only. libzstd
-     * may also take legacy (pre-1.0) frames, and decodes them differently when they arrive in
-     * pieces (found by fuzz_decode): refuse them by their magic number. */
-    if (d->frame_head_len >= 4) {
-      uint32_t magic = (uint32_t)d->frame_head[0] | (uint32_t)d->frame_head[1] << 8 |
-                       (uint32_t)d->frame_head[2] << 16 | (uint32_t)d->frame_head[3] << 24;
-      if (magic != ZSTD_MAGICNUMBER &&
-          (magic & ZSTD_MAGIC_SKIPPABLE_MASK) != ZSTD_MAGIC_SKIPPABLE_START)
-        return fail(d, "not a zstd frame (RFC 8878)");
-      /* A standard frame's header is checked here once it is whole: libzstd's streaming
-       * decoder let one with a reserved bit set pass when it arrived in pieces, and refused it
-       * when whole (found by fuzz_decode). */
-      if (magic == ZSTD_MAGICNUMBER && d->frame_head_len >= 5) {
-        /* RFC 8878 3.1.1.1: magic, descriptor, window descriptor, dictionary ID, size. */
-        unsigned fhd = d->frame_head[4], single = (fhd >> 5) & 1;
-        static const unsigned char dict_bytes[4] = { 0, 1, 2, 4 };
-        unsigned char size_bytes[4] = { (unsigned char)single, 2, 4, 8 };
-        size_t hs = 5 + !single + dict_bytes[fhd & 3] + size_bytes[fhd >> 6];
-        if (d->frame_head_len >= hs &&
-            ZSTD_getFrameContentSize(d->frame_head, hs) == ZSTD_CONTENTSIZE_ERROR)
-          return fail(d, "malformed zstd frame header");
-      }
-    }
     ZSTD_outBuffer out = { d->out, OUT_SIZE, 0 };
-    size_t r = ZSTD_decompressStream(d->zstd, &out, &in);
-    in.size = end;
+    size_t r = ZSTD_decompressStream(d->zstd, &out, &src);
     if (ZSTD_isError(r)) return fail(d, ZSTD_getErrorName(r));
     d->frame_out += out.pos;
-    /* 0: a frame ended and is flushed; the next bytes, if any, start another frame. */
-    d->ended = r == 0;
-    if (d->ended) {
-      unsigned long long declared = ZSTD_getFrameContentSize(d->frame_head, d->frame_head_len);
-      if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR &&
-          declared != d->frame_out)
-        return fail(d, "zstd frame size differs from the size its header declares");
-      d->frame_head_len = 0;
-      d->frame_out = 0;
-    }
     if (out.pos) {
-      int e = emit(d, out.pos, d->in_total - (n - in.pos), sink, ctx);
+      int e = emit(d, out.pos, in - (n - src.pos), sink, ctx);
       if (e) return e;
     }
-    /* Done when libzstd took all and had room to spare, or when it ended a frame (r 0: all it
-     * made is out). After an end that filled d->out, another call would ask for the next
-     * frame's header and look like a frame cut short. */
-    if (in.pos == in.size && (out.pos < out.size || d->ended)) return 0;
+    /* 0: a frame ended and all it made is out. Even when that filled d->out, there is no more
+     * to take: another call would ask for the next frame's header. */
+    if (r == 0 && src.pos < src.size) return fail(d, "zstd frame ends before its blocks do");
+    if (src.pos == src.size && (out.pos < out.size || r == 0)) {
+      d->zlib_end = r == 0;
+      return 0;
+    }
   }
+}
+
+static int zstd_some(tern__decoder *d, const unsigned char *p, size_t n, tern__sink_fn sink,
+                     void *ctx) {
+  uint64_t before = d->in_total - n; /* the body's bytes before p */
+  size_t at = 0;
+  while (at < n) {
+    const unsigned char *piece = p + at;
+    size_t len;
+    if (d->zpart == ZPART_FRAME || d->zpart == ZPART_BLOCK_HEAD) {
+      d->ended = false;
+      size_t need;
+      while ((need = d->zpart == ZPART_FRAME ? zstd_head_size(d) : 3) > d->zhave && at < n) {
+        size_t k = need - d->zhave < n - at ? need - d->zhave : n - at;
+        memcpy(d->zhead + d->zhave, p + at, k);
+        d->zhave += k;
+        at += k;
+      }
+      if (need == 0) return fail(d, "not a zstd frame (RFC 8878)");
+      if (d->zhave < need) return 0;
+      int e = d->zpart == ZPART_FRAME ? zstd_frame_start(d) : zstd_block_start(d);
+      if (e) return e;
+      piece = d->zhead;
+      len = d->zhave;
+      d->zhave = 0;
+    } else {
+      len = d->zleft < n - at ? (size_t)d->zleft : n - at;
+      d->zleft -= len;
+      at += len;
+    }
+    bool frame_end = d->zpart != ZPART_BLOCK_HEAD && d->zleft == 0 && zstd_part_done(d);
+    int e = zstd_feed(d, piece, len, before + at, sink, ctx);
+    if (e) return e;
+    if (d->zlib_end != frame_end) return fail(d, "zstd frame does not end where its blocks end");
+    /* libzstd's streaming decoder (1.5.4) can finish a frame without checking the content
+     * size its header declares. */
+    if (frame_end && d->zdeclared != ZSTD_CONTENTSIZE_UNKNOWN && d->zdeclared != d->frame_out)
+      return fail(d, "zstd frame size differs from the size its header declares");
+    d->ended = frame_end;
+  }
+  return 0;
 }
 #endif
 
