@@ -600,7 +600,7 @@ final class AuthenticationCoordinator: Sendable {
 
     /// False only for a store known to be empty (the built-in session store); any other
     /// store may hold credentials.
-    private static func mayHoldCredentials(_ store: (any CredentialStore)?) -> Bool {
+    static func mayHoldCredentials(_ store: (any CredentialStore)?) -> Bool {
         guard let store else { return false }
         if let session = store as? SessionCredentialStore { return !session.isEmpty }
         return true

@@ -478,7 +478,7 @@ extension Execution {
         try check(tern_request_set_progress_cb(h, progressCallback, context), "progress callback")
         try check(tern_request_set_hop_response_cb(h, hopResponseCallback, context), "response callback")
         try check(tern_request_set_hop_request_cb(h, hopRequestCallback, context), "hop request callback")
-        if authentication != nil {
+        if answersChallenges {
             try check(tern_request_set_auth_cb(h, authCallback, context), "auth callback")
         }
         if p.streamsBody {
@@ -491,7 +491,6 @@ extension Execution {
     /// rates and budget, and the priority.
     private func configureHops(_ h: OpaquePointer) throws(TernError) {
         let p = plan
-        let auth = authentication
         try check(tern_request_set_follow_redirects(h, p.maxRedirects), "maxRedirects")
         if p.redirectPolicy.rawValue != 0 {
             try check(tern_request_set_redirect_flags(h, p.redirectPolicy.rawValue), "redirectPolicy")
@@ -500,10 +499,12 @@ extension Execution {
             try check(
                 tern_request_set_auth(h, credential.engineUser, credential.password, p.authSchemes.rawValue),
                 "credential")
-            auth?.noteRequestCredential(
+            authentication?.noteRequestCredential(
                 credential, for: p.url, isProxy: false, sentPreemptively: p.authSchemes.isPreemptive)
-        } else if !p.hasExplicitAuthorization,
-            let (credential, scheme) = auth?.preemptiveCredential(for: p.url, isProxy: false)
+        } else if !p.hasExplicitAuthorization, answersChallenges,
+            AuthenticationCoordinator.mayHoldCredentials(p.sessionStore)
+                || AuthenticationCoordinator.mayHoldCredentials(p.persistentStore),
+            let (credential, scheme) = authentication?.preemptiveCredential(for: p.url, isProxy: false)
         {
             try check(
                 tern_request_set_auth(
@@ -528,7 +529,7 @@ extension Execution {
             // The engine picks each hop's proxy by the environment's rules, each proxy with its
             // own credentials; the first hop's is known to the coordinator.
             if let proxy = p.proxy, let credential = proxy.credential {
-                auth?.noteRequestCredential(
+                authentication?.noteRequestCredential(
                     credential, for: proxy.url, isProxy: true, sentPreemptively: false)
             }
         } else if let proxy = p.proxy {
@@ -538,10 +539,10 @@ extension Execution {
                     tern_request_set_proxy_auth(
                         h, credential.engineUser, credential.password, p.proxySchemes.rawValue),
                     "proxy credential")
-                auth?.noteRequestCredential(
+                authentication?.noteRequestCredential(
                     credential, for: proxy.url, isProxy: true,
                     sentPreemptively: p.proxySchemes.isPreemptive)
-            } else if let (credential, scheme) = auth?.preemptiveCredential(
+            } else if let (credential, scheme) = authentication?.preemptiveCredential(
                 for: proxy.url, isProxy: true)
             {
                 try check(

@@ -116,9 +116,25 @@ protocol ExecutionObserver: AnyObject, Sendable {
 final class Execution: @unchecked Sendable {
     let request: Request
     let plan: Plan
+    /// The request has a credential store or a challenge handler: the engine's challenges
+    /// come to ``authentication``.
+    let answersChallenges: Bool
+    /// Made when first needed (a credential to note, a stored one to send, a challenge): most
+    /// requests never need one, and making and freeing it cost about 1,200 instructions.
+    /// Touched only by the thread running the current attempt, as `local` is.
+    @exclusivity(unchecked) private var madeAuthentication: AuthenticationCoordinator?
+
     /// Picks credentials for challenges and records those that worked; `nil` when the request
-    /// has no credential store and no handler.
-    let authentication: AuthenticationCoordinator?
+    /// has no credential store and no handler. Called by the thread of the current attempt.
+    var authentication: AuthenticationCoordinator? {
+        guard answersChallenges else { return nil }
+        if let made = madeAuthentication { return made }
+        let made = AuthenticationCoordinator(
+            sessionStore: plan.sessionStore, persistentStore: plan.persistentStore,
+            handler: plan.authHandler)
+        madeAuthentication = made
+        return made
+    }
     /// Listener, completion or progress handlers exist: events go through `callbackQueue`.
     let deliversOnQueue: Bool
     /// Held while a handler runs on the engine thread, so that clearDelegatesAndCancel() can
@@ -171,13 +187,8 @@ final class Execution: @unchecked Sendable {
         self.plan = plan
         self.observer = observer
         cacheStage = plan.cache.map(CacheStage.init)
-        if plan.sessionStore != nil || plan.persistentStore != nil || plan.authHandler != nil {
-            authentication = AuthenticationCoordinator(
-                sessionStore: plan.sessionStore, persistentStore: plan.persistentStore,
-                handler: plan.authHandler)
-        } else {
-            authentication = nil
-        }
+        answersChallenges =
+            plan.sessionStore != nil || plan.persistentStore != nil || plan.authHandler != nil
         deliversOnQueue =
             handlers.listener != nil || !handlers.completions.isEmpty || handlers.wantsBytes
         handlerGate =
@@ -440,7 +451,8 @@ final class Execution: @unchecked Sendable {
             let values = setCookieValues(handle)
             if !values.isEmpty { _ = jar.store(setCookieHeaders: values, from: local.hopURL) }
         }
-        if let auth = authentication, challenged || auth.hasAttempts {
+        // Without a challenge, only a coordinator already made can have attempts to settle.
+        if let auth = challenged ? authentication : madeAuthentication, challenged || auth.hasAttempts {
             let challenges =
                 status == 401
                 ? head.fields[values: .wwwAuthenticate]
