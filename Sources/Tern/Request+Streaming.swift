@@ -98,8 +98,10 @@ final class BodyPipe: @unchecked Sendable {
     private var waiter: CheckedContinuation<Data?, any Error>?
     private var headWaiter: CheckedContinuation<StreamingResponse, any Error>?
     private var head: (HTTPResponse.Status, HTTPFields)?
-    /// The most bytes that ever waited, for tests.
-    private(set) var highWater = 0
+    private var mostBuffered = 0
+    /// The most bytes that ever waited, for tests (read under the lock: a test polls it while
+    /// the engine's thread pushes).
+    var highWater: Int { lock.withLock { mostBuffered } }
     /// For tests: runs on the engine's thread between a pause decision and telling the engine,
     /// where a preempted thread would let the consumer's resume overtake it. Guarded by `lock`.
     private var pauseDecidedHook: (@Sendable () -> Void)?
@@ -163,7 +165,7 @@ final class BodyPipe: @unchecked Sendable {
             }
             pieces.append(data)
             buffered += data.count
-            highWater = max(highWater, buffered)
+            mostBuffered = max(mostBuffered, buffered)
             if buffered >= limit, !paused {
                 paused = true
                 pause = true

@@ -47,7 +47,13 @@ extension TernTests {
             let received = try await withThrowingTaskGroup(of: Int?.self) { group in
                 group.addTask {
                     var count = 0
-                    for try await chunk in response.body { count += chunk.count }
+                    for try await chunk in response.body {
+                        // Slow until the hook has run once: the engine may have paused (and been
+                        // resumed) before the hook was set, and a consumer as fast as the engine
+                        // never makes it pause again (the test then proved nothing).
+                        if delayed.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+                        count += chunk.count
+                    }
                     return count
                 }
                 group.addTask {
