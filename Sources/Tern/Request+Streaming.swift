@@ -99,8 +99,8 @@ final class BodyPipe: @unchecked Sendable {
     private var headWaiter: CheckedContinuation<StreamingResponse, any Error>?
     private var head: (HTTPResponse.Status, HTTPFields)?
     private var mostBuffered = 0
-    /// The most bytes that ever waited, for tests (read under the lock: a test polls it while
-    /// the engine's thread pushes).
+    /// The most bytes that ever waited, for tests (read under the lock, so it may be read
+    /// while the engine's thread pushes).
     var highWater: Int { lock.withLock { mostBuffered } }
     /// For tests: runs on the engine's thread between a pause decision and telling the engine,
     /// where a preempted thread would let the consumer's resume overtake it. Guarded by `lock`.
