@@ -63,6 +63,20 @@ TEMPLATE_STRUCT = r"""typedef struct {
   size_t headers_len;
 } tern_py_template;"""
 
+# What tern_py_local_fetch needs besides the request itself, set once per slot (buf and cap
+# again when the scratch grows), so that a plain call converts four arguments, not ten (each
+# pointer argument costs cffi about a hundred instructions): the engine, the waiter, the cell
+# the request is handed back in, where the response is read to, and the run's first slice (ms).
+CALL_STRUCT = r"""typedef struct {
+  tern_py_local *local;
+  tern_py_waiter *waiter;
+  tern_request_t **out;
+  tern_py_response *info;
+  char *buf;
+  size_t cap;
+  int slice_ms;
+} tern_py_call;"""
+
 # The part of tern.h the binding uses. Checked by the compiler against the real header.
 CDEF = r"""
 typedef struct tern_engine tern_engine_t;
@@ -207,11 +221,13 @@ int tern_py_make_plain(const tern_py_template *t, const char *url, const char *m
 @RESPONSE_STRUCT@
 size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, char *buf,
                              size_t cap, tern_request_t **cell);
-/* tern_py_local_go, and when the request completed in that first slice, the response taken
- * as by tern_py_response_take (out->strings_len + out->header_bytes: the block's length). */
-int tern_py_local_fetch(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
-                        const char *url, const char *method, tern_request_t **out, int slice_ms,
-                        tern_py_response *info, char *buf, size_t cap);
+@CALL_STRUCT@
+/* tern_py_local_go, and when the request completed in that first slice, the response taken as
+ * by tern_py_response_take. Returns the block's length (> 0) when the request completed and was
+ * read whole and freed; 0 when the caller must run it on and read it (it runs, it failed, or
+ * its response outgrew buf; *out holds it); a negative code when it was refused. */
+int64_t tern_py_local_fetch(const tern_py_call *c, const tern_py_template *t, const char *url,
+                            const char *method);
 /* The per-request setters that almost every call makes, in one call: URL, method, the four
  * timeouts (ms, 0: none) and redirects (max, or -1: not followed). */
 int tern_py_setup(tern_request_t *req, const char *url, const char *method, uint64_t connect_ms,
@@ -608,12 +624,15 @@ static int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_t
   *out = req;
   return tern_py_local_run(l, w, slice_ms);
 }
-static int tern_py_local_fetch(tern_py_local *l, tern_py_waiter *w, const tern_py_template *t,
-                               const char *url, const char *method, tern_request_t **out,
-                               int slice_ms, tern_py_response *info, char *buf, size_t cap) {
-  int r = tern_py_local_go(l, w, t, url, method, out, slice_ms);
-  if (r == 1) tern_py_response_take(*out, info, buf, cap, out);
-  return r;
+@CALL_STRUCT@
+static int64_t tern_py_local_fetch(const tern_py_call *c, const tern_py_template *t,
+                                   const char *url, const char *method) {
+  int r = tern_py_local_go(c->local, c->waiter, t, url, method, c->out, c->slice_ms);
+  if (r < 0) return r;
+  if (r != 1) return 0;
+  size_t n = tern_py_response_take(*c->out, c->info, c->buf, c->cap, c->out);
+  /* read whole and freed (the cell emptied): the usual case; else the caller takes it again */
+  return *c->out == NULL ? (int64_t)n : 0;
 }
 
 /* ---- asyncio completions, queued for the event loop ---- */
@@ -796,9 +815,10 @@ static int tern_py_waiter_take_progress(tern_py_waiter *w, int index, int *perce
 }
 """
 
-CDEF = CDEF.replace("@RESPONSE_STRUCT@", RESPONSE_STRUCT).replace("@TEMPLATE_STRUCT@", TEMPLATE_STRUCT)
-SOURCE = SOURCE.replace("@RESPONSE_STRUCT@", RESPONSE_STRUCT).replace("@TEMPLATE_STRUCT@",
-                                                                      TEMPLATE_STRUCT)
+CDEF = (CDEF.replace("@RESPONSE_STRUCT@", RESPONSE_STRUCT)
+        .replace("@TEMPLATE_STRUCT@", TEMPLATE_STRUCT).replace("@CALL_STRUCT@", CALL_STRUCT))
+SOURCE = (SOURCE.replace("@RESPONSE_STRUCT@", RESPONSE_STRUCT)
+          .replace("@TEMPLATE_STRUCT@", TEMPLATE_STRUCT).replace("@CALL_STRUCT@", CALL_STRUCT))
 
 
 def _pkg_config(*args: str, package: str = "tern") -> list[str]:

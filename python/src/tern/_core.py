@@ -137,7 +137,7 @@ class LocalEngine:
 
     def take_slot(self) -> "Slot":
         """A slot for one of the owner's requests (give it back with ``slots.append``)."""
-        return self.slots.pop() if self.slots else Slot()
+        return self.slots.pop() if self.slots else Slot(self.ptr)
 
     def stat(self, which: int) -> int:
         with self.lock:
@@ -161,17 +161,25 @@ class LocalEngine:
 
 class Slot:
     """What one request of a LocalEngine's owner uses: its waiter, the cell that
-    tern_py_local_go hands the request back in, and the scratch its response is read into."""
+    tern_py_local_go hands the request back in, the scratch its response is read into, and
+    all three with the engine as one ``tern_py_call`` for tern_py_local_fetch."""
 
-    __slots__ = ("w", "cell", "scratch")
+    __slots__ = ("w", "cell", "scratch", "call")
 
-    def __init__(self) -> None:
+    def __init__(self, local_ptr: Any) -> None:
         w = lib.tern_py_waiter_new()
         if w == ffi.NULL:
             raise MemoryError("tern: cannot allocate a waiter")
         self.w = ffi.gc(w, lib.tern_py_waiter_free)
         self.cell = ffi.new("tern_request_t *[1]")
-        self.scratch = Scratch(8192)
+        call = ffi.new("tern_py_call *")
+        # The engine never changes; once closed (None) the slot's owner checks before each use.
+        call.local = local_ptr if local_ptr is not None else ffi.NULL
+        call.waiter = self.w
+        call.out = self.cell
+        call.slice_ms = 200
+        self.call = call
+        self.scratch = Scratch(8192, call)
 
 
 class EngineHandle:
@@ -652,21 +660,27 @@ SCRATCH_BODY_MAX = 256 * 1024
 
 class Scratch:
     """Where tern_py_response_take puts a response: the scalar fields and a block of strings
-    (and the body, when it fits), with buffer views over both for reading them in few calls."""
+    (and the body, when it fits), with buffer views over both for reading them in few calls.
+    With a ``tern_py_call`` (a Slot's), that points at the same info and buffer, grown with it."""
 
-    __slots__ = ("info", "infoview", "buf", "view", "cap")
+    __slots__ = ("info", "infoview", "buf", "view", "cap", "call")
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, call: Any = None) -> None:
         self.info = ffi.new("tern_py_response *")
         self.infoview = ffi.buffer(self.info)
-        self.buf = ffi.new("char[]", cap)
-        self.view = ffi.buffer(self.buf)
-        self.cap = cap
+        self.call = call
+        if call is not None:
+            call.info = self.info
+        self.grow(cap)
 
     def grow(self, cap: int) -> None:
         self.buf = ffi.new("char[]", cap)
         self.view = ffi.buffer(self.buf)
         self.cap = cap
+        call = self.call
+        if call is not None:
+            call.buf = self.buf
+            call.cap = cap
 
 
 _new = object.__new__
