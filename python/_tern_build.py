@@ -217,7 +217,7 @@ int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_template
 int tern_py_make_plain(const tern_py_template *t, const char *url, const char *method,
                        tern_request_t **out);
 /* A completed request's response in one call: the scalar fields, and the strings and header
- * fields as one block of NUL-terminated strings. */
+ * fields as one block of NUL-terminated strings, then the fields again for lookups by name. */
 @RESPONSE_STRUCT@
 size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, char *buf,
                              size_t cap, tern_request_t **cell);
@@ -503,19 +503,80 @@ static void tern_py_local_free(tern_py_local *l) {
 
 /* ---- responses and requests in few calls ---- */
 @RESPONSE_STRUCT@
+static size_t tern_py_put_n(char *buf, size_t at, size_t cap, const char *s, size_t n) {
+  if (at + n + 1 <= cap) {
+    memcpy(buf + at, s, n);
+    buf[at + n] = '\0';
+  }
+  return at + n + 1;
+}
 static size_t tern_py_put(char *buf, size_t at, size_t cap, const char *s) {
-  size_t n = strlen(s ? s : "") + 1;
-  if (at + n <= cap) memcpy(buf + at, s ? s : "", n);
-  return at + n;
+  s = s ? s : "";
+  return tern_py_put_n(buf, at, cap, s, strlen(s));
+}
+/* Whether two field names of the same length are the same name (ASCII letters fold; bytes
+ * above 127 do not, as in Python's bytes.lower(): no locale is asked). */
+static int tern_py_same_name(const char *a, const char *b, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+    if (x == y) continue;
+    unsigned char lower = x | 0x20;
+    if (lower != (y | 0x20) || lower < 'a' || lower > 'z') return 0;
+  }
+  return 1;
+}
+/* The most fields a response's lookup block (below) is made for; a response with more has
+ * none and Python searches its field block instead (slower, same answers). */
+#define TERN_PY_LOOK_MAX 64
+/* The header fields once more, for looking one up by name (ResponseHeaders.get, [], in): each
+ * distinct name once, first-seen order, lowered (ASCII), with the values of every field of that
+ * name joined by ", " in order, as "\nname\0value", then a final "\n". Python finds a field with
+ * one search for "\nname\0" and reads its value up to the next "\n"; in the field block it had
+ * to lower the block, count NULs to tell a name from a value that reads the same, and search
+ * again for repeats (together about a quarter of a plain GET's instructions, header lookup
+ * included). Only for names and values without a "\n", which the search relies on (the caller
+ * checks). */
+static size_t tern_py_put_look(char *buf, size_t at, size_t cap, size_t n, const char **names,
+                               const size_t *name_lens, const char **values,
+                               const size_t *value_lens) {
+  unsigned char joined[TERN_PY_LOOK_MAX] = {0};
+  for (size_t i = 0; i < n; i++) {
+    if (joined[i]) continue;
+    size_t nl = name_lens[i], vl = value_lens[i];
+    if (at + nl + vl + 2 <= cap) {
+      char *o = buf + at;
+      *o++ = '\n';
+      for (size_t c = 0; c < nl; c++) {
+        char ch = names[i][c];
+        *o++ = ch >= 'A' && ch <= 'Z' ? (char)(ch + ('a' - 'A')) : ch;
+      }
+      *o++ = '\0';
+      memcpy(o, values[i], vl);
+    }
+    at += nl + vl + 2;
+    for (size_t j = i + 1; j < n; j++) {
+      if (joined[j] || name_lens[j] != nl || !tern_py_same_name(names[i], names[j], nl)) continue;
+      joined[j] = 1;
+      if (at + value_lens[j] + 2 <= cap) {
+        buf[at] = ',';
+        buf[at + 1] = ' ';
+        memcpy(buf + at + 2, values[j], value_lens[j]);
+      }
+      at += value_lens[j] + 2;
+    }
+  }
+  if (at + 1 <= cap) buf[at] = '\n';
+  return at + 1;
 }
 /* A completed request's response in one call: the scalar fields into *out, and into buf the
  * reason phrase, effective URL, TLS version and decoded encoding ("" for none), then every
  * header field's name and value, each NUL-terminated (out->strings_len: where the fields
- * start), then the body when it fits too (out->body_at: where it starts, else 0). Returns the
- * bytes the strings and fields take; when that is more than cap, buf holds only what fitted:
- * call again with a buffer that large. With a cell (that holds req), a request that succeeded
- * and whose whole response is in buf is freed here and the cell emptied: nothing of it is
- * needed any more. */
+ * start; out->header_bytes: their length), then the lookup block (tern_py_put_look; empty when
+ * not made), then the body when it fits too (out->body_at: where it starts, else 0). Returns
+ * the bytes the strings, fields and lookup block take; when that is more than cap, buf holds
+ * only what fitted: call again with a buffer that large. With a cell (that holds req), a
+ * request that succeeded and whose whole response is in buf is freed here and the cell
+ * emptied: nothing of it is needed any more. */
 static size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, char *buf,
                                     size_t cap, tern_request_t **cell) {
   out->status = tern_request_get_status(req);
@@ -540,13 +601,31 @@ static size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, 
   at = tern_py_put(buf, at, cap, out->tls_version);
   at = tern_py_put(buf, at, cap, out->decoded_encoding);
   out->strings_len = at;
+  const char *names[TERN_PY_LOOK_MAX], *values[TERN_PY_LOOK_MAX];
+  size_t name_lens[TERN_PY_LOOK_MAX], value_lens[TERN_PY_LOOK_MAX];
+  int look = out->header_count <= TERN_PY_LOOK_MAX;
+  size_t n = 0;
   for (size_t i = 0; i < out->header_count; i++) {
     const char *name = NULL, *value = NULL;
     if (tern_request_get_header_at(req, i, &name, &value) != 0) continue;
-    at = tern_py_put(buf, at, cap, name);
-    at = tern_py_put(buf, at, cap, value);
+    name = name ? name : "";
+    value = value ? value : "";
+    size_t nl = strlen(name), vl = strlen(value);
+    at = tern_py_put_n(buf, at, cap, name, nl);
+    at = tern_py_put_n(buf, at, cap, value, vl);
+    if (!look) continue;
+    if (memchr(name, '\n', nl) || memchr(value, '\n', vl)) {
+      look = 0;
+      continue;
+    }
+    names[n] = name;
+    name_lens[n] = nl;
+    values[n] = value;
+    value_lens[n] = vl;
+    n++;
   }
   out->header_bytes = at - out->strings_len;
+  if (look) at = tern_py_put_look(buf, at, cap, n, names, name_lens, values, value_lens);
   out->body_at = 0;
   if (out->body_len && at <= cap && out->body_len <= cap - at) {
     memcpy(buf + at, out->body, out->body_len);

@@ -8,10 +8,23 @@ import pytest
 from tern._models import Headers, ResponseHeaders
 
 
-def block_headers(pairs):
-    h = ResponseHeaders.__new__(ResponseHeaders)
-    h._raw = b"\0" + b"".join(k.encode("latin-1") + b"\0" + v.encode("latin-1") + b"\0"
+def look_block(pairs):
+    """The lookup block the C glue makes (tern_py_put_look), made here from the pairs."""
+    merged = {}
+    for k, v in pairs:
+        low = k.encode("latin-1").lower()
+        merged[low] = merged[low] + b", " + v.encode("latin-1") if low in merged else v.encode("latin-1")
+    return b"".join(b"\n" + k + b"\0" + v for k, v in merged.items()) + b"\n"
+
+
+def block_headers(pairs, look=False):
+    """ResponseHeaders as build_response makes them: the field block, with (look=True) or
+    without the lookup block."""
+    h = ResponseHeaders()
+    fields = b"\0" + b"".join(k.encode("latin-1") + b"\0" + v.encode("latin-1") + b"\0"
                               for k, v in pairs)
+    h._raw = fields + look_block(pairs) if look else fields
+    h._look = len(fields) if look else 0
     h._low = h._pairs = None
     return h
 
@@ -22,9 +35,11 @@ PAIRS = [("Content-Type", "text/plain"), ("Set-Cookie", "a=1"), ("X-Name", "set-
 
 @pytest.mark.parametrize("name", ["content-type", "CONTENT-LENGTH", "Set-Cookie", "x-name",
                                   "x-empty", "x-l", "missing", "set", "cookie", "a=1", "text/plain",
-                                  "X-Name\0set-cookie", "caf\xe9", ""])
-def test_lookups_match_headers(name):
-    h, ref = block_headers(PAIRS), Headers(PAIRS)
+                                  "X-Name\0set-cookie", "caf\xe9", "", "x-name\nset-cookie",
+                                  "x-name\0"])
+@pytest.mark.parametrize("look", [False, True])
+def test_lookups_match_headers(name, look):
+    h, ref = block_headers(PAIRS, look), Headers(PAIRS)
     assert h.get(name) == ref.get(name)
     assert h.get(name, "dflt") == ref.get(name, "dflt")
     assert (name in h) == (name in ref)
@@ -35,18 +50,28 @@ def test_lookups_match_headers(name):
             h[name]
 
 
-def test_a_value_that_reads_as_a_name_is_not_a_name():
-    h = block_headers([("X-A", "content-length"), ("content-length", "5")])
+@pytest.mark.parametrize("look", [False, True])
+def test_a_value_that_reads_as_a_name_is_not_a_name(look):
+    h = block_headers([("X-A", "content-length"), ("content-length", "5")], look)
     assert h["content-length"] == "5" and h.get_list("x-a") == ["content-length"]
-    assert "x-b" not in block_headers([("X-A", "x-b")])
+    assert "x-b" not in block_headers([("X-A", "x-b")], look)
 
 
-def test_pairs_and_changes():
-    h = block_headers(PAIRS)
+@pytest.mark.parametrize("look", [False, True])
+def test_pairs_and_changes(look):
+    h = block_headers(PAIRS, look)
     assert h.multi_items() == PAIRS and list(h) == list(Headers(PAIRS))
     assert h.get_list("set-cookie") == ["a=1", "b=2"] and len(h) == len(Headers(PAIRS))
     h["Content-Length"] = "13"
     del h["set-cookie"]
     assert h["content-length"] == "13" and "Set-Cookie" not in h and h.get("x-l") == "caf\xe9"
     assert Headers(h) == h
-    assert block_headers([]).multi_items() == [] and block_headers([]).get("a") is None
+    assert block_headers([], look).multi_items() == [] and block_headers([], look).get("a") is None
+
+
+def test_lookups_with_odd_names():
+    h = block_headers(PAIRS, True)
+    for name in (b"content-type", 3, None):
+        with pytest.raises((TypeError, AttributeError)):
+            h.get(name)  # type: ignore[arg-type]
+    assert 3 not in h and b"x" not in h

@@ -69,6 +69,35 @@ def test_headers_are_case_insensitive_and_keep_repeated_fields(servers, client):
     assert dict(h) == {"a": "2"} and h == {"A": "2"}
 
 
+@pytest.mark.parametrize("plain", [True, False])
+def test_header_lookups_match_the_fields(servers, client, plain):
+    # Lookups read the engine glue's lookup block (repeats joined, names lowered); every answer
+    # must be the one the fields as pairs give, on the plain path and the long one.
+    fields = ["X-A:x-b", "X-B:1", "x-b:2", "X-Empty:", "X-Dup:a", "X-DUP:b", "x-dup:c",
+              "X-Colon:a:b", "Server-Timing:x-a"]
+    url = servers.fault("/status/200?" + "&".join("header=" + f for f in fields))
+    r = client.get(url) if plain else client.get(url, timeout=30)
+    assert r.headers._look  # the glue made a lookup block
+    ref = tern.Headers(r.headers.multi_items())
+    for name in ("x-a", "X-B", "x-b", "x-empty", "x-dup", "X-COLON", "server-timing", "x-c",
+                 "content-length", "Content-Type", "", "x-", "1"):
+        assert r.headers.get(name) == ref.get(name), name
+        assert (name in r.headers) == (name in ref), name
+        if name in ref:
+            assert r.headers[name] == ref[name]
+    assert r.headers["x-b"] == "1, 2" and r.headers["x-dup"] == "a, b, c"
+    assert r.headers["x-empty"] == "" and r.headers["x-colon"] == "a:b"
+
+
+def test_header_lookups_beyond_the_lookup_blocks_fields(servers, client):
+    # More fields than the glue makes a lookup block for (64): the field block is searched.
+    fields = [f"X-F{i % 40}:{i}" for i in range(80)]
+    r = client.get(servers.fault("/status/200?" + "&".join("header=" + f for f in fields)))
+    assert not r.headers._look
+    assert r.headers["x-f3"] == "3, 43" and r.headers.get("X-F39") == "39, 79"
+    assert "x-f40" not in r.headers and r.headers.get("content-length") == "0"
+
+
 def test_client_defaults_and_base_url(servers):
     with tern.Client(base_url=servers.fault("/"), headers={"X-Default": "d"},
                      params={"p": "1"}) as c:

@@ -109,20 +109,52 @@ class Headers(MutableMapping[str, str]):
 _MISSING: Any = object()
 
 
-class ResponseHeaders(Headers):
-    """A response's header fields, kept as the engine's block of names and values (latin-1,
-    each NUL-terminated, one NUL first: ``b"\\0name\\0value\\0..."``) and split into pairs
-    only when something needs them. Looking one field up (:meth:`get`, ``[]``, ``in``) searches
-    the block, lowered once, without splitting it: a response's fields are read far more often
-    one by one than all at once. Once changed, they behave as any :class:`Headers`."""
+# Lookup keys by field name ("\nname\0", the name lowered) for ResponseHeaders' lookup block:
+# a program looks up a few names over and over. Bounded, for one that looks up names it reads.
+_LOOK_KEYS: Dict[str, bytes] = {}
+_LOOK_KEYS_MAX = 512
 
-    __slots__ = ("_raw", "_low", "_pairs")
+
+def _look_key(name: str) -> Optional[bytes]:
+    """The lookup key of ``name``, or None for a name the lookup block cannot answer for
+    (not ASCII, or holding a NUL or a newline): those are searched the long way."""
+    if not name.isascii() or "\0" in name or "\n" in name:
+        return None
+    key = b"\n" + name.lower().encode("ascii") + b"\0"
+    if len(_LOOK_KEYS) < _LOOK_KEYS_MAX:
+        _LOOK_KEYS[name] = key
+    return key
+
+
+class ResponseHeaders(Headers):
+    """A response's header fields, kept as the engine glue's block and split into pairs only
+    when something needs them. ``_raw`` holds the fields (latin-1 names and values, each
+    NUL-terminated, one NUL first: ``b"\\0name\\0value\\0..."``), then from offset ``_look``
+    (0: none) a lookup block (``b"\\nname\\0value"`` per distinct name, lowered, the values of
+    repeated fields joined with ``", "``, then ``b"\\n"``; see ``tern_py_put_look``). A
+    response's fields are read far more often one by one than all at once: looking one up
+    (:meth:`get`, ``[]``, ``in``) is one search of the block for ``b"\\nname\\0"``, which
+    can only match in the lookup block (the glue makes one only when no name or value holds a
+    newline); without one, the fields are lowered once and searched. Once changed, they behave
+    as any :class:`Headers`.
+
+    Made only by ``build_response`` (and tests), which set every slot: object's ``__init__``,
+    not Headers', makes ``ResponseHeaders()`` a plain allocation, a third cheaper than
+    ``object.__new__(ResponseHeaders)``."""
+
+    __slots__ = ("_raw", "_look", "_low", "_pairs")
+
+    __init__ = object.__init__  # type: ignore[assignment]
+
+    def _fields(self) -> bytes:
+        """The field part of the block."""
+        return self._raw[:self._look] if self._look else self._raw
 
     @property  # type: ignore[override]
     def _items(self) -> List[Tuple[str, str]]:
         pairs = self._pairs
         if pairs is None:
-            parts = self._raw[1:].decode("latin-1").split("\0")
+            parts = self._fields()[1:].decode("latin-1").split("\0")
             pairs = self._pairs = list(zip(parts[0:-1:2], parts[1::2]))
         return pairs
 
@@ -130,15 +162,17 @@ class ResponseHeaders(Headers):
     def _items(self, value: List[Tuple[str, str]]) -> None:
         self._pairs = value
         self._raw = None  # the block no longer says what the fields are
+        self._look = 0
 
     def _find(self, name: str) -> Optional[str]:
-        """The field's values joined with ``", "`` (None: absent), from the block. Field names
-        are tokens (ASCII): a name that is not ASCII is looked up among the pairs."""
+        """The field's values joined with ``", "`` (None: absent), from the fields, lowered
+        once. Field names are tokens (ASCII): a name that is not ASCII is looked up among the
+        pairs."""
         if "\0" in name:
             return None
         low = self._low
         if low is None:
-            low = self._low = self._raw.lower()
+            low = self._low = self._fields().lower()
         key = b"\0" + name.lower().encode("ascii") + b"\0"
         raw = self._raw
         found = None
@@ -155,25 +189,31 @@ class ResponseHeaders(Headers):
 
     def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
         """The field's values joined with ``", "``, or ``default`` when it is absent."""
+        if self._look:
+            try:
+                key = _LOOK_KEYS[name]
+            except (KeyError, TypeError):  # a name not seen yet (TypeError: not a str)
+                key = _look_key(name) if isinstance(name, str) else None
+            if key is not None:
+                found = self._raw.partition(key)
+                if not found[1]:
+                    return default
+                return found[2].partition(b"\n")[0].decode("latin-1")
         if self._raw is None or not name.isascii():
             return Headers.get(self, name, default)
         value = self._find(name)
         return default if value is None else value
 
     def __getitem__(self, name: str) -> str:
-        if self._raw is None or not name.isascii():
-            return Headers.__getitem__(self, name)
-        value = self._find(name)
-        if value is None:
+        value = self.get(name, _MISSING)
+        if value is _MISSING:
             raise KeyError(name)
         return value
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False
-        if self._raw is None or not name.isascii():
-            return Headers.__contains__(self, name)
-        return self._find(name) is not None
+        return self.get(name, _MISSING) is not _MISSING
 
 
 @dataclass(frozen=True)
