@@ -410,18 +410,10 @@ extension Execution {
                 "decodingLimits (maxRatio \(ratio))")
         }
         // TLS options go on http URLs too: a redirect may lead to https.
-        let tls = p.tls
-        if !tls.verifiesPeer { try check(tern_request_set_tls_verify(h, 0), "tls.verifiesPeer") }
-        if let file = tls.caFile {
-            try check(tern_request_set_tls_ca_file(h, file), "tls.caFile \(file)")
-        }
-        if let dir = tls.caDirectory {
-            try check(tern_request_set_tls_ca_path(h, dir), "tls.caDirectory \(dir)")
-        }
-        if let cert = tls.clientCertificate {
-            try check(
-                tern_request_set_tls_client_cert(h, cert.certificateFile, cert.keyFile, cert.password),
-                "tls.clientCertificate \(cert.certificateFile)")
+        if let own = p.tls {
+            try configureTLS(h, own)
+        } else {
+            try configureTLS(h, p.engine.configuration.tls)
         }
         if let d = p.download {
             // With retries, each attempt keeps its .part for the next to continue; the first
@@ -485,6 +477,22 @@ extension Execution {
             try check(tern_request_set_data_cb(h, dataCallback, context), "data callback")
         }
         return owner
+    }
+
+    /// TLS options, read in place (a copy of them costs about 100 instructions).
+    private func configureTLS(_ h: OpaquePointer, _ tls: borrowing TLSOptions) throws(TernError) {
+        if !tls.verifiesPeer { try check(tern_request_set_tls_verify(h, 0), "tls.verifiesPeer") }
+        if let file = tls.caFile {
+            try check(tern_request_set_tls_ca_file(h, file), "tls.caFile \(file)")
+        }
+        if let dir = tls.caDirectory {
+            try check(tern_request_set_tls_ca_path(h, dir), "tls.caDirectory \(dir)")
+        }
+        if let cert = tls.clientCertificate {
+            try check(
+                tern_request_set_tls_client_cert(h, cert.certificateFile, cert.keyFile, cert.password),
+                "tls.clientCertificate \(cert.certificateFile)")
+        }
     }
 
     /// Redirects, credentials (the request's, else a store's to send at once), the proxy, the

@@ -81,7 +81,8 @@ final class Plan: Sendable {
     let decodingLimits: Request.DecodingLimits
     let compressBody: Bool
     let expectContinue: Request.ExpectContinue
-    let tls: TLSOptions
+    /// The request's own TLS options; `nil`: the engine's (read where applied, not copied here).
+    let tls: TLSOptions?
     let persistent: Bool
     let http10: Bool
     let httpVersion: Request.HTTPVersionPreference
@@ -115,7 +116,7 @@ final class Plan: Sendable {
         decodingLimits = s.decodingLimits
         compressBody = s.compressBody
         expectContinue = s.expectContinue
-        tls = s.tls ?? engine.configuration.tls
+        tls = s.tls
         persistent = s.persistent
         http10 = s.http10
         httpVersion = s.httpVersion
@@ -212,6 +213,11 @@ final class Plan: Sendable {
             proxyRules = nil
         } else if let own = s.proxy {
             proxy = own
+            proxyRules = nil
+        } else if case .none = s.proxyEnvironment, engine.configuration.proxyEnvironment.namesNoProxy {
+            // Most machines: no variable names a proxy. Nothing to choose or keep for later
+            // hops, and no copy of the rules (with its release, about 500 instructions).
+            proxy = nil
             proxyRules = nil
         } else {
             let rules = s.proxyEnvironment ?? engine.configuration.proxyEnvironment
