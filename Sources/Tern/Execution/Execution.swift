@@ -633,7 +633,7 @@ final class Execution: @unchecked Sendable {
             current = nil
             return machine.attemptEnded(attempt: attempt, end, now: monotonicSeconds())
         }
-        perform(step, report: report)
+        perform(step, report: consume report)  // moved, not copied, into the Optional
     }
 
     // MARK: - Delivery
