@@ -11,9 +11,11 @@
 #  define _DEFAULT_SOURCE  // getc_unlocked under -std=c11
 #endif
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pac.h"
 
@@ -127,7 +129,22 @@ static void handle_find(tern_pac *pac, const char *arg, size_t len) {
   free(result);
 }
 
+// The parent kills this process when an answer takes too long. A parent ended by a signal sent
+// to it alone (kill PID, or Ctrl-C while the script loads) cannot, and a script looping in its
+// top-level code would run on with no one to read its answer: a thread watches for the parent's
+// end (this process is then given another parent) and ends the process.
+static pid_t parent;
+
+static void *watch_parent(void *arg) {
+  (void)arg;
+  while (getppid() == parent) usleep(200 * 1000);
+  _exit(1);
+}
+
 int main(void) {
+  parent = getppid();
+  pthread_t watcher;
+  if (pthread_create(&watcher, NULL, watch_parent, NULL) == 0) pthread_detach(watcher);
   tern_pac *pac = tern_pac_new();
   char *line = malloc(MAX_LINE + 1);
   if (!pac || !line) {

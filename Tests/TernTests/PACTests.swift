@@ -198,4 +198,66 @@ extension TernTests.Hops {
         #expect(process.terminationStatus == SIGINT)
         #expect(ContinuousClock.now - sent < .seconds(5))
     }
+
+    /// Ctrl-C (SIGINT to tern alone) while a PAC script loops in its top-level code: tern ends
+    /// by the signal, and its tern-pac, which no one will kill or read any more, ends too
+    /// (it watches for its parent's end) instead of spinning on.
+    @Test func cliCtrlCDuringALoopingPACScriptLeavesNoEvaluatorBehind() throws {
+        let servers = try Servers.get()
+        let file = temporaryPath("looping.pac")
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        try "while (true) {}\nfunction FindProxyForURL(url, host) { return \"DIRECT\"; }\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: TernBinary.path)
+        process.arguments = ["-s", "--proxy-pac", file, servers.fault("/echo").absoluteString]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        var evaluator: pid_t?
+        #expect(eventually(within: 2) {
+            evaluator = childProcesses(of: process.processIdentifier, named: "tern-pac").first
+            return evaluator != nil
+        }, "tern started no tern-pac")
+        process.interrupt()  // within the 2 s the script is given: tern has not killed it yet
+        // Read from /proc: Foundation's Process may not see tern's end while a child of tern
+        // lives on (so a leftover tern-pac is killed before waiting for tern).
+        let tern = process.processIdentifier
+        let ended = eventually(within: 5) { !processIsAlive(tern) }
+        if let evaluator {
+            let gone = eventually(within: 3) { !processIsAlive(evaluator) }
+            if !gone { kill(evaluator, SIGKILL) }
+            #expect(gone, "tern-pac \(evaluator) still runs after tern ended")
+        }
+        if !ended { process.terminate() }
+        process.waitUntilExit()
+        #expect(ended, "tern was still running 5 s after SIGINT")
+        #expect(process.terminationReason == .uncaughtSignal)
+        #expect(process.terminationStatus == SIGINT)
+    }
+}
+
+/// The children of `parent` whose command name is `name` (from /proc/PID/stat).
+func childProcesses(of parent: pid_t, named name: String) -> [pid_t] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { entry -> pid_t? in
+        guard let pid = pid_t(entry), let stat = processStat(pid) else { return nil }
+        return stat.parent == parent && stat.name == name ? pid : nil
+    }
+}
+
+/// Running or sleeping, not gone and not a zombie waiting to be reaped.
+func processIsAlive(_ pid: pid_t) -> Bool {
+    guard let stat = processStat(pid) else { return false }
+    return stat.state != "Z" && stat.state != "X"
+}
+
+/// Fields of /proc/PID/stat: "pid (comm) state ppid ...", comm may hold spaces and parentheses.
+private func processStat(_ pid: pid_t) -> (name: String, state: String, parent: pid_t)? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")")
+    else { return nil }
+    let name = String(text[text.index(after: open)..<close])
+    let rest = text[text.index(after: close)...].split(separator: " ")
+    guard rest.count >= 2, let ppid = pid_t(rest[1]) else { return nil }
+    return (name, String(rest[0]), ppid)
 }

@@ -189,10 +189,25 @@ final class Worker: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, ends[1], 0)
         posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        // The child starts with no signal blocked and INT, TERM and PIPE at their default
+        // actions, whatever the spawning thread had: a libdispatch worker blocks nearly every
+        // signal, and the tern CLI blocks INT and TERM in every thread for its signal sources
+        // (a Ctrl-C at the terminal must still end tern-pac with the rest of the process group).
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for number in [SIGINT, SIGTERM, SIGPIPE] { sigaddset(&defaults, number) }
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup(path), nil]
         defer { for arg in argv { free(arg) } }
-        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        let rc = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
         close(ends[1])
         guard rc == 0 else {
             close(ends[0])
