@@ -514,6 +514,9 @@ static size_t tern_py_put(char *buf, size_t at, size_t cap, const char *s) {
   s = s ? s : "";
   return tern_py_put_n(buf, at, cap, s, strlen(s));
 }
+static int tern_py_has_newline(const char *s) {
+  return s && strchr(s, '\n') != NULL;
+}
 /* Whether two field names of the same length are the same name (ASCII letters fold; bytes
  * above 127 do not, as in Python's bytes.lower(): no locale is asked). */
 static int tern_py_same_name(const char *a, const char *b, size_t n) {
@@ -614,10 +617,6 @@ static size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, 
     at = tern_py_put_n(buf, at, cap, name, nl);
     at = tern_py_put_n(buf, at, cap, value, vl);
     if (!look) continue;
-    if (memchr(name, '\n', nl) || memchr(value, '\n', vl)) {
-      look = 0;
-      continue;
-    }
     names[n] = name;
     name_lens[n] = nl;
     values[n] = value;
@@ -625,6 +624,17 @@ static size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, 
     n++;
   }
   out->header_bytes = at - out->strings_len;
+  /* A lookup block only when no string before it (the reason phrase and URL too: Python
+   * searches the response's strings, fields and lookup block as one) holds a newline: one
+   * search of what was written when it all fitted, else each string (the same answer). */
+  if (look && at <= cap) {
+    look = memchr(buf, '\n', at) == NULL;
+  } else if (look) {
+    look = !tern_py_has_newline(out->reason) && !tern_py_has_newline(out->url) &&
+           !tern_py_has_newline(out->tls_version) && !tern_py_has_newline(out->decoded_encoding);
+    for (size_t i = 0; look && i < n; i++)
+      look = !memchr(names[i], '\n', name_lens[i]) && !memchr(values[i], '\n', value_lens[i]);
+  }
   if (look) at = tern_py_put_look(buf, at, cap, n, names, name_lens, values, value_lens);
   out->body_at = 0;
   if (out->body_len && at <= cap && out->body_len <= cap - at) {

@@ -17,14 +17,15 @@ def look_block(pairs):
     return b"".join(b"\n" + k + b"\0" + v for k, v in merged.items()) + b"\n"
 
 
-def block_headers(pairs, look=False):
-    """ResponseHeaders as build_response makes them: the field block, with (look=True) or
-    without the lookup block."""
+def block_headers(pairs, look=False, strings=b"OK\0http://h/\0\0"):
+    """ResponseHeaders as build_response makes them: the response's other strings, then the
+    field block, with (look=True) or without the lookup block."""
     h = ResponseHeaders()
     fields = b"\0" + b"".join(k.encode("latin-1") + b"\0" + v.encode("latin-1") + b"\0"
                               for k, v in pairs)
-    h._raw = fields + look_block(pairs) if look else fields
-    h._look = len(fields) if look else 0
+    h._raw = strings + fields + (look_block(pairs) if look else b"")
+    h._start = len(strings)
+    h._look = len(strings) + len(fields) if look else 0
     h._low = h._pairs = None
     return h
 
@@ -75,3 +76,12 @@ def test_lookups_with_odd_names():
         with pytest.raises((TypeError, AttributeError)):
             h.get(name)  # type: ignore[arg-type]
     assert 3 not in h and b"x" not in h
+
+
+@pytest.mark.parametrize("look", [False, True])
+def test_the_strings_before_the_fields_are_not_fields(look):
+    # build_response's block starts with the reason phrase and URL: names and values that
+    # read as fields there are not fields.
+    h = block_headers([("X-A", "1")], look, strings=b"content-length\0x-b\0http://h/x-c\0\0")
+    assert h.get("content-length") is None and "x-b" not in h and h.get("x-a") == "1"
+    assert h.multi_items() == [("X-A", "1")]

@@ -140,6 +140,36 @@ def test_plain_and_keyword_calls_give_the_same_response(servers, client):
     assert head.content == b"" and head.headers["content-length"] == "65536"
 
 
+@pytest.mark.parametrize("plain", [True, False])
+def test_fields_read_late_are_the_responses_own(servers, client, plain):
+    # A response's strings, version, timing and header fields are decoded when first read,
+    # from its own copy: later requests (the same slot's scratch, the reused connection, other
+    # statuses and URLs) must not change what an earlier response says.
+    kw = {} if plain else {"timeout": 30}
+    first = client.get(servers.nginx("/redirect/1k.bin"), **kw)
+    second = client.get(servers.fault("/status/404?header=X-A:late"), **kw)
+    third = client.get(servers.nginx("/1k.bin"), **kw)
+    assert third.reused_connection and third.num_redirects == 0 and third.url.endswith("/1k.bin")
+    assert first.url == servers.nginx("/1k.bin") and first.reason_phrase == "OK"
+    assert first.num_redirects == 1 and first.http_version == "HTTP/1.1" and first.offset == 0
+    assert first.elapsed > 0 and first.tls_version is None and first.decoded_encoding is None
+    assert first.headers["content-length"] == "1024" and "x-a" not in first.headers
+    assert second.status_code == 404 and second.reason_phrase == "Not Found"
+    assert second.url == servers.fault("/status/404?header=X-A:late")
+    assert second.headers["x-a"] == "late" and not second.reused_connection
+    assert sha(first.content) == servers.must("SHA_1K") and repr(second) == "<Response [404 Not Found]>"
+    # and as set
+    first.url, first.reason_phrase, first.elapsed, first.reused_connection = "u", "R", 2.0, True
+    first.http_version, first.num_redirects, first.offset = "HTTP/1.0", 3, 7
+    first.tls_version, first.decoded_encoding = "TLSv1.3", "gzip"
+    assert (first.url, first.reason_phrase, first.elapsed, first.reused_connection,
+            first.http_version, first.num_redirects, first.offset, first.tls_version,
+            first.decoded_encoding) == ("u", "R", 2.0, True, "HTTP/1.0", 3, 7, "TLSv1.3", "gzip")
+    made = tern.Response(201, tern.Headers({"A": "1"}), b"x", "http://h/", reason_phrase="Created")
+    assert (made.url, made.reason_phrase, made.http_version, made.elapsed, made.tls_version,
+            made.offset, made.headers["a"]) == ("http://h/", "Created", "HTTP/1.1", 0.0, None, 0, "1")
+
+
 def test_client_reuses_its_connection(servers, client):
     first = client.get(servers.nginx("/1k.bin"))
     second = client.get(servers.nginx("/1k.bin"))

@@ -700,31 +700,26 @@ def take(req: Any, scratch: Scratch, cell: Any = _NULL) -> int:
     return n
 
 
-# tern_request_get_http_version's values as the response names them (0: no head arrived).
-_HTTP_VERSIONS = {10: "HTTP/1.0", 11: "HTTP/1.1", 20: "HTTP/2"}
-
-
 def build_response(scratch: Scratch, n: int, path: Optional[str] = None) -> Response:
     """The Response of a request whose fields :func:`take` put in ``scratch`` (a body not
     copied there is copied from the request, which must then not be freed before). The header
     fields are split only when first read."""
-    (status, _error, _minor, version, redirects, reused, offset, elapsed, _count, hbytes,
-     body_len, k, body_at) = INFO.unpack_from(scratch.infoview)
+    info = INFO.unpack_from(scratch.infoview)  # kept whole: the rarely read fields wait there
+    hbytes = info[9]
+    body_len = info[10]
+    k = info[11]
+    body_at = info[12]
     view = scratch.view
-    block = view[0:k]
-    try:
-        reason, url, tls, decoded, _ = block.decode().split("\0")
-    except UnicodeDecodeError:  # decode() without an error handler takes half the instructions
-        reason, url, tls, decoded, _ = block.decode("utf-8", "replace").split("\0")
+    # The strings, fields and lookup block in one slice (each costs ~800 instructions): the
+    # response decodes its strings when first read, the headers search it from the fields on.
+    raw = view[0:n]
     headers = ResponseHeaders()
-    # From the NUL that ends the strings (the field block's first) to the end of the lookup
-    # block, when the glue made one (n > the fields' end), in one slice: each costs ~1,000
-    # instructions.
-    headers._raw = view[k - 1:n]
-    headers._look = hbytes + 1 if n > k + hbytes else 0
+    headers._raw = raw
+    headers._start = k - 1  # the NUL that ends the strings is the field block's first
+    headers._look = k + hbytes if n > k + hbytes else 0
     headers._low = headers._pairs = None
     r = _new(Response)
-    r.status_code = status
+    r.status_code = info[0]
     r.headers = headers
     if body_at:
         r.content = view[body_at:body_at + body_len]
@@ -734,15 +729,8 @@ def build_response(scratch: Scratch, n: int, path: Optional[str] = None) -> Resp
             scratch.grow(n + body_len)  # the next such body fits
     else:
         r.content = b""
-    r.url = url
-    r.reason_phrase = reason
-    r.http_version = _HTTP_VERSIONS.get(version, "")
-    r.elapsed = elapsed if elapsed > 0.0 else 0.0
-    r.num_redirects = redirects
-    r.reused_connection = reused != 0
-    r.tls_version = tls or None
-    r.decoded_encoding = decoded or None
-    r.offset = offset
+    r._raw = raw
+    r._info = info
     r.path = path
     r._encoding = None
     return r

@@ -128,27 +128,28 @@ def _look_key(name: str) -> Optional[bytes]:
 
 class ResponseHeaders(Headers):
     """A response's header fields, kept as the engine glue's block and split into pairs only
-    when something needs them. ``_raw`` holds the fields (latin-1 names and values, each
-    NUL-terminated, one NUL first: ``b"\\0name\\0value\\0..."``), then from offset ``_look``
-    (0: none) a lookup block (``b"\\nname\\0value"`` per distinct name, lowered, the values of
-    repeated fields joined with ``", "``, then ``b"\\n"``; see ``tern_py_put_look``). A
-    response's fields are read far more often one by one than all at once: looking one up
-    (:meth:`get`, ``[]``, ``in``) is one search of the block for ``b"\\nname\\0"``, which
-    can only match in the lookup block (the glue makes one only when no name or value holds a
-    newline); without one, the fields are lowered once and searched. Once changed, they behave
-    as any :class:`Headers`.
+    when something needs them. ``_raw`` holds, from offset ``_start``, the fields (latin-1
+    names and values, each NUL-terminated, one NUL first: ``b"\\0name\\0value\\0..."``),
+    then from offset ``_look`` (0: none) a lookup block (``b"\\nname\\0value"`` per distinct
+    name, lowered, the values of repeated fields joined with ``", "``, then ``b"\\n"``; see
+    ``tern_py_put_look``); what comes before ``_start`` is not a field (the response's other
+    strings, which then hold no newline). A response's fields are read far more often one by
+    one than all at once: looking one up (:meth:`get`, ``[]``, ``in``) is one search of the
+    block for ``b"\\nname\\0"``, which can only match in the lookup block (the glue makes one
+    only when nothing before it holds a newline); without one, the fields are lowered once and
+    searched. Once changed, they behave as any :class:`Headers`.
 
     Made only by ``build_response`` (and tests), which set every slot: object's ``__init__``,
     not Headers', makes ``ResponseHeaders()`` a plain allocation, a third cheaper than
     ``object.__new__(ResponseHeaders)``."""
 
-    __slots__ = ("_raw", "_look", "_low", "_pairs")
+    __slots__ = ("_raw", "_start", "_look", "_low", "_pairs")
 
     __init__ = object.__init__  # type: ignore[assignment]
 
     def _fields(self) -> bytes:
         """The field part of the block."""
-        return self._raw[:self._look] if self._look else self._raw
+        return self._raw[self._start:self._look] if self._look else self._raw[self._start:]
 
     @property  # type: ignore[override]
     def _items(self) -> List[Tuple[str, str]]:
@@ -175,13 +176,14 @@ class ResponseHeaders(Headers):
             low = self._low = self._fields().lower()
         key = b"\0" + name.lower().encode("ascii") + b"\0"
         raw = self._raw
+        start = self._start
         found = None
         i = low.find(key)
         while i >= 0:
             # A name when an even number of NULs comes before (the block is NUL, name, NUL,
             # value, NUL, ...); otherwise a value that happens to read the same.
             if not low.count(b"\0", 0, i) & 1:
-                j = i + len(key)
+                j = start + i + len(key)
                 value = raw[j:raw.index(b"\0", j)].decode("latin-1")
                 found = value if found is None else found + ", " + value
             i = low.find(key, i + 1)
@@ -317,6 +319,9 @@ class Progress:
     total: int
 
 
+# tern_request_get_http_version's values as a response names them (0: no head arrived).
+_HTTP_VERSIONS = {10: "HTTP/1.0", 11: "HTTP/1.1", 20: "HTTP/2"}
+
 _CHARSET = re.compile(r";\s*charset\s*=\s*\"?([^\";\s]+)", re.I)
 
 
@@ -328,19 +333,24 @@ class Response:
 
     __slots__ = (
         "status_code",
-        "reason_phrase",
-        "http_version",
         "headers",
         "content",
-        "url",
-        "elapsed",
-        "num_redirects",
-        "reused_connection",
-        "tls_version",
-        "decoded_encoding",
-        "offset",
         "path",
         "_encoding",
+        # What a response of build_response reads when first asked (or as set): the engine's
+        # strings from _raw (reason phrase, URL, TLS version, decoded encoding, each
+        # NUL-terminated, at its start), the other fields from _info (_core.INFO's values).
+        "_raw",
+        "_info",
+        "_reason_phrase",
+        "_url",
+        "_tls_version",
+        "_decoded_encoding",
+        "_http_version",
+        "_elapsed",
+        "_num_redirects",
+        "_reused_connection",
+        "_offset",
     )
 
     def __init__(
@@ -374,6 +384,131 @@ class Response:
         self.offset = offset
         self.path = path
         self._encoding: Optional[str] = None
+
+    def _string(self, i: int) -> str:
+        """The i-th of the engine's strings in ``_raw`` (a response of build_response)."""
+        part = self._raw.split(b"\0", i + 1)[i]
+        try:
+            return part.decode()
+        except UnicodeDecodeError:
+            return part.decode("utf-8", "replace")
+
+    @property
+    def reason_phrase(self) -> str:
+        try:
+            return self._reason_phrase
+        except AttributeError:
+            value = self._reason_phrase = self._string(0)
+            return value
+
+    @reason_phrase.setter
+    def reason_phrase(self, value: str) -> None:
+        self._reason_phrase = value
+
+    @property
+    def url(self) -> str:
+        """The URL of the final response (after redirects)."""
+        try:
+            return self._url
+        except AttributeError:
+            value = self._url = self._string(1)
+            return value
+
+    @url.setter
+    def url(self, value: str) -> None:
+        self._url = value
+
+    @property
+    def tls_version(self) -> Optional[str]:
+        """The TLS version the connection negotiated (None: not TLS)."""
+        try:
+            return self._tls_version
+        except AttributeError:
+            value = self._tls_version = self._string(2) or None
+            return value
+
+    @tls_version.setter
+    def tls_version(self, value: Optional[str]) -> None:
+        self._tls_version = value
+
+    @property
+    def decoded_encoding(self) -> Optional[str]:
+        """The content coding the engine decoded (None: none)."""
+        try:
+            return self._decoded_encoding
+        except AttributeError:
+            value = self._decoded_encoding = self._string(3) or None
+            return value
+
+    @decoded_encoding.setter
+    def decoded_encoding(self, value: Optional[str]) -> None:
+        self._decoded_encoding = value
+
+    @property
+    def http_version(self) -> str:
+        """``"HTTP/1.1"``, ``"HTTP/1.0"`` or ``"HTTP/2"`` ("" when no response head came)."""
+        try:
+            return self._http_version
+        except AttributeError:
+            value = self._http_version = _HTTP_VERSIONS.get(self._info[3], "")
+            return value
+
+    @http_version.setter
+    def http_version(self, value: str) -> None:
+        self._http_version = value
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds from the start of the request to the end of the response."""
+        try:
+            return self._elapsed
+        except AttributeError:
+            elapsed = self._info[7]
+            value = self._elapsed = elapsed if elapsed > 0.0 else 0.0
+            return value
+
+    @elapsed.setter
+    def elapsed(self, value: float) -> None:
+        self._elapsed = value
+
+    @property
+    def num_redirects(self) -> int:
+        """Redirects followed to reach this response."""
+        try:
+            return self._num_redirects
+        except AttributeError:
+            value = self._num_redirects = self._info[4]
+            return value
+
+    @num_redirects.setter
+    def num_redirects(self, value: int) -> None:
+        self._num_redirects = value
+
+    @property
+    def reused_connection(self) -> bool:
+        """Whether the response came on a kept-alive connection an earlier request used."""
+        try:
+            return self._reused_connection
+        except AttributeError:
+            value = self._reused_connection = self._info[5] != 0
+            return value
+
+    @reused_connection.setter
+    def reused_connection(self, value: bool) -> None:
+        self._reused_connection = value
+
+    @property
+    def offset(self) -> int:
+        """Where the body starts in the resource: the start of a 206 range, or 0."""
+        try:
+            return self._offset
+        except AttributeError:
+            value = self._offset = self._info[6]
+            return value
+
+    @offset.setter
+    def offset(self, value: int) -> None:
+        self._offset = value
 
     @property
     def encoding(self) -> str:
