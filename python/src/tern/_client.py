@@ -46,6 +46,7 @@ from ._tern import ffi, lib
 ProgressCallback = Callable[[Progress], Optional[bool]]
 
 _NULL = ffi.NULL
+_get_ident = threading.get_ident
 
 # One waiter (mutex + condition variable, in C) per waiting thread and nesting depth, reused.
 _waiters = threading.local()
@@ -174,68 +175,6 @@ def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[Progres
         local.slots.append(slot)
 
 
-def run_plain(local: LocalEngine, tpl: Template, method: bytes, url: str) -> Optional[Response]:
-    """A request with nothing but the client's defaults, on the owner's engine: made, set up,
-    submitted, run and, when it completes in the first slice (the usual case), read and freed
-    by one C call (tern_py_local_fetch). None when the engine refused the request as set up
-    (the caller then takes the long way, which says why)."""
-    # What local.take_slot() does, inline: a call costs as much as the rest of this line.
-    slots = local.slots
-    slot = slots.pop() if slots else local.take_slot()
-    try:
-        # acquire/release rather than ``with``: an RLock's __enter__ and __exit__ cost twice
-        # as many instructions (about 1,000 per request).
-        lock = local.lock
-        lock.acquire()
-        try:
-            ptr = local.ptr
-            if ptr is None or local.closing:
-                return None
-            cell = slot.cell
-            cell[0] = _NULL  # fetch sets it; an exception before it ran finds nothing there
-            sc = slot.scratch
-            try:
-                n = lib.tern_py_local_fetch(slot.call, tpl.c, url.encode(), method)
-                if n > 0:  # completed, read whole into the scratch and freed
-                    return build_response(sc, n)
-                if n < 0:
-                    return None
-                # Still running, failed, or its response outgrew the scratch: run it to the end
-                # (at once when it completed) and read it again, into a scratch grown for it.
-                w = slot.w
-                while lib.tern_py_local_run(ptr, w, 200) != 1:
-                    pass
-                n = take(cell[0], sc, cell)
-            except BaseException:
-                req = cell[0]
-                if req != _NULL:
-                    try:
-                        _abandon_local(local, slot.w, req)
-                    finally:
-                        lib.tern_py_local_unlink(ptr, slot.w)
-                        lib.tern_request_free(req)
-                        cell[0] = _NULL
-                raise
-            req = cell[0]
-            if req == _NULL:  # succeeded, read whole, freed
-                return build_response(sc, n)
-            try:
-                status = sc.info.error
-                if status:
-                    if local.closing:
-                        raise ClosedError("the client was closed while the request ran",
-                                          status, "ESHUTDOWN", url)
-                    raise error_for(req, status, url)
-                return build_response(sc, n)
-            finally:
-                cell[0] = _NULL
-                lib.tern_request_free(req)
-        finally:
-            lock.release()
-    finally:
-        slots.append(slot)
-
-
 class _Engines:
     """A client's engines: one on a loop the creating thread runs while it waits (its requests
     take no thread hop), and, made when another thread first sends, one with its own loop
@@ -342,19 +281,80 @@ class Client:
         self._download_buffer = DOWNLOAD_BUFFER if buffer_size is None else None
 
     def _plain(self, method: str, url: str) -> Response:
-        """A request with nothing but the client's defaults (no keyword argument): on the
-        creating thread, made, sent and read in two C calls (:func:`run_plain`)."""
+        """A request with nothing but the client's defaults (no keyword argument). On the
+        creating thread it is made, set up, submitted, run and, when it completes in the first
+        slice (the usual case), read and freed by one C call (tern_py_local_fetch) from the
+        client's template; otherwise, or when the engine refuses it as set up, it takes the
+        long way (which says why). One function, not three: each Python call costs about 500
+        instructions, a tenth of what a request spends in Python."""
         local = self._engines.local
-        if threading.get_ident() == local.owner:
-            items = self._options.headers._items
-            if items is not self._tpl_items:
-                self._tpl = template(self._options)
-                self._tpl_items = items
-            tpl = self._tpl
-            if tpl is not None:
-                r = run_plain(local, tpl, METHODS[method], url)
-                if r is not None:
-                    return r
+        if _get_ident() != local.owner:
+            return self.request(method, url)
+        items = self._options.headers._items
+        if items is not self._tpl_items:
+            self._tpl = template(self._options)
+            self._tpl_items = items
+        tpl = self._tpl
+        if tpl is None:
+            return self.request(method, url)
+        # What local.take_slot() does, inline: a call costs as much as this line.
+        slots = local.slots
+        slot = slots.pop() if slots else local.take_slot()
+        try:
+            # acquire/release rather than ``with``: an RLock's __enter__ and __exit__
+            # cost twice as many instructions (about 1,000 per request).
+            lock = local.lock
+            lock.acquire()
+            try:
+                ptr = local.ptr
+                if ptr is not None and not local.closing:
+                    # The slot's cell is NULL here (every way out below leaves it so);
+                    # fetch hands the request back in it when it does not free it.
+                    cell = slot.cell
+                    sc = slot.scratch
+                    try:
+                        n = lib.tern_py_local_fetch(slot.call, tpl.c, url.encode(),
+                                                    METHODS[method])
+                        if n > 0:  # completed, read whole into the scratch and freed
+                            return build_response(sc, n)
+                        if n == 0:
+                            # Still running, failed, or its response outgrew the
+                            # scratch: run it to the end (at once when it completed)
+                            # and read it again, into a scratch grown for it.
+                            w = slot.w
+                            while lib.tern_py_local_run(ptr, w, 200) != 1:
+                                pass
+                            n = take(cell[0], sc, cell)
+                    except BaseException:
+                        req = cell[0]
+                        if req != _NULL:
+                            try:
+                                _abandon_local(local, slot.w, req)
+                            finally:
+                                lib.tern_py_local_unlink(ptr, slot.w)
+                                lib.tern_request_free(req)
+                                cell[0] = _NULL
+                        raise
+                    if n > 0:  # n < 0: refused as set up (the long way says why)
+                        req = cell[0]
+                        if req == _NULL:  # succeeded, read whole, freed
+                            return build_response(sc, n)
+                        try:
+                            status = sc.info.error
+                            if status:
+                                if local.closing:
+                                    raise ClosedError(
+                                        "the client was closed while the request ran",
+                                        status, "ESHUTDOWN", url)
+                                raise error_for(req, status, url)
+                            return build_response(sc, n)
+                        finally:
+                            cell[0] = _NULL
+                            lib.tern_request_free(req)
+            finally:
+                lock.release()
+        finally:
+            slots.append(slot)
         return self.request(method, url)
 
     @property
