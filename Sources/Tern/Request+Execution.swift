@@ -89,9 +89,13 @@ extension Request {
     /// task cancels the request, which then throws ``TernError/cancelled``. The listener and
     /// completion handlers still run on ``callbackQueue``; this call does not wait for them.
     ///
+    /// The call starts the request on the caller's own executor (`nonisolated(nonsending)`):
+    /// an actor or a task running on ``Engine/executor`` does not hop to the global executor
+    /// first.
+    ///
     /// - Returns: The response, whatever its status.
     /// - Throws: ``TernError`` when the request failed or was cancelled.
-    public func response() async throws -> Response {
+    public nonisolated(nonsending) func response() async throws -> Response {
         try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation {
                 (continuation: ResponseContinuation) in
