@@ -61,6 +61,14 @@ let package = Package(
             ],
             linkerSettings: ternLinkerSettings
         ),
+        .executableTarget(
+            name: "tern-swift-floor",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "CTern", package: "Tern"),
+            ],
+            linkerSettings: ternLinkerSettings
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
