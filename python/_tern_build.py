@@ -265,6 +265,7 @@ extern "Python" int _tern_async_progress(tern_request_t *req, tern_progress_stat
 SOURCE = r"""
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 #include <stdlib.h>
 #include <time.h>
@@ -543,6 +544,16 @@ static size_t tern_py_put_look(char *buf, size_t at, size_t cap, size_t n, const
                                const size_t *name_lens, const char **values,
                                const size_t *value_lens) {
   unsigned char joined[TERN_PY_LOOK_MAX] = {0};
+  /* Names that may repeat, by a 6-bit key of length and first letter (equal names, letters
+   * folded, have equal keys): only they are compared with the names after them. */
+  unsigned char keys[TERN_PY_LOOK_MAX];
+  uint64_t seen = 0, repeated = 0;
+  for (size_t i = 0; i < n; i++) {
+    keys[i] = (unsigned char)((name_lens[i] * 7 + ((unsigned char)names[i][0] | 0x20)) & 63);
+    uint64_t bit = (uint64_t)1 << keys[i];
+    repeated |= seen & bit;
+    seen |= bit;
+  }
   for (size_t i = 0; i < n; i++) {
     if (joined[i]) continue;
     size_t nl = name_lens[i], vl = value_lens[i];
@@ -557,6 +568,7 @@ static size_t tern_py_put_look(char *buf, size_t at, size_t cap, size_t n, const
       memcpy(o, values[i], vl);
     }
     at += nl + vl + 2;
+    if (!(repeated & ((uint64_t)1 << keys[i]))) continue;
     for (size_t j = i + 1; j < n; j++) {
       if (joined[j] || name_lens[j] != nl || !tern_py_same_name(names[i], names[j], nl)) continue;
       joined[j] = 1;
