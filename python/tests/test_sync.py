@@ -170,6 +170,17 @@ def test_fields_read_late_are_the_responses_own(servers, client, plain):
             made.offset, made.headers["a"]) == ("http://h/", "Created", "HTTP/1.1", 0.0, None, 0, "1")
 
 
+def test_every_method_takes_the_plain_way_and_the_long_one(servers, client):
+    # Client's methods are made by one factory (_client._method): each sends its own method,
+    # with and without keyword arguments, and keeps its name and documentation.
+    for name in ("get", "options", "delete", "post", "put", "patch"):
+        call = getattr(client, name)
+        assert call.__name__ == name and call.__qualname__ == "Client." + name and call.__doc__
+        for kw in ({}, {"timeout": 30}):
+            assert call(servers.fault("/echo"), **kw).json()["method"] == name.upper()
+    assert client.head(servers.fault("/echo")).content == b""
+
+
 def test_client_reuses_its_connection(servers, client):
     first = client.get(servers.nginx("/1k.bin"))
     second = client.get(servers.nginx("/1k.bin"))

@@ -209,6 +209,95 @@ class _Engines:
             shared.close()
 
 
+def _method(method: str, doc: str) -> Callable[..., Response]:
+    """Client's method ``method``: with a keyword argument, :meth:`Client.request`; without (a
+    request with nothing but the client's defaults), on the creating thread, made, set up,
+    submitted, run and, when it completes in the first slice (the usual case), read and freed
+    by one C call (tern_py_local_fetch) from the client's template; otherwise, or when the
+    engine refuses it as set up, the long way (which says why). One function per method, made
+    here, not a method calling a shared one: each Python call costs about 500 instructions, a
+    tenth of what a request spends in Python."""
+    cmethod = METHODS[method]
+
+    def call(self: Client, url: str, **kwargs: Any) -> Response:
+        if kwargs:
+            return self.request(method, url, **kwargs)
+        local = self._engines.local
+        if _get_ident() != local.owner:
+            return self.request(method, url)
+        items = self._options.headers._items
+        if items is not self._tpl_items:
+            self._tpl = template(self._options)
+            self._tpl_items = items
+        tpl = self._tpl
+        if tpl is None:
+            return self.request(method, url)
+        # What local.take_slot() does, inline: a call costs as much as this line.
+        slots = local.slots
+        slot = slots.pop() if slots else local.take_slot()
+        try:
+            # acquire/release rather than ``with``: an RLock's __enter__ and __exit__
+            # cost twice as many instructions (about 1,000 per request).
+            lock = local.lock
+            lock.acquire()
+            try:
+                ptr = local.ptr
+                if ptr is not None and not local.closing:
+                    # The slot's cell is NULL here (every way out below leaves it so);
+                    # fetch hands the request back in it when it does not free it.
+                    cell = slot.cell
+                    sc = slot.scratch
+                    try:
+                        n = lib.tern_py_local_fetch(slot.call, tpl.c, url.encode(),
+                                                    cmethod)
+                        if n > 0:  # completed, read whole into the scratch and freed
+                            return build_response(sc, n)
+                        if n == 0:
+                            # Still running, failed, or its response outgrew the
+                            # scratch: run it to the end (at once when it completed)
+                            # and read it again, into a scratch grown for it.
+                            w = slot.w
+                            while lib.tern_py_local_run(ptr, w, 200) != 1:
+                                pass
+                            n = take(cell[0], sc, cell)
+                    except BaseException:
+                        req = cell[0]
+                        if req != _NULL:
+                            try:
+                                _abandon_local(local, slot.w, req)
+                            finally:
+                                lib.tern_py_local_unlink(ptr, slot.w)
+                                lib.tern_request_free(req)
+                                cell[0] = _NULL
+                        raise
+                    if n > 0:  # n < 0: refused as set up (the long way says why)
+                        req = cell[0]
+                        if req == _NULL:  # succeeded, read whole, freed
+                            return build_response(sc, n)
+                        try:
+                            status = sc.info.error
+                            if status:
+                                if local.closing:
+                                    raise ClosedError(
+                                        "the client was closed while the request ran",
+                                        status, "ESHUTDOWN", url)
+                                raise error_for(req, status, url)
+                            return build_response(sc, n)
+                        finally:
+                            cell[0] = _NULL
+                            lib.tern_request_free(req)
+            finally:
+                lock.release()
+        finally:
+            slots.append(slot)
+        return self.request(method, url)
+
+    call.__name__ = method.lower()
+    call.__qualname__ = "Client." + call.__name__
+    call.__doc__ = doc
+    return call
+
+
 class Client:
     """An HTTP client with its own engine: a keep-alive connection pool and TLS session reuse.
     The thread that makes the client runs the engine's loop itself while it waits (no thread
@@ -274,88 +363,11 @@ class Client:
         ))
         # Frees the engines when the client is collected unclosed, or at interpreter exit.
         self._finalizer = weakref.finalize(self, self._engines.close)
-        # A plain call's template (see _plain), made again when the headers change (every
+        # A plain call's template (see _method), made again when the headers change (every
         # change gives Headers a new list).
         self._tpl: Optional[Template] = None
         self._tpl_items: Any = None
         self._download_buffer = DOWNLOAD_BUFFER if buffer_size is None else None
-
-    def _plain(self, method: str, url: str) -> Response:
-        """A request with nothing but the client's defaults (no keyword argument). On the
-        creating thread it is made, set up, submitted, run and, when it completes in the first
-        slice (the usual case), read and freed by one C call (tern_py_local_fetch) from the
-        client's template; otherwise, or when the engine refuses it as set up, it takes the
-        long way (which says why). One function, not three: each Python call costs about 500
-        instructions, a tenth of what a request spends in Python."""
-        local = self._engines.local
-        if _get_ident() != local.owner:
-            return self.request(method, url)
-        items = self._options.headers._items
-        if items is not self._tpl_items:
-            self._tpl = template(self._options)
-            self._tpl_items = items
-        tpl = self._tpl
-        if tpl is None:
-            return self.request(method, url)
-        # What local.take_slot() does, inline: a call costs as much as this line.
-        slots = local.slots
-        slot = slots.pop() if slots else local.take_slot()
-        try:
-            # acquire/release rather than ``with``: an RLock's __enter__ and __exit__
-            # cost twice as many instructions (about 1,000 per request).
-            lock = local.lock
-            lock.acquire()
-            try:
-                ptr = local.ptr
-                if ptr is not None and not local.closing:
-                    # The slot's cell is NULL here (every way out below leaves it so);
-                    # fetch hands the request back in it when it does not free it.
-                    cell = slot.cell
-                    sc = slot.scratch
-                    try:
-                        n = lib.tern_py_local_fetch(slot.call, tpl.c, url.encode(),
-                                                    METHODS[method])
-                        if n > 0:  # completed, read whole into the scratch and freed
-                            return build_response(sc, n)
-                        if n == 0:
-                            # Still running, failed, or its response outgrew the
-                            # scratch: run it to the end (at once when it completed)
-                            # and read it again, into a scratch grown for it.
-                            w = slot.w
-                            while lib.tern_py_local_run(ptr, w, 200) != 1:
-                                pass
-                            n = take(cell[0], sc, cell)
-                    except BaseException:
-                        req = cell[0]
-                        if req != _NULL:
-                            try:
-                                _abandon_local(local, slot.w, req)
-                            finally:
-                                lib.tern_py_local_unlink(ptr, slot.w)
-                                lib.tern_request_free(req)
-                                cell[0] = _NULL
-                        raise
-                    if n > 0:  # n < 0: refused as set up (the long way says why)
-                        req = cell[0]
-                        if req == _NULL:  # succeeded, read whole, freed
-                            return build_response(sc, n)
-                        try:
-                            status = sc.info.error
-                            if status:
-                                if local.closing:
-                                    raise ClosedError(
-                                        "the client was closed while the request ran",
-                                        status, "ESHUTDOWN", url)
-                                raise error_for(req, status, url)
-                            return build_response(sc, n)
-                        finally:
-                            cell[0] = _NULL
-                            lib.tern_request_free(req)
-            finally:
-                lock.release()
-        finally:
-            slots.append(slot)
-        return self.request(method, url)
 
     @property
     def headers(self) -> Any:
@@ -487,44 +499,11 @@ class Client:
             if cell[0] != ffi.NULL:
                 lib.tern_request_free(cell[0])
 
-    def get(self, url: str, **kwargs: Any) -> Response:
-        """A GET request (see :meth:`request` for the arguments)."""
-        if kwargs:
-            return self.request("GET", url, **kwargs)
-        return self._plain("GET", url)
-
-    def head(self, url: str, **kwargs: Any) -> Response:
-        """A HEAD request (no body is read)."""
-        if kwargs:
-            return self.request("HEAD", url, **kwargs)
-        return self._plain("HEAD", url)
-
-    def options(self, url: str, **kwargs: Any) -> Response:
-        """An OPTIONS request."""
-        if kwargs:
-            return self.request("OPTIONS", url, **kwargs)
-        return self._plain("OPTIONS", url)
-
-    def delete(self, url: str, **kwargs: Any) -> Response:
-        """A DELETE request."""
-        if kwargs:
-            return self.request("DELETE", url, **kwargs)
-        return self._plain("DELETE", url)
-
-    def post(self, url: str, **kwargs: Any) -> Response:
-        """A POST request (``content``, ``data``, ``json`` or ``files`` give the body)."""
-        if kwargs:
-            return self.request("POST", url, **kwargs)
-        return self._plain("POST", url)
-
-    def put(self, url: str, **kwargs: Any) -> Response:
-        """A PUT request."""
-        if kwargs:
-            return self.request("PUT", url, **kwargs)
-        return self._plain("PUT", url)
-
-    def patch(self, url: str, **kwargs: Any) -> Response:
-        """A PATCH request."""
-        if kwargs:
-            return self.request("PATCH", url, **kwargs)
-        return self._plain("PATCH", url)
+    get = _method("GET", "A GET request (see :meth:`request` for the arguments).")
+    head = _method("HEAD", "A HEAD request (no body is read).")
+    options = _method("OPTIONS", "An OPTIONS request.")
+    delete = _method("DELETE", "A DELETE request.")
+    post = _method("POST", "A POST request (``content``, ``data``, ``json`` or ``files`` give the "
+                   "body).")
+    put = _method("PUT", "A PUT request.")
+    patch = _method("PATCH", "A PATCH request.")
