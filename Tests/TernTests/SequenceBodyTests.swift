@@ -106,6 +106,9 @@ extension TernTests {
             upload.requestBody = .stream(chunks)
             feed.yield([UInt8](pattern(70_000)))
             upload.execute()
+            // Joined while the body waits: once fed, the upload may end before a later
+            // response() call, which would then start it over (and find its stream spent).
+            let uploaded = Task { try await upload.response() }
             try await Task.sleep(for: .milliseconds(300))  // sent what there is; waits
 
             for _ in 0..<3 {
@@ -120,7 +123,7 @@ extension TernTests {
 
             feed.yield([UInt8](pattern(30_000, from: 70_000)))
             feed.finish()
-            let echo = try Echo(await upload.response().data)
+            let echo = try Echo(await uploaded.value.data)
             #expect(echo.bodyLength == 100_000)
             #expect(echo.bodySHA256 == sha256(pattern(100_000)))
         }
