@@ -86,12 +86,13 @@ extension TernTests {
             let (chunks, feed) = AsyncStream.makeStream(of: Data.self)
             known.requestBody = .stream(chunks, length: 7)
             known.execute()
+            let knownResponse = Task { try await known.response() }  // joined before it can end
             feed.yield(Data("abc".utf8))
             try await Task.sleep(for: .milliseconds(500))
             feed.yield(Data())  // skipped
             feed.yield(Data("defg".utf8))
             feed.finish()
-            let knownEcho = try Echo(await known.response().data)
+            let knownEcho = try Echo(await knownResponse.value.data)
             #expect(knownEcho.headers("Content-Length") == ["7"])
             #expect(knownEcho.json["chunked"] as? Bool == false)
             #expect(knownEcho.bodySHA256 == sha256(Data("abcdefg".utf8)))
@@ -137,10 +138,11 @@ extension TernTests {
             let request = Request(url: servers.fault("/echo"), method: .post)
             request.requestBody = .stream(chunks)
             request.execute()
+            let ended = Task { try await request.response() }  // joined before it can end
             feed.yield([1, 2, 3])
             try await Task.sleep(for: .milliseconds(200))
             feed.finish(throwing: Unplugged())
-            let error = try await #require(throws: TernError.self) { try await request.response() }
+            let error = try await #require(throws: TernError.self) { try await ended.value }
             #expect(error.code == .fileReadFailed)
             #expect(error.message.contains("sensor unplugged"), "\(error.message)")
         }
