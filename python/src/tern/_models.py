@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import (
     Any,
+    Callable,
     Dict,
     Iterable,
     Iterator,
@@ -18,6 +19,9 @@ from typing import (
     Sequence,
     Tuple,
     Union,
+    Generic,
+    TypeVar,
+    overload,
 )
 
 from ._errors import HTTPStatusError
@@ -325,6 +329,42 @@ _HTTP_VERSIONS = {10: "HTTP/1.0", 11: "HTTP/1.1", 20: "HTTP/2"}
 _CHARSET = re.compile(r";\s*charset\s*=\s*\"?([^\";\s]+)", re.I)
 
 
+_T = TypeVar("_T")
+
+
+class _Decoded(Generic[_T]):
+    """A :class:`Response` field read from what the engine wrote (``_raw``, ``_info``) when first
+    asked, then kept in the slot named after it with a leading underscore; settable like a plain
+    attribute. One descriptor for the nine such fields instead of a property and setter each."""
+
+    def __init__(self, decode: Callable[[Any], _T], doc: str) -> None:
+        self._decode = decode
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = getattr(owner, "_" + name)  # the slot's member descriptor
+
+    @overload
+    def __get__(self, obj: None, owner: Any = None) -> "_Decoded[_T]": ...
+
+    @overload
+    def __get__(self, obj: object, owner: Any = None) -> _T: ...
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        slot = self._slot
+        try:
+            return slot.__get__(obj)
+        except AttributeError:
+            value = self._decode(obj)
+            slot.__set__(obj, value)
+            return value
+
+    def __set__(self, obj: Any, value: _T) -> None:
+        self._slot.__set__(obj, value)
+
+
 class Response:
     """A completed exchange: the final hop's status, headers and body.
 
@@ -393,122 +433,27 @@ class Response:
         except UnicodeDecodeError:
             return part.decode("utf-8", "replace")
 
-    @property
-    def reason_phrase(self) -> str:
-        try:
-            return self._reason_phrase
-        except AttributeError:
-            value = self._reason_phrase = self._string(0)
-            return value
-
-    @reason_phrase.setter
-    def reason_phrase(self, value: str) -> None:
-        self._reason_phrase = value
-
-    @property
-    def url(self) -> str:
-        """The URL of the final response (after redirects)."""
-        try:
-            return self._url
-        except AttributeError:
-            value = self._url = self._string(1)
-            return value
-
-    @url.setter
-    def url(self, value: str) -> None:
-        self._url = value
-
-    @property
-    def tls_version(self) -> Optional[str]:
-        """The TLS version the connection negotiated (None: not TLS)."""
-        try:
-            return self._tls_version
-        except AttributeError:
-            value = self._tls_version = self._string(2) or None
-            return value
-
-    @tls_version.setter
-    def tls_version(self, value: Optional[str]) -> None:
-        self._tls_version = value
-
-    @property
-    def decoded_encoding(self) -> Optional[str]:
-        """The content coding the engine decoded (None: none)."""
-        try:
-            return self._decoded_encoding
-        except AttributeError:
-            value = self._decoded_encoding = self._string(3) or None
-            return value
-
-    @decoded_encoding.setter
-    def decoded_encoding(self, value: Optional[str]) -> None:
-        self._decoded_encoding = value
-
-    @property
-    def http_version(self) -> str:
-        """``"HTTP/1.1"``, ``"HTTP/1.0"`` or ``"HTTP/2"`` ("" when no response head came)."""
-        try:
-            return self._http_version
-        except AttributeError:
-            value = self._http_version = _HTTP_VERSIONS.get(self._info[3], "")
-            return value
-
-    @http_version.setter
-    def http_version(self, value: str) -> None:
-        self._http_version = value
-
-    @property
-    def elapsed(self) -> float:
-        """Seconds from the start of the request to the end of the response."""
-        try:
-            return self._elapsed
-        except AttributeError:
-            elapsed = self._info[7]
-            value = self._elapsed = elapsed if elapsed > 0.0 else 0.0
-            return value
-
-    @elapsed.setter
-    def elapsed(self, value: float) -> None:
-        self._elapsed = value
-
-    @property
-    def num_redirects(self) -> int:
-        """Redirects followed to reach this response."""
-        try:
-            return self._num_redirects
-        except AttributeError:
-            value = self._num_redirects = self._info[4]
-            return value
-
-    @num_redirects.setter
-    def num_redirects(self, value: int) -> None:
-        self._num_redirects = value
-
-    @property
-    def reused_connection(self) -> bool:
-        """Whether the response came on a kept-alive connection an earlier request used."""
-        try:
-            return self._reused_connection
-        except AttributeError:
-            value = self._reused_connection = self._info[5] != 0
-            return value
-
-    @reused_connection.setter
-    def reused_connection(self, value: bool) -> None:
-        self._reused_connection = value
-
-    @property
-    def offset(self) -> int:
-        """Where the body starts in the resource: the start of a 206 range, or 0."""
-        try:
-            return self._offset
-        except AttributeError:
-            value = self._offset = self._info[6]
-            return value
-
-    @offset.setter
-    def offset(self, value: int) -> None:
-        self._offset = value
+    reason_phrase: _Decoded[str] = _Decoded(
+        lambda r: r._string(0), "The reason phrase of the final status line.")
+    url: _Decoded[str] = _Decoded(
+        lambda r: r._string(1), "The URL of the final response (after redirects).")
+    tls_version: _Decoded[Optional[str]] = _Decoded(
+        lambda r: r._string(2) or None, "The TLS version the connection negotiated (None: not TLS).")
+    decoded_encoding: _Decoded[Optional[str]] = _Decoded(
+        lambda r: r._string(3) or None, "The content coding the engine decoded (None: none).")
+    http_version: _Decoded[str] = _Decoded(
+        lambda r: _HTTP_VERSIONS.get(r._info[3], ""),
+        '''``"HTTP/1.1"``, ``"HTTP/1.0"`` or ``"HTTP/2"`` ("" when no response head came).''')
+    elapsed: _Decoded[float] = _Decoded(
+        lambda r: r._info[7] if r._info[7] > 0.0 else 0.0,
+        "Seconds from the start of the request to the end of the response.")
+    num_redirects: _Decoded[int] = _Decoded(
+        lambda r: r._info[4], "Redirects followed to reach this response.")
+    reused_connection: _Decoded[bool] = _Decoded(
+        lambda r: r._info[5] != 0,
+        "Whether the response came on a kept-alive connection an earlier request used.")
+    offset: _Decoded[int] = _Decoded(
+        lambda r: r._info[6], "Where the body starts in the resource: the start of a 206 range, or 0.")
 
     @property
     def encoding(self) -> str:
