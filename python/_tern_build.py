@@ -23,7 +23,9 @@ from cffi import FFI
 # A completed request's fields, filled in one call (tern_py_response_take): declared once here,
 # put into both the declarations (CDEF) and the C source (SOURCE) below. The scalars come first,
 # each 8 bytes, so that Python reads them all with one struct.unpack_from (_core.INFO, checked
-# against this layout at import).
+# against this layout at import). The offsets into the block (fields_at, look_at, body_at,
+# body_end) are the ones Python slices at, computed here so that build_response does no
+# arithmetic (each Python operation costs ~30 instructions, a C one ~1).
 RESPONSE_STRUCT = r"""typedef struct {
   int64_t status;
   int64_t error;
@@ -33,10 +35,10 @@ RESPONSE_STRUCT = r"""typedef struct {
   int64_t reused;
   uint64_t offset;
   double elapsed;
-  uint64_t header_count;
-  uint64_t header_bytes;
+  uint64_t body_end;
+  uint64_t fields_at;
   uint64_t body_len;
-  uint64_t strings_len;
+  uint64_t look_at;
   uint64_t body_at;
   const char *body;
   const char *reason;
@@ -585,9 +587,10 @@ static size_t tern_py_put_look(char *buf, size_t at, size_t cap, size_t n, const
 }
 /* A completed request's response in one call: the scalar fields into *out, and into buf the
  * reason phrase, effective URL, TLS version and decoded encoding ("" for none), then every
- * header field's name and value, each NUL-terminated (out->strings_len: where the fields
- * start; out->header_bytes: their length), then the lookup block (tern_py_put_look; empty when
- * not made), then the body when it fits too (out->body_at: where it starts, else 0). Returns
+ * header field's name and value, each NUL-terminated (out->fields_at: the NUL that ends the
+ * strings, which Python reads as the field block's first), then the lookup block
+ * (tern_py_put_look; out->look_at: where it starts, 0 when not made), then the body when it
+ * fits too (out->body_at and out->body_end: where it starts and ends, else 0). Returns
  * the bytes the strings, fields and lookup block take; when that is more than cap, buf holds
  * only what fitted: call again with a buffer that large. With a cell (that holds req), a
  * request that succeeded and whose whole response is in buf is freed here and the cell
@@ -602,7 +605,7 @@ static size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, 
   out->reused = tern_request_is_reused(req);
   out->offset = tern_request_get_offset(req);
   out->elapsed = tern_request_get_time(req, TERN_TIME_END);
-  out->header_count = tern_request_get_header_count(req);
+  size_t header_count = tern_request_get_header_count(req);
   size_t body_len = 0;
   out->body = tern_request_get_body(req, &body_len);
   out->body_len = body_len;
@@ -615,12 +618,12 @@ static size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, 
   at = tern_py_put(buf, at, cap, out->url);
   at = tern_py_put(buf, at, cap, out->tls_version);
   at = tern_py_put(buf, at, cap, out->decoded_encoding);
-  out->strings_len = at;
+  out->fields_at = at - 1;
   const char *names[TERN_PY_LOOK_MAX], *values[TERN_PY_LOOK_MAX];
   size_t name_lens[TERN_PY_LOOK_MAX], value_lens[TERN_PY_LOOK_MAX];
-  int look = out->header_count <= TERN_PY_LOOK_MAX;
+  int look = header_count <= TERN_PY_LOOK_MAX;
   size_t n = 0;
-  for (size_t i = 0; i < out->header_count; i++) {
+  for (size_t i = 0; i < header_count; i++) {
     const char *name = NULL, *value = NULL;
     if (tern_request_get_header_at(req, i, &name, &value) != 0) continue;
     name = name ? name : "";
@@ -635,7 +638,6 @@ static size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, 
     value_lens[n] = vl;
     n++;
   }
-  out->header_bytes = at - out->strings_len;
   /* A lookup block only when no string before it (the reason phrase and URL too: Python
    * searches the response's strings, fields and lookup block as one) holds a newline: one
    * search of what was written when it all fitted, else each string (the same answer). */
@@ -647,11 +649,16 @@ static size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, 
     for (size_t i = 0; look && i < n; i++)
       look = !memchr(names[i], '\n', name_lens[i]) && !memchr(values[i], '\n', value_lens[i]);
   }
-  if (look) at = tern_py_put_look(buf, at, cap, n, names, name_lens, values, value_lens);
-  out->body_at = 0;
+  out->look_at = 0;
+  if (look) {
+    out->look_at = at;
+    at = tern_py_put_look(buf, at, cap, n, names, name_lens, values, value_lens);
+  }
+  out->body_at = out->body_end = 0;
   if (out->body_len && at <= cap && out->body_len <= cap - at) {
     memcpy(buf + at, out->body, out->body_len);
     out->body_at = at;
+    out->body_end = at + out->body_len;
   }
   if (cell && out->error == 0 && at <= cap && (out->body_at || !out->body_len)) {
     tern_request_free(req);

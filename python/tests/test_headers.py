@@ -26,7 +26,6 @@ def block_headers(pairs, look=False, strings=b"OK\0http://h/\0\0"):
     h._raw = strings + fields + (look_block(pairs) if look else b"")
     h._start = len(strings)
     h._look = len(strings) + len(fields) if look else 0
-    h._low = h._pairs = None
     return h
 
 

@@ -648,7 +648,7 @@ DOWNLOAD_BUFFER = 1 << 20
 
 # The scalar fields at the start of a tern_py_response, each 8 bytes (see _tern_build.py), read
 # in one call: status, error, http_minor, http_version, redirects, reused, offset, elapsed,
-# header_count, header_bytes, body_len, strings_len, body_at.
+# body_end, fields_at, body_len, look_at, body_at.
 INFO = struct.Struct("=qqqqqqQdQQQQQ")
 if INFO.size != ffi.offsetof("tern_py_response", "body"):  # pragma: no cover
     raise ImportError("tern: tern_py_response's layout does not match _core.INFO")
@@ -705,34 +705,33 @@ def build_response(scratch: Scratch, n: int, path: Optional[str] = None) -> Resp
     copied there is copied from the request, which must then not be freed before). The header
     fields are split only when first read."""
     info = INFO.unpack_from(scratch.infoview)  # kept whole: the rarely read fields wait there
-    hbytes = info[9]
-    body_len = info[10]
-    k = info[11]
-    body_at = info[12]
     view = scratch.view
     # The strings, fields and lookup block in one slice (each costs ~800 instructions): the
     # response decodes its strings when first read, the headers search it from the fields on.
+    # Every offset is as the glue computed it: each Python operation here costs ~30
+    # instructions; and the headers' _low and _pairs stay unset until needed.
     raw = view[0:n]
     headers = ResponseHeaders()
     headers._raw = raw
-    headers._start = k - 1  # the NUL that ends the strings is the field block's first
-    headers._look = k + hbytes if n > k + hbytes else 0
-    headers._low = headers._pairs = None
+    headers._start = info[9]
+    headers._look = info[11]
     r = _new(Response)
     r.status_code = info[0]
     r.headers = headers
+    body_at = info[12]
     if body_at:
-        r.content = view[body_at:body_at + body_len]
-    elif body_len:
-        r.content = ffi.unpack(scratch.info.body, body_len)
-        if n + body_len <= SCRATCH_BODY_MAX:
-            scratch.grow(n + body_len)  # the next such body fits
+        r.content = view[body_at:info[8]]
     else:
-        r.content = b""
+        body_len = info[10]
+        if body_len:
+            r.content = ffi.unpack(scratch.info.body, body_len)
+            if n + body_len <= SCRATCH_BODY_MAX:
+                scratch.grow(n + body_len)  # the next such body fits
+        else:
+            r.content = b""
     r._raw = raw
     r._info = info
     r.path = path
-    r._encoding = None
     return r
 
 

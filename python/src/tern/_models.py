@@ -143,7 +143,9 @@ class ResponseHeaders(Headers):
     only when nothing before it holds a newline); without one, the fields are lowered once and
     searched. Once changed, they behave as any :class:`Headers`.
 
-    Made only by ``build_response`` (and tests), which set every slot: object's ``__init__``,
+    Made only by ``build_response`` (and tests), which set ``_raw``, ``_start`` and ``_look``
+    (``_low`` and ``_pairs``, the lowered fields and the pairs, are set when first made; a
+    store each per response saved): object's ``__init__``,
     not Headers', makes ``ResponseHeaders()`` a plain allocation, a third cheaper than
     ``object.__new__(ResponseHeaders)``."""
 
@@ -157,7 +159,10 @@ class ResponseHeaders(Headers):
 
     @property  # type: ignore[override]
     def _items(self) -> List[Tuple[str, str]]:
-        pairs = self._pairs
+        try:
+            pairs = self._pairs
+        except AttributeError:  # not split yet
+            pairs = None
         if pairs is None:
             parts = self._fields()[1:].decode("latin-1").split("\0")
             pairs = self._pairs = list(zip(parts[0:-1:2], parts[1::2]))
@@ -175,7 +180,10 @@ class ResponseHeaders(Headers):
         pairs."""
         if "\0" in name:
             return None
-        low = self._low
+        try:
+            low = self._low
+        except AttributeError:  # not lowered yet
+            low = None
         if low is None:
             low = self._low = self._fields().lower()
         key = b"\0" + name.lower().encode("ascii") + b"\0"
@@ -458,10 +466,14 @@ class Response:
     @property
     def encoding(self) -> str:
         """The charset of :attr:`text`: Content-Type's ``charset``, else UTF-8. Settable."""
-        if self._encoding is None:
+        try:  # unset in a response of build_response (a store per response saved)
+            encoding = self._encoding
+        except AttributeError:
+            encoding = None
+        if encoding is None:
             match = _CHARSET.search(self.headers.get("content-type", ""))
-            self._encoding = match.group(1) if match else "utf-8"
-        return self._encoding
+            encoding = self._encoding = match.group(1) if match else "utf-8"
+        return encoding
 
     @encoding.setter
     def encoding(self, value: str) -> None:
