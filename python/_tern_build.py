@@ -68,7 +68,9 @@ TEMPLATE_STRUCT = r"""typedef struct {
 # What tern_py_local_fetch needs besides the request itself, set once per slot (buf and cap
 # again when the scratch grows), so that a plain call converts four arguments, not ten (each
 # pointer argument costs cffi about a hundred instructions): the engine, the waiter, the cell
-# the request is handed back in, where the response is read to, and the run's first slice (ms).
+# the request is handed back in, where the response is read to, and the run's first slice (ms);
+# and whether the slot holds the engine (tern_py_local_hold), so that the hold is found and
+# ended whatever exception cuts the Python code that took it short.
 CALL_STRUCT = r"""typedef struct {
   tern_py_local *local;
   tern_py_waiter *waiter;
@@ -77,6 +79,7 @@ CALL_STRUCT = r"""typedef struct {
   char *buf;
   size_t cap;
   int slice_ms;
+  int held;
 } tern_py_call;"""
 
 # The part of tern.h the binding uses. Checked by the compiler against the real header.
@@ -205,11 +208,17 @@ typedef struct tern_py_local tern_py_local;
 tern_py_local *tern_py_local_new(const tern_config_t *config, int *err);
 int tern_py_local_submit(tern_py_local *l, tern_py_waiter *w, tern_request_t *req);
 int tern_py_local_run(tern_py_local *l, tern_py_waiter *w, int slice_ms);
-void tern_py_local_cancel_all(tern_py_local *l);
 void tern_py_local_unlink(tern_py_local *l, tern_py_waiter *w);
 int tern_py_waiter_linked(tern_py_waiter *w);
 uint64_t tern_py_local_stat(tern_py_local *l, tern_stat stat);
 void tern_py_local_free(tern_py_local *l);
+/* Client's engine and another thread's close(), without a Python lock: the owner holds the
+ * engine while it uses it (tern_py_local_hold or tern_py_local_fetch, then
+ * tern_py_local_let_go); close refuses new holds, cancels the requests in flight and frees the
+ * engine and loop once no hold is left; the struct stays until tern_py_local_release. */
+void tern_py_local_close(tern_py_local *l, int mode);
+uint64_t tern_py_local_stat_held(tern_py_local *l, tern_stat stat);
+void tern_py_local_release(tern_py_local *l);
 /* A request with the client's defaults only, in one call: made, set up from the template,
  * armed, submitted and run for a first slice; see SOURCE. */
 @TEMPLATE_STRUCT@
@@ -228,8 +237,12 @@ size_t tern_py_response_take(tern_request_t *req, tern_py_response *out, char *b
  * by tern_py_response_take. Returns the block's length (> 0) when the request completed and was
  * read whole and freed; 0 when the caller must run it on and read it (it runs, it failed, or
  * its response outgrew buf; *out holds it); a negative code when it was refused. */
-int64_t tern_py_local_fetch(const tern_py_call *c, const tern_py_template *t, const char *url,
+int64_t tern_py_local_fetch(tern_py_call *c, const tern_py_template *t, const char *url,
                             const char *method);
+/* The hold of c's slot on c's engine (0), or TERN_ESHUTDOWN once closing (no hold taken); and
+ * its end (a no-op when c holds none). */
+int tern_py_local_hold(tern_py_call *c);
+void tern_py_local_let_go(tern_py_call *c);
 /* The per-request setters that almost every call makes, in one call: URL, method, the four
  * timeouts (ms, 0: none) and redirects (max, or -1: not followed). */
 int tern_py_setup(tern_request_t *req, const char *url, const char *method, uint64_t connect_ms,
@@ -267,6 +280,7 @@ extern "Python" int _tern_async_progress(tern_request_t *req, tern_progress_stat
 SOURCE = r"""
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <stdlib.h>
@@ -276,7 +290,7 @@ SOURCE = r"""
 typedef struct tern_py_waiter {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  /* A local engine's requests in flight, for tern_py_local_cancel_all (under the engine's mu). */
+  /* A local engine's requests in flight, for tern_py_local_close (under the engine's mu). */
   tern_request_t *req;
   struct tern_py_waiter *prev, *next;
   int done;
@@ -394,8 +408,18 @@ struct tern_py_local {
   /* What another thread's close() needs: the requests in flight (their waiters, linked) and
    * whether new ones are refused. The owner adds and removes; any thread may cancel. */
   pthread_mutex_t mu;
-  int closing;
+  atomic_int closing;
   tern_py_waiter *inflight;
+  /* The owner's holds (its slots' calls that use the engine now, nested ones included): the
+   * owner counts them up before it looks at closing, close() sets closing before it looks at
+   * them (both sequentially consistent), so either the owner sees closing or close sees the
+   * hold; close() then waits on idle (under mu) for the last hold to end. freed: the engine and
+   * loop are gone (under mu); free_when_idle: close() came from the owner's own thread while
+   * it held the engine (a nested call's), so the last hold's end frees them. */
+  atomic_int busy;
+  pthread_cond_t idle;
+  int freed;
+  int free_when_idle;
 };
 static void tern_py_local_on_slice(uv_timer_t *t) {
   tern_py_local *l = t->data;
@@ -424,13 +448,14 @@ static tern_py_local *tern_py_local_new(const tern_config_t *config, int *err) {
     return NULL;
   }
   pthread_mutex_init(&l->mu, NULL);
+  pthread_cond_init(&l->idle, NULL);
   return l;
 }
 /* Submits w's armed request (the loop is not running: it joins the engine's ready list) and
  * links w into the requests in flight; refused with TERN_ESHUTDOWN once closing. */
 static int tern_py_local_submit(tern_py_local *l, tern_py_waiter *w, tern_request_t *req) {
   pthread_mutex_lock(&l->mu);
-  int rc = l->closing ? TERN_ESHUTDOWN : tern_engine_submit(l->engine, req);
+  int rc = atomic_load(&l->closing) ? TERN_ESHUTDOWN : tern_engine_submit(l->engine, req);
   if (rc == 0) {
     w->req = req;
     w->prev = NULL;
@@ -456,14 +481,6 @@ static void tern_py_local_unlink(tern_py_local *l, tern_py_waiter *w) {
  * (only the owner links and unlinks, so the owner may ask without the lock). */
 static int tern_py_waiter_linked(tern_py_waiter *w) {
   return w->req != NULL;
-}
-/* From any thread: new requests are refused and those in flight cancelled (they complete
- * with TERN_ECANCELED while their owner runs the loop). */
-static void tern_py_local_cancel_all(tern_py_local *l) {
-  pthread_mutex_lock(&l->mu);
-  l->closing = 1;
-  for (tern_py_waiter *w = l->inflight; w; w = w->next) tern_request_cancel(w->req);
-  pthread_mutex_unlock(&l->mu);
 }
 /* Runs the loop on this thread until w's request completed (1), a progress report came (2),
  * or slice_ms passed (0), so that the caller can look at signals between slices. Other
@@ -501,6 +518,65 @@ static void tern_py_local_free(tern_py_local *l) {
   }
   uv_loop_close(&l->loop);
   pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->idle);
+  free(l);
+}
+/* The engine and its loop freed, the struct kept (under l->mu, no hold left). */
+static void tern_py_local_free_engine(tern_py_local *l) {
+  l->freed = 1;
+  tern_engine_free(l->engine);
+  l->engine = NULL;
+  uv_close((uv_handle_t *)&l->slice, NULL);
+  while (uv_run(&l->loop, UV_RUN_DEFAULT) != 0) {
+  }
+  uv_loop_close(&l->loop);
+}
+/* Ends one hold (the owner's thread); the last one, once closing, wakes close() or, when close
+ * came from this thread while it held the engine, frees the engine itself. */
+static void tern_py_local_leave(tern_py_local *l) {
+  if (atomic_fetch_sub(&l->busy, 1) != 1 || !atomic_load(&l->closing)) return;
+  pthread_mutex_lock(&l->mu);
+  if (l->free_when_idle && !l->freed && atomic_load(&l->busy) == 0) tern_py_local_free_engine(l);
+  pthread_cond_broadcast(&l->idle);
+  pthread_mutex_unlock(&l->mu);
+}
+/* Starts one hold of the engine (the owner's thread): 0, or TERN_ESHUTDOWN once closing. */
+static int tern_py_local_enter(tern_py_local *l) {
+  atomic_fetch_add(&l->busy, 1);
+  if (!atomic_load(&l->closing)) return 0;
+  tern_py_local_leave(l);
+  return TERN_ESHUTDOWN;
+}
+/* close(), from any thread: new holds and requests are refused, the requests in flight
+ * cancelled (they complete with TERN_ECANCELED while their owner runs the loop); then, mode 0
+ * (another thread): waits (the GIL released) until no hold is left and frees the engine and
+ * loop; mode 1 (the owner's thread): frees them now, or when its last hold ends if it holds
+ * the engine (a progress callback's or a signal handler's close); mode 2 (a forked child's
+ * copy): frees nothing. Idempotent. */
+static void tern_py_local_close(tern_py_local *l, int mode) {
+  pthread_mutex_lock(&l->mu);
+  atomic_store(&l->closing, 1);
+  for (tern_py_waiter *w = l->inflight; w; w = w->next) tern_request_cancel(w->req);
+  if (mode == 1 && atomic_load(&l->busy) != 0) l->free_when_idle = 1;
+  else if (mode != 2) {
+    while (atomic_load(&l->busy) != 0) pthread_cond_wait(&l->idle, &l->mu);
+    if (!l->freed) tern_py_local_free_engine(l);
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+/* A counter of the engine, from any thread: 0 once it is freed. */
+static uint64_t tern_py_local_stat_held(tern_py_local *l, tern_stat stat) {
+  pthread_mutex_lock(&l->mu);
+  uint64_t v = l->freed ? 0 : tern_engine_get_stat(l->engine, stat);
+  pthread_mutex_unlock(&l->mu);
+  return v;
+}
+/* The struct itself, when nothing points to it any more (the engine freed by close; a forked
+ * child's copy, never freed, is left alone). */
+static void tern_py_local_release(tern_py_local *l) {
+  if (!l || !l->freed) return;
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->idle);
   free(l);
 }
 
@@ -733,14 +809,37 @@ static int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_t
   return tern_py_local_run(l, w, slice_ms);
 }
 @CALL_STRUCT@
-static int64_t tern_py_local_fetch(const tern_py_call *c, const tern_py_template *t,
+static int tern_py_local_hold(tern_py_call *c) {
+  int rc = tern_py_local_enter(c->local);
+  if (rc == 0) c->held = 1;
+  return rc;
+}
+static void tern_py_local_let_go(tern_py_call *c) {
+  if (!c->held) return;
+  c->held = 0;
+  tern_py_local_leave(c->local);
+}
+/* The engine is held for the call: let go of before it returns, unless it returns 0 (the
+ * request in *c->out, c->held set: the caller runs it on, reads it, then lets go). */
+static int64_t tern_py_local_fetch(tern_py_call *c, const tern_py_template *t,
                                    const char *url, const char *method) {
-  int r = tern_py_local_go(c->local, c->waiter, t, url, method, c->out, c->slice_ms);
-  if (r < 0) return r;
-  if (r != 1) return 0;
-  size_t n = tern_py_response_take(*c->out, c->info, c->buf, c->cap, c->out);
-  /* read whole and freed (the cell emptied): the usual case; else the caller takes it again */
-  return *c->out == NULL ? (int64_t)n : 0;
+  tern_py_local *l = c->local;
+  int r = tern_py_local_enter(l);
+  if (r) return r;
+  r = tern_py_local_go(l, c->waiter, t, url, method, c->out, c->slice_ms);
+  if (r == 1) {
+    size_t n = tern_py_response_take(*c->out, c->info, c->buf, c->cap, c->out);
+    /* read whole and freed (the cell emptied): the usual case; else the caller takes it again */
+    if (*c->out == NULL) {
+      tern_py_local_leave(l);
+      return (int64_t)n;
+    }
+  } else if (r < 0) {
+    tern_py_local_leave(l);
+    return r;
+  }
+  c->held = 1;
+  return 0;
 }
 
 /* ---- asyncio completions, queued for the event loop ---- */

@@ -313,6 +313,71 @@ def test_close_from_another_thread_fails_the_creating_threads_request(servers):
     assert live_requests_settle() == 0
 
 
+def test_close_from_another_thread_during_a_loop_of_plain_requests(servers):
+    # The creating thread's plain calls hold its engine in C, not under a Python lock: a close()
+    # from another thread (while a third reads the counters) waits for the hold to end, frees
+    # the engine, and every later call fails with ClosedError. Repeated so that the close lands
+    # at different points of a call.
+    url = servers.nginx("/1k.bin")
+    for delay in (0.0, 0.001, 0.01, 0.05):
+        c = tern.Client()
+        assert c.get(url).status_code == 200
+        stop = threading.Event()
+        stats = []
+
+        def read_stats():
+            while not stop.is_set():
+                stats.append(c.stats()["requests_completed"])
+
+        reader = threading.Thread(target=read_stats)
+        closer = threading.Timer(delay, c.close)
+        reader.start()
+        closer.start()
+        done = 0
+        t = time.monotonic()
+        with pytest.raises(tern.ClosedError):
+            while time.monotonic() - t < 10:
+                r = c.get(url)
+                assert r.status_code == 200 and len(r.content) == 1024
+                done += 1
+        closer.join(5)
+        stop.set()
+        reader.join(5)
+        assert not closer.is_alive() and not reader.is_alive()
+        assert c.is_closed and stats
+        assert c.stats()["requests_completed"] == 0  # the engine is gone
+        with pytest.raises(tern.ClosedError):
+            c.get(url)
+        with pytest.raises(tern.ClosedError):
+            c.get(url, headers={"X-A": "1"})  # the long way too
+        c.close()  # idempotent
+    assert live_requests_settle() == 0
+
+
+def test_close_from_a_progress_callback_frees_the_engine_when_the_request_ends(servers):
+    # close() on the creating thread while its request holds the engine (a progress callback
+    # runs inside the request): the request is cancelled and fails with ClosedError, calls
+    # from then on are refused, and the engine is freed as the request lets go of it.
+    c = tern.Client()
+    assert c.get(servers.nginx("/1k.bin")).status_code == 200
+    seen = []
+
+    def progress(p):
+        if not seen:
+            c.close()
+            seen.append(c.stats()["connections_open"])  # still there (nginx's, the fault server's)
+            with pytest.raises(tern.ClosedError):
+                c.get(servers.nginx("/1k.bin"))
+
+    with pytest.raises(tern.ClosedError):
+        c.get(servers.fault("/ok?size=100000&drip_ms=100&drip_bytes=1000"), progress=progress)
+    assert seen == [2]
+    assert c.stats()["connections_open"] == 0  # freed as the request ended
+    with pytest.raises(tern.ClosedError):
+        c.get(servers.nginx("/1k.bin"))
+    assert live_requests_settle() == 0
+
+
 def test_creating_and_other_threads_each_have_an_engine(servers):
     with tern.Client() as c:
         assert c.get(servers.nginx("/1k.bin")).status_code == 200

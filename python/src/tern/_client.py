@@ -17,6 +17,7 @@ from ._core import (
     Options,
     ProxiesTypes,
     Scratch,
+    Slot,
     ProxyTypes,
     Template,
     VerifyTypes,
@@ -145,34 +146,83 @@ def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[Progres
     handlers) still run. Progress, exceptions and cancellation as in :func:`run_sync`."""
     slot = local.take_slot()
     w = slot.w
+    call = slot.call
     try:
-        with local.lock:
-            if local.ptr is None or local.closing:
+        # Held from here to the finally (an exception as the hold is taken is let go there too:
+        # the slot's call records it).
+        if lib.tern_py_local_hold(call) != 0:
+            raise ClosedError("the client is closed", 0, "ESHUTDOWN", url)
+        ptr = local.ptr
+        check(lib.tern_py_waiter_arm(w, req, 1 if progress is not None else 0), "callbacks")
+        vals = (ffi.new("int *"), ffi.new("uint64_t *"), ffi.new("uint64_t *")) if progress else None
+        try:
+            rc = lib.tern_py_local_submit(ptr, w, req)
+            if rc == lib.TERN_ESHUTDOWN:
                 raise ClosedError("the client is closed", 0, "ESHUTDOWN", url)
-            check(lib.tern_py_waiter_arm(w, req, 1 if progress is not None else 0), "callbacks")
-            vals = (ffi.new("int *"), ffi.new("uint64_t *"), ffi.new("uint64_t *")) if progress else None
-            try:
-                rc = lib.tern_py_local_submit(local.ptr, w, req)
-                if rc == lib.TERN_ESHUTDOWN:
-                    raise ClosedError("the client is closed", 0, "ESHUTDOWN", url)
-                check(rc, "submit")
-                while True:
-                    r = lib.tern_py_local_run(local.ptr, w, 200)
-                    if r == 1:
-                        break
-                    if r == 2 and progress is not None:
-                        _report(w, progress, req, vals)  # type: ignore[arg-type]
-                if progress is not None:
+            check(rc, "submit")
+            while True:
+                r = lib.tern_py_local_run(ptr, w, 200)
+                if r == 1:
+                    break
+                if r == 2 and progress is not None:
                     _report(w, progress, req, vals)  # type: ignore[arg-type]
-            except BaseException:
-                try:
-                    _abandon_local(local, w, req)
-                finally:
-                    lib.tern_py_local_unlink(local.ptr, w)  # a no-op once run saw it complete
-                raise
-            return _finish_local(local, slot.scratch, req, url, path)
+            if progress is not None:
+                _report(w, progress, req, vals)  # type: ignore[arg-type]
+        except BaseException:
+            try:
+                _abandon_local(local, w, req)
+            finally:
+                lib.tern_py_local_unlink(ptr, w)  # a no-op once run saw it complete
+            raise
+        return _finish_local(local, slot.scratch, req, url, path)
     finally:
+        lib.tern_py_local_let_go(call)
         local.slots.append(slot)
+
+
+def _fetch_rest(local: LocalEngine, slot: Slot, url: str) -> Response:
+    """A plain call's request that tern_py_local_fetch handed back (in the slot's cell, the
+    engine still held): it runs, it failed, or its response outgrew the scratch. Runs it to the
+    end (at once when it completed), reads it again into a scratch grown for it, frees it and
+    lets go of the engine."""
+    cell = slot.cell
+    sc = slot.scratch
+    try:
+        w = slot.w
+        ptr = local.ptr
+        while lib.tern_py_local_run(ptr, w, 200) != 1:
+            pass
+        n = take(cell[0], sc, cell)
+        req = cell[0]
+        if req == _NULL:  # succeeded, read whole, freed
+            return build_response(sc, n)
+        status = sc.info.error
+        if status:
+            if local.closing:
+                raise ClosedError("the client was closed while the request ran", status,
+                                  "ESHUTDOWN", url)
+            raise error_for(req, status, url)
+        return build_response(sc, n)  # before the request is freed: the body is read from it
+    finally:
+        _let_go(local, slot)
+
+
+def _let_go(local: LocalEngine, slot: Slot) -> None:
+    """After a plain call, however it ended: the request still in the slot's cell (if any)
+    cancelled if it runs, run to its end, unlinked and freed; then the engine let go (a no-op
+    when the slot holds none)."""
+    cell = slot.cell
+    try:
+        req = cell[0]
+        if req != _NULL:
+            try:
+                _abandon_local(local, slot.w, req)
+            finally:
+                lib.tern_py_local_unlink(local.ptr, slot.w)
+                cell[0] = _NULL
+                lib.tern_request_free(req)
+    finally:
+        lib.tern_py_local_let_go(slot.call)
 
 
 class _Engines:
@@ -218,6 +268,7 @@ def _method(method: str, doc: str) -> Callable[..., Response]:
     here, not a method calling a shared one: each Python call costs about 500 instructions, a
     tenth of what a request spends in Python."""
     cmethod = METHODS[method]
+    fetch = lib.tern_py_local_fetch  # a closure cell: cffi's lib looks a name up per use
 
     def call(self: Client, url: str, **kwargs: Any) -> Response:
         if kwargs:
@@ -236,60 +287,22 @@ def _method(method: str, doc: str) -> Callable[..., Response]:
         slots = local.slots
         slot = slots.pop() if slots else local.take_slot()
         try:
-            # acquire/release rather than ``with``: an RLock's __enter__ and __exit__
-            # cost twice as many instructions (about 1,000 per request).
-            lock = local.lock
-            lock.acquire()
+            sc = slot.scratch
             try:
-                ptr = local.ptr
-                if ptr is not None and not local.closing:
-                    # The slot's cell is NULL here (every way out below leaves it so);
-                    # fetch hands the request back in it when it does not free it.
-                    cell = slot.cell
-                    sc = slot.scratch
-                    try:
-                        n = lib.tern_py_local_fetch(slot.call, tpl.c, url.encode(),
-                                                    cmethod)
-                        if n > 0:  # completed, read whole into the scratch and freed
-                            return build_response(sc, n)
-                        if n == 0:
-                            # Still running, failed, or its response outgrew the
-                            # scratch: run it to the end (at once when it completed)
-                            # and read it again, into a scratch grown for it.
-                            w = slot.w
-                            while lib.tern_py_local_run(ptr, w, 200) != 1:
-                                pass
-                            n = take(cell[0], sc, cell)
-                    except BaseException:
-                        req = cell[0]
-                        if req != _NULL:
-                            try:
-                                _abandon_local(local, slot.w, req)
-                            finally:
-                                lib.tern_py_local_unlink(ptr, slot.w)
-                                lib.tern_request_free(req)
-                                cell[0] = _NULL
-                        raise
-                    if n > 0:  # n < 0: refused as set up (the long way says why)
-                        req = cell[0]
-                        if req == _NULL:  # succeeded, read whole, freed
-                            return build_response(sc, n)
-                        try:
-                            status = sc.info.error
-                            if status:
-                                if local.closing:
-                                    raise ClosedError(
-                                        "the client was closed while the request ran",
-                                        status, "ESHUTDOWN", url)
-                                raise error_for(req, status, url)
-                            return build_response(sc, n)
-                        finally:
-                            cell[0] = _NULL
-                            lib.tern_request_free(req)
-            finally:
-                lock.release()
+                # The engine held in C for the call (no Python lock; see LocalEngine).
+                n = fetch(slot.call, tpl.c, url.encode(), cmethod)
+                if n > 0:  # completed, read whole into the scratch, freed, engine let go
+                    return build_response(sc, n)
+                if n == 0:  # handed back, the engine still held
+                    return _fetch_rest(local, slot, url)
+            except BaseException:
+                # Whatever cut it short (a signal handler's exception as fetch returned,
+                # say): the slot's cell and call say what is left to free and let go.
+                _let_go(local, slot)
+                raise
         finally:
             slots.append(slot)
+        # Refused as set up, or the client closed (the long way says which).
         return self.request(method, url)
 
     call.__name__ = method.lower()

@@ -110,11 +110,15 @@ def _config(
 class LocalEngine:
     """An engine on a libuv loop of its own that the thread which made it runs while it waits
     for a request: no loop thread, and no thread hop per request (what pycurl's perform() does
-    too). Only that thread submits to it; close() may come from any thread."""
+    too). Only that thread submits to it; close() may come from any thread.
+
+    No Python lock: each of the owner's uses holds the engine in C (tern_py_local_fetch, or
+    tern_py_local_hold and tern_py_local_let_go, through its slot's ``tern_py_call``, which
+    records the hold so that an exception anywhere finds and ends it), two atomic operations
+    where an ``RLock``'s acquire and release cost ~500 instructions per request; close() waits
+    in C for the last hold to end before it frees the engine and its loop."""
 
     def __init__(self, **settings: Any) -> None:
-        # Reentrant: a progress callback may make a nested request on the same thread.
-        self.lock = threading.RLock()
         cfg = _config(**settings)
         try:
             errp = ffi.new("int *")
@@ -123,13 +127,13 @@ class LocalEngine:
                 raise_code(errp[0] if errp[0] < 0 else -1, "tern_engine_new_on_loop")
         finally:
             lib.tern_config_free(cfg)
-        self.ptr: Any = ptr
+        # The struct outlives close() (which frees the engine and loop): the slots point to
+        # it, and hold this reference; freed with the last of them.
+        self.ptr: Any = ffi.gc(ptr, lib.tern_py_local_release)
         self.owner = threading.get_ident()
         self.pid = os.getpid()
-        # The requests in flight are linked in C (tern_py_local_submit, _run), so that close()
-        # from another thread can cancel them; close() holds this lock while it uses the
-        # pointer outside self.lock (which the owner holds for as long as it runs the loop).
-        self.inflight_lock = threading.Lock()
+        # Set by close(), before the engine refuses new requests: a request that fails then
+        # fails with ClosedError.
         self.closing = False
         # The owner's slots to reuse, one per nesting depth (a progress callback or a signal
         # handler may send a request while another waits).
@@ -140,23 +144,20 @@ class LocalEngine:
         return self.slots.pop() if self.slots else Slot(self.ptr)
 
     def stat(self, which: int) -> int:
-        with self.lock:
-            return int(lib.tern_py_local_stat(self.ptr, which)) if self.ptr is not None else 0
+        return int(lib.tern_py_local_stat_held(self.ptr, which))
 
     def close(self) -> None:
-        """Frees the engine and its loop, from any thread: requests the owner is waiting for
-        are cancelled (they fail with ClosedError), then the loop is taken over under the lock
-        and run until the engine's handles are closed."""
-        with self.inflight_lock:
-            self.closing = True
-            if self.ptr is not None and self.pid == os.getpid():
-                lib.tern_py_local_cancel_all(self.ptr)
-        with self.lock:
-            with self.inflight_lock:
-                ptr, self.ptr = self.ptr, None
-            if ptr is None or self.pid != os.getpid():
-                return
-            lib.tern_py_local_free(ptr)
+        """Frees the engine and its loop, from any thread: new requests are refused and those
+        in flight cancelled (they fail with ClosedError); from another thread, it returns once
+        the owner no longer uses the engine (the GIL released while it waits), and frees it;
+        from the owner's own thread while it uses it (a progress callback's or a signal
+        handler's close), the owner frees it as the last use ends. Idempotent."""
+        self.closing = True
+        if self.pid != os.getpid():
+            mode = 2  # a forked child's copy: the parent's loop is not this process's to free
+        else:
+            mode = 1 if threading.get_ident() == self.owner else 0
+        lib.tern_py_local_close(self.ptr, mode)
 
 
 class Slot:
@@ -164,7 +165,7 @@ class Slot:
     tern_py_local_go hands the request back in, the scratch its response is read into, and
     all three with the engine as one ``tern_py_call`` for tern_py_local_fetch."""
 
-    __slots__ = ("w", "cell", "scratch", "call")
+    __slots__ = ("w", "cell", "scratch", "call", "local")
 
     def __init__(self, local_ptr: Any) -> None:
         w = lib.tern_py_waiter_new()
@@ -173,8 +174,9 @@ class Slot:
         self.w = ffi.gc(w, lib.tern_py_waiter_free)
         self.cell = ffi.new("tern_request_t *[1]")
         call = ffi.new("tern_py_call *")
-        # The engine never changes; once closed (None) the slot's owner checks before each use.
-        call.local = local_ptr if local_ptr is not None else ffi.NULL
+        # The engine's struct never changes (close() frees what it points to, not it).
+        self.local = local_ptr
+        call.local = local_ptr
         call.waiter = self.w
         call.out = self.cell
         call.slice_ms = 200
