@@ -236,6 +236,10 @@ public final class Engine: Sendable {
 
     var logger: Logger { configuration.logger }
 
+    /// The configuration's proxy environment names no proxy (most machines): a request with
+    /// no proxy settings of its own goes direct, with nothing to choose per request.
+    let proxyEnvironmentNamesNoProxy: Bool
+
     /// The budget now: the configuration's until ``setMaxSpeed(receive:send:)`` changes it.
     /// The lock also orders concurrent changes, so the C engine ends with the last one.
     private let speed: Mutex<Bandwidth>
@@ -247,6 +251,7 @@ public final class Engine: Sendable {
     ///   range, or ``TernError/Code/outOfMemory`` when the engine cannot start.
     public init(configuration: Configuration = Configuration()) throws(TernError) {
         self.configuration = configuration
+        proxyEnvironmentNamesNoProxy = configuration.proxyEnvironment.namesNoProxy
         let bridge =
             CEngine.wantsLog(for: configuration.logger)
             ? LogBridge(logger: configuration.logger) : nil

@@ -137,11 +137,55 @@ public final class Request: Sendable {
         }
     }
 
-    // Everything a caller may set. Copied into a Plan when an execution starts.
+    // Everything a caller may set. Planned (Plan) when an execution starts.
+    //
+    // Only what nearly every request sets or hands over per execution is stored inline; the
+    // sixty settings callers rarely change live in `Options`, behind one copy-on-write box.
+    // A request that changes none of them shares `OptionsBox.defaults` with every other such
+    // request: creating it, planning it and freeing it skip those fields, and "all defaults"
+    // is one identity check (the plan and the C request's set-up rely on it).
+    @dynamicMemberLookup
     struct Settings: Sendable {
         var url: URL
         var method: HTTPRequest.Method
         var headerFields = HTTPFields()
+        var callbackQueue: DispatchQueue = Request.defaultCallbackQueue
+        var engine: Engine?
+        var listener: Listener?
+        var completions: [Completion] = []
+        var headHandler: HeadHandler?
+        var dataHandler: DataHandler?
+        var progressHandler: ProgressHandler?
+        /// Streams handed out by progressEvents, fed by the next execution only.
+        var progressStreams: [AsyncStream<Progress>.Continuation] = []
+        /// A name given to setHeader(_:_:) that cannot be sent: the execution fails with it.
+        var invalidHeader: String?
+        /// The rarely set settings; shared, and copied before the first change.
+        var options = OptionsBox.defaults
+
+        init(url: URL, method: HTTPRequest.Method) {
+            self.url = url
+            self.method = method
+        }
+
+        /// True while no rarely set setting was changed (not even to its default value).
+        var hasDefaultOptions: Bool { options === OptionsBox.defaults }
+
+        subscript<T>(dynamicMember key: KeyPath<Options, T>) -> T {
+            options.value[keyPath: key]
+        }
+
+        subscript<T>(dynamicMember key: WritableKeyPath<Options, T>) -> T {
+            get { options.value[keyPath: key] }
+            set {
+                if !isKnownUniquelyReferenced(&options) { options = OptionsBox(options.value) }
+                options.value[keyPath: key] = newValue
+            }
+        }
+    }
+
+    /// The settings callers rarely change (see ``Settings``), all with their defaults.
+    struct Options: Sendable {
         var userAgent: String?
         var referrer: String?
         var origin: String?
@@ -201,18 +245,20 @@ public final class Request: Sendable {
         var proxyEnvironment: ProxyEnvironment?
         var proxyAutoConfiguration: ProxyAutoConfiguration?
         var omittedHeaderFields: [String] = []
-        var callbackQueue: DispatchQueue = Request.defaultCallbackQueue
-        var engine: Engine?
-        var listener: Listener?
-        var completions: [Completion] = []
-        var headHandler: HeadHandler?
-        var dataHandler: DataHandler?
-        var progressHandler: ProgressHandler?
-        /// Streams handed out by progressEvents, fed by the next execution only.
-        var progressStreams: [AsyncStream<Progress>.Continuation] = []
         var progressInterval: TimeInterval = 0.1
-        /// A name given to setHeader(_:_:) that cannot be sent: the execution fails with it.
-        var invalidHeader: String?
+    }
+
+    /// Holds ``Options`` for copy-on-write. Unchecked: `value` changes only through
+    /// ``Settings``'s subscript, under the request's storage lock, and only while the box is
+    /// referenced by that one request (a plan or another request holding it makes the next
+    /// change copy it first).
+    final class OptionsBox: @unchecked Sendable {
+        @exclusivity(unchecked) var value: Options
+
+        init(_ value: Options) { self.value = value }
+
+        /// Shared by every request that changed none of its options.
+        static let defaults = OptionsBox(Options())
     }
 
     // Guarded state: the settings, the outcome of the latest execution, that execution, and

@@ -360,10 +360,39 @@ extension Execution {
         for field in cacheStage?.conditionalFields ?? [:] {
             try check(tern_request_add_header(h, field.name.rawName, field.value), "header field \(field.name)")
         }
+        try configureHops(h)
+        // A request that changed no rarely set setting has nothing more to say: no body,
+        // download, own TLS options, timeouts or protocol choices.
+        if !p.hasDefaultOptions { try configureOptions(h, attempt: attempt) }
+        if p.tls == nil { try configureTLS(h, p.engine.configuration.tls) }
+        if let timeLeft {
+            try check(tern_request_set_timeout(h, TERN_TIMEOUT_TOTAL, milliseconds(timeLeft)), "total timeout")
+        }
+        // The request id (not a pointer) lets the log callback name the request safely even
+        // after the execution is gone.
+        tern_request_set_user_data(h, UnsafeMutableRawPointer(bitPattern: UInt(p.requestID)))
+
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        try check(tern_request_set_complete_cb(h, completeCallback, context), "complete callback")
+        try check(tern_request_set_progress_cb(h, progressCallback, context), "progress callback")
+        try check(tern_request_set_hop_response_cb(h, hopResponseCallback, context), "response callback")
+        try check(tern_request_set_hop_request_cb(h, hopRequestCallback, context), "hop request callback")
+        if answersChallenges {
+            try check(tern_request_set_auth_cb(h, authCallback, context), "auth callback")
+        }
+        if p.streamsBody {
+            try check(tern_request_set_data_cb(h, dataCallback, context), "data callback")
+        }
+        return owner
+    }
+
+    /// The rarely set settings: omitted fields, the body, the download, the request's own TLS
+    /// options, timeouts, decoding and protocol choices.
+    private func configureOptions(_ h: OpaquePointer, attempt: Int) throws(TernError) {
+        let p = plan
         for name in p.omittedFields {
             try check(tern_request_omit_header(h, name), "omitted header field \(name)")
         }
-        try configureHops(h)
         switch p.body {
         case .none:
             break
@@ -410,11 +439,7 @@ extension Execution {
                 "decodingLimits (maxRatio \(ratio))")
         }
         // TLS options go on http URLs too: a redirect may lead to https.
-        if let own = p.tls {
-            try configureTLS(h, own)
-        } else {
-            try configureTLS(h, p.engine.configuration.tls)
-        }
+        if let own = p.tls { try configureTLS(h, own) }
         if let d = p.download {
             // With retries, each attempt keeps its .part for the next to continue; the first
             // starts clean, and the execution removes the .part when it gives up.
@@ -440,9 +465,6 @@ extension Execution {
         if t.body != 60 {
             try check(tern_request_set_timeout(h, TERN_TIMEOUT_BODY, milliseconds(t.body)), "body timeout")
         }
-        if let timeLeft {
-            try check(tern_request_set_timeout(h, TERN_TIMEOUT_TOTAL, milliseconds(timeLeft)), "total timeout")
-        }
         switch p.decoding {
         case .automatic: break
         case .raw: try check(tern_request_set_decoding(h, TERN_DECODE_RAW), "decoding")
@@ -461,22 +483,6 @@ extension Execution {
                 p.bufferSize > 0 ? tern_request_set_buffer_size(h, p.bufferSize) : TERN_EINVAL.rawValue,
                 "bufferSize \(p.bufferSize) (must be 1024 bytes to 1 GiB)")
         }
-        // The request id (not a pointer) lets the log callback name the request safely even
-        // after the execution is gone.
-        tern_request_set_user_data(h, UnsafeMutableRawPointer(bitPattern: UInt(p.requestID)))
-
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        try check(tern_request_set_complete_cb(h, completeCallback, context), "complete callback")
-        try check(tern_request_set_progress_cb(h, progressCallback, context), "progress callback")
-        try check(tern_request_set_hop_response_cb(h, hopResponseCallback, context), "response callback")
-        try check(tern_request_set_hop_request_cb(h, hopRequestCallback, context), "hop request callback")
-        if answersChallenges {
-            try check(tern_request_set_auth_cb(h, authCallback, context), "auth callback")
-        }
-        if p.streamsBody {
-            try check(tern_request_set_data_cb(h, dataCallback, context), "data callback")
-        }
-        return owner
     }
 
     /// TLS options, read in place (a copy of them costs about 100 instructions).

@@ -30,6 +30,11 @@ final class Plan: Sendable {
     let requestID: UInt64
     let engine: Engine
     let queue: DispatchQueue
+    /// The request's rarely set settings, shared with it (see ``Request/Settings``): the
+    /// plan reads them in place rather than copying each.
+    let options: Request.OptionsBox
+    /// No rarely set setting was changed: the C request's set-up skips them all.
+    var hasDefaultOptions: Bool { options === Request.OptionsBox.defaults }
     /// The URL without user info or fragment.
     let url: URL
     let urlString: String
@@ -41,59 +46,61 @@ final class Plan: Sendable {
     /// when neither, or when the caller set an `Authorization` field (which wins).
     let credential: Credential?
     /// The `TERN_AUTH_*` bits for ``credential`` (and for credentials from the stores).
-    let authSchemes: Request.AuthenticationSchemes
+    var authSchemes: Request.AuthenticationSchemes { options.value.authenticationSchemes }
     /// The caller set `Authorization` itself: the engine answers no server challenge.
     let hasExplicitAuthorization: Bool
-    let sessionStore: (any CredentialStore)?
-    let persistentStore: (any CredentialStore)?
-    let authHandler: AuthenticationChallenge.Handler?
-    let maxRedirects: UInt32
-    let redirectPolicy: Request.RedirectPolicy
+    var sessionStore: (any CredentialStore)? { options.value.sessionCredentialStore }
+    var persistentStore: (any CredentialStore)? { options.value.persistentCredentialStore }
+    var authHandler: AuthenticationChallenge.Handler? { options.value.authenticationHandler }
+    var maxRedirects: UInt32 { UInt32(clamping: max(0, options.value.maxRedirects)) }
+    var redirectPolicy: Request.RedirectPolicy { options.value.redirectPolicy }
     /// The jar, unless the request opted out of cookies.
-    let cookieJar: CookieJar?
+    var cookieJar: CookieJar? { options.value.usesCookies ? options.value.cookieJar : nil }
     /// The caller's own cookies (``Request/cookie`` and `Cookie` fields, joined), sent per hop
     /// to the request's origin only; kept out of ``headers``.
     let manualCookie: String?
     /// The proxy chosen for the URL: the request's, else its (or the engine's) environment's.
     let proxy: ProxyConfiguration?
-    let proxySchemes: Request.AuthenticationSchemes
+    var proxySchemes: Request.AuthenticationSchemes { options.value.proxyAuthenticationSchemes }
     /// The environment ``proxy`` came from (none when the request set its own): the engine
     /// applies its rules again for every redirect hop.
     let proxyRules: ProxyEnvironment?
     /// A PAC script that chooses every hop's proxies instead of ``proxy`` and ``proxyRules``.
-    let proxyAutoConfiguration: ProxyAutoConfiguration?
+    var proxyAutoConfiguration: ProxyAutoConfiguration? { options.value.proxyAutoConfiguration }
     /// With a PAC script: ``Request/proxy``'s credential, for whichever proxy it chooses.
-    let proxyAutoConfigurationCredential: Credential?
-    let omittedFields: [String]
-    let maxReceiveSpeed: UInt64
-    let maxSendSpeed: UInt64
+    var proxyAutoConfigurationCredential: Credential? {
+        options.value.proxyAutoConfiguration != nil ? options.value.proxy?.credential : nil
+    }
+    var omittedFields: [String] { options.value.omittedHeaderFields }
+    var maxReceiveSpeed: UInt64 { options.value.maxReceiveSpeed }
+    var maxSendSpeed: UInt64 { options.value.maxSendSpeed }
     /// Keeps the C budget alive whenever an attempt's C request is built from this plan;
     /// each C request then holds a reference of its own until it is freed.
     let bandwidthBudget: BandwidthBudget?
     /// The cache stage's settings, `nil` when the request uses no cache.
     let cache: CacheSettings?
-    let priority: Int
+    var priority: Int { options.value.priority }
     let body: Body
     let download: Download?
     let streamsBody: Bool
-    let timeouts: Request.Timeouts
-    let decoding: Request.Decoding
-    let decodingLimits: Request.DecodingLimits
-    let compressBody: Bool
-    let expectContinue: Request.ExpectContinue
+    var timeouts: Request.Timeouts { options.value.timeouts }
+    var decoding: Request.Decoding { options.value.decoding }
+    var decodingLimits: Request.DecodingLimits { options.value.decodingLimits }
+    var compressBody: Bool { options.value.compressBody }
+    var expectContinue: Request.ExpectContinue { options.value.expectContinue }
     /// The request's own TLS options; `nil`: the engine's (read where applied, not copied here).
-    let tls: TLSOptions?
-    let persistent: Bool
-    let http10: Bool
-    let httpVersion: Request.HTTPVersionPreference
-    let pipelining: Bool
-    let bufferSize: Int
-    let concatData: Bool
+    var tls: TLSOptions? { options.value.tls }
+    var persistent: Bool { options.value.persistent }
+    var http10: Bool { options.value.http10 }
+    var httpVersion: Request.HTTPVersionPreference { options.value.httpVersion }
+    var pipelining: Bool { options.value.allowsPipelining }
+    var bufferSize: Int { options.value.bufferSize }
+    var concatData: Bool { options.value.concatData }
     /// Retries, the total limit and progress coalescing, for the execution's state machine.
     let policy: ExecutionMachine.Policy
     let idempotent: Bool
     /// Seconds between two progress-handler events.
-    let progressInterval: TimeInterval
+    var progressInterval: TimeInterval { max(0, options.value.progressInterval) }
     /// The engine's logger takes debug lines: only then are they built.
     let logsDebug: Bool
     /// A problem found while planning: the execution fails with it before reaching the
@@ -109,37 +116,13 @@ final class Plan: Sendable {
     ///   used unless the request has its own.
     init(settings s: borrowing Request.Settings, requestID: UInt64, queueBudget: BandwidthBudget? = nil) {
         self.requestID = requestID
-        engine = s.engine ?? .shared
+        let engine = s.engine ?? .shared
+        self.engine = engine
         queue = s.callbackQueue
-        timeouts = s.timeouts
-        decoding = s.decoding
-        decodingLimits = s.decodingLimits
-        compressBody = s.compressBody
-        expectContinue = s.expectContinue
-        tls = s.tls
-        persistent = s.persistent
-        http10 = s.http10
-        httpVersion = s.httpVersion
-        pipelining = s.allowsPipelining
-        bufferSize = s.bufferSize
-        concatData = s.concatData
-        progressInterval = max(0, s.progressInterval)
+        let o = s.options
+        options = o
         logsDebug = engine.logger.logLevel <= .debug
         streamsBody = s.dataHandler != nil
-        var method = s.headOnly ? "HEAD" : s.method.rawValue
-        // Post values make a GET a POST, as ASIHTTPRequest does.
-        if !s.postValues.isEmpty, method == "GET" { method = "POST" }
-        self.method = method
-        switch method {
-        case "GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE": idempotent = true
-        default: idempotent = false
-        }
-        policy = ExecutionMachine.Policy(
-            maxRetries: max(0, s.maxRetries), retryDelay: max(0, s.retryDelay),
-            maxRetryDelay: max(0, s.maxRetryDelay), totalTimeout: max(0, s.timeouts.total),
-            idempotent: idempotent,
-            coalesceBytes: s.concatData
-                ? UInt64(s.bufferSize > 0 ? s.bufferSize : engine.configuration.bufferSize) : 0)
 
         var problem: TernError?
         func fail(_ code: TernError.Code, _ message: String) {
@@ -150,88 +133,80 @@ final class Plan: Sendable {
         // else the URL's, goes to the engine, which answers this origin's challenges with it
         // (never another origin's after a redirect); an explicit Authorization field wins.
         var fields = s.headerFields
-        // Most URLs carry no credentials, fragment or base: they are used as they are, without
-        // a URLComponents round trip.
-        let requested = s.url
-        let isPlain = requested.baseURL == nil && requested.user == nil && requested.password == nil
-            && requested.fragment == nil
-        var components = isPlain ? nil : URLComponents(url: requested, resolvingAgainstBaseURL: true)
+        let target = RequestTarget(s.url)
+        url = target.url
+        urlString = target.string
         hasExplicitAuthorization = fields[.authorization] != nil
+        func checkFieldsAndURL() {
+            if let name = s.invalidHeader {
+                fail(.badHeader, "header field \"\(name)\" has an invalid name or a CR, LF or NUL in its value")
+            }
+            if target.isMalformed { fail(.badURL, "malformed URL \(s.url)") }
+        }
+
+        if s.hasDefaultOptions {
+            // Nothing rarely set was changed: no body, download, cache, retries, proxy of the
+            // request's own or dedicated header properties to look at.
+            checkFieldsAndURL()
+            let method = s.method.rawValue
+            self.method = method
+            idempotent = Self.isIdempotent(method)
+            credential = hasExplicitAuthorization ? nil : target.credential
+            policy = ExecutionMachine.Policy(
+                maxRetries: 0, retryDelay: 0, maxRetryDelay: 600, totalTimeout: 0,
+                idempotent: idempotent, coalesceBytes: 0)
+            bandwidthBudget = queueBudget
+            if engine.proxyEnvironmentNamesNoProxy {
+                proxy = nil
+                proxyRules = nil
+            } else {
+                (proxy, proxyRules) = Self.chooseProxy(
+                    for: target.url, own: nil, environment: nil, engine: engine, fail: &problem)
+            }
+            body = .none
+            download = nil
+            cache = nil
+            (headers, manualCookie) = Self.lines(of: fields, problem: &problem)
+            setupError = problem
+            return
+        }
+
+        let v = o.value
+        var method = v.headOnly ? "HEAD" : s.method.rawValue
+        // Post values make a GET a POST, as ASIHTTPRequest does.
+        if !v.postValues.isEmpty, method == "GET" { method = "POST" }
+        self.method = method
+        idempotent = Self.isIdempotent(method)
+        policy = ExecutionMachine.Policy(
+            maxRetries: max(0, v.maxRetries), retryDelay: max(0, v.retryDelay),
+            maxRetryDelay: max(0, v.maxRetryDelay), totalTimeout: max(0, v.timeouts.total),
+            idempotent: idempotent,
+            coalesceBytes: v.concatData
+                ? UInt64(v.bufferSize > 0 ? v.bufferSize : engine.configuration.bufferSize) : 0)
+
         if hasExplicitAuthorization {
             credential = nil
-        } else if let own = s.credential {
+        } else if let own = v.credential {
             credential = own
-        } else if let user = components?.user {
-            credential = Credential(
-                user: user, password: components?.password ?? "", persistence: .none)
         } else {
-            credential = nil
+            credential = target.credential
         }
-        authSchemes = s.authenticationSchemes
-        sessionStore = s.sessionCredentialStore
-        persistentStore = s.persistentCredentialStore
-        authHandler = s.authenticationHandler
-        maxRedirects = UInt32(clamping: max(0, s.maxRedirects))
-        redirectPolicy = s.redirectPolicy
-        cookieJar = s.usesCookies ? s.cookieJar : nil
-        proxySchemes = s.proxyAuthenticationSchemes
-        maxReceiveSpeed = s.maxReceiveSpeed
-        maxSendSpeed = s.maxSendSpeed
-        bandwidthBudget = s.bandwidthBudget ?? queueBudget
-        priority = s.priority
-        if s.authenticationSchemes.intersection(.any).isEmpty {
+        bandwidthBudget = v.bandwidthBudget ?? queueBudget
+        if v.authenticationSchemes.intersection(.any).isEmpty {
             fail(.invalidArgument, "authenticationSchemes names no scheme")
         }
-        if s.proxyAuthenticationSchemes.intersection(.any).isEmpty {
+        if v.proxyAuthenticationSchemes.intersection(.any).isEmpty {
             fail(.invalidArgument, "proxyAuthenticationSchemes names no scheme")
         }
-        if let name = s.invalidHeader {
-            fail(.badHeader, "header field \"\(name)\" has an invalid name or a CR, LF or NUL in its value")
-        }
-        if isPlain {
-            url = requested
-            urlString = requested.absoluteString
-        } else {
-            components?.user = nil
-            components?.password = nil
-            components?.fragment = nil
-            let clean = components?.url ?? requested
-            url = clean
-            urlString = clean.absoluteString
-            if components == nil { fail(.badURL, "malformed URL \(requested)") }
-        }
-        let clean = url
-
-        // The proxy: the request's, else the rules of its (or the engine's) environment.
-        omittedFields = s.omittedHeaderFields
-        proxyAutoConfiguration = s.proxyAutoConfiguration
-        proxyAutoConfigurationCredential =
-            s.proxyAutoConfiguration != nil ? s.proxy?.credential : nil
-        if s.proxyAutoConfiguration != nil {
+        checkFieldsAndURL()
+        if v.proxyAutoConfiguration != nil {
             // The engine asks the script for every hop.
             proxy = nil
             proxyRules = nil
-        } else if let own = s.proxy {
-            proxy = own
-            proxyRules = nil
-        } else if case .none = s.proxyEnvironment, engine.configuration.proxyEnvironment.namesNoProxy {
-            // Most machines: no variable names a proxy. Nothing to choose or keep for later
-            // hops, and no copy of the rules (with its release, about 500 instructions).
-            proxy = nil
-            proxyRules = nil
         } else {
-            let rules = s.proxyEnvironment ?? engine.configuration.proxyEnvironment
-            proxyRules = rules
-            do throws(TernError) {
-                proxy = try rules.proxy(for: clean)
-            } catch {
-                proxy = nil
-                if problem == nil {
-                    problem = TernError(
-                        code: error.code, message: "proxy for \(clean.absoluteString): "
-                            + error.message, host: clean.host ?? "", phase: .setup)
-                }
-            }
+            (proxy, proxyRules) = Self.chooseProxy(
+                for: target.url, own: v.proxy, environment: v.proxyEnvironment, engine: engine,
+                fail: &problem)
         }
 
         // The dedicated properties replace fields of the same name.
@@ -239,36 +214,36 @@ final class Plan: Sendable {
             guard let value, let fieldName = HTTPField.Name(name) else { return }
             fields[fieldName] = value
         }
-        put("User-Agent", s.userAgent)
-        put("Referer", s.referrer)
-        put("Origin", s.origin)
-        put("Cookie", s.cookie)
-        put("Content-Encoding", s.encoding)
-        put("Cache-Control", s.cacheControl)
-        if let ims = s.ims { put("If-Modified-Since", httpDate(ims)) }
-        if s.sendCacheHeader {
-            if s.cacheControl == nil { put("Cache-Control", "no-cache") }
+        put("User-Agent", v.userAgent)
+        put("Referer", v.referrer)
+        put("Origin", v.origin)
+        put("Cookie", v.cookie)
+        put("Content-Encoding", v.encoding)
+        put("Cache-Control", v.cacheControl)
+        if let ims = v.ims { put("If-Modified-Since", httpDate(ims)) }
+        if v.sendCacheHeader {
+            if v.cacheControl == nil { put("Cache-Control", "no-cache") }
             put("Pragma", "no-cache")
         }
         // The body: exactly one of body, bodyFile and requestBody; post values alone make a
         // form, and join a multipart body as its first fields.
         var resolved: RequestBody?
         // Counted without an array: two allocations per request for a bodiless GET.
-        let given = (s.body != nil ? 1 : 0) + (s.bodyFile != nil ? 1 : 0) + (s.requestBody != nil ? 1 : 0)
+        let given = (v.body != nil ? 1 : 0) + (v.bodyFile != nil ? 1 : 0) + (v.requestBody != nil ? 1 : 0)
         if given > 1 {
             fail(.invalidArgument, "set only one of body, bodyFile and requestBody")
-        } else if let data = s.body {
+        } else if let data = v.body {
             resolved = .data(data)
-        } else if let path = s.bodyFile {
-            resolved = .file(path, offset: s.uploadOffset, end: s.uploadEnd == 0 ? nil : s.uploadEnd)
+        } else if let path = v.bodyFile {
+            resolved = .file(path, offset: v.uploadOffset, end: v.uploadEnd == 0 ? nil : v.uploadEnd)
         } else {
-            resolved = s.requestBody
+            resolved = v.requestBody
         }
-        if !s.postValues.isEmpty {
+        if !v.postValues.isEmpty {
             if resolved == nil {
-                resolved = .form(s.postValues)
+                resolved = .form(v.postValues)
             } else if var form = resolved?.form {
-                form.prepend(s.postValues.fields.map { MultipartForm.Part.field($0.name, value: $0.value) })
+                form.prepend(v.postValues.fields.map { MultipartForm.Part.field($0.name, value: $0.value) })
                 resolved = .multipart(form)
             } else if given <= 1 {
                 fail(.invalidArgument, "post values combine only with a multipart requestBody")
@@ -288,10 +263,61 @@ final class Plan: Sendable {
         case .segments(let segments)?: body = .segments(segments)
         case .stream(let length, let stream)?: body = .stream(length: length, stream)
         }
+        (headers, manualCookie) = Self.lines(of: fields, problem: &problem)
 
-        // HTTPFields keeps Cookie split into one field per pair (as HTTP/2 compresses it);
-        // HTTP/1.1 allows one Cookie line, so the pairs are joined back with "; ". That line
-        // is sent per hop (merged with the jar's cookies), to this origin only.
+        if let path = v.downloadFile {
+            download = Download(
+                path: path, offset: v.downloadOffset, end: v.downloadEnd, resume: v.resume,
+                anyStatus: v.downloadsErrorBodies)
+            if s.dataHandler != nil {
+                fail(.invalidArgument, "set either downloadFile or dataHandler, not both")
+            }
+        } else {
+            download = nil
+        }
+        cache = v.cache == nil ? nil : CacheSettings(settings: copy s, method: method, fields: fields, download: download)
+        setupError = problem
+    }
+
+    private static func isIdempotent(_ method: String) -> Bool {
+        switch method {
+        case "GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE": true
+        default: false
+        }
+    }
+
+    /// The proxy: the request's own, else the rules of its (or the engine's) environment,
+    /// kept for later hops.
+    private static func chooseProxy(
+        for url: URL, own: ProxyConfiguration?, environment: ProxyEnvironment?, engine: Engine,
+        fail problem: inout TernError?
+    ) -> (ProxyConfiguration?, ProxyEnvironment?) {
+        if let own { return (own, nil) }
+        if environment == nil, engine.proxyEnvironmentNamesNoProxy {
+            // Most machines: no variable names a proxy. Nothing to choose or keep for later
+            // hops, and no copy of the rules (with its release, about 500 instructions).
+            return (nil, nil)
+        }
+        let rules = environment ?? engine.configuration.proxyEnvironment
+        do throws(TernError) {
+            return (try rules.proxy(for: url), rules)
+        } catch {
+            if problem == nil {
+                problem = TernError(
+                    code: error.code, message: "proxy for \(url.absoluteString): " + error.message,
+                    host: url.host ?? "", phase: .setup)
+            }
+            return (nil, rules)
+        }
+    }
+
+    /// The header lines to send, and the `Cookie` pairs joined into the one line sent per hop.
+    /// HTTPFields keeps Cookie split into one field per pair (as HTTP/2 compresses it);
+    /// HTTP/1.1 allows one Cookie line, so the pairs are joined back with "; ". That line is
+    /// sent per hop (merged with the jar's cookies), to this origin only.
+    private static func lines(of fields: HTTPFields, problem: inout TernError?)
+        -> ([(name: String, value: String)], String?)
+    {
         var lines: [(name: String, value: String)] = []
         var cookies: [String] = []
         for field in fields {
@@ -301,24 +327,52 @@ final class Plan: Sendable {
             }
             lines.append((name: field.name.rawName, value: field.value))
         }
-        headers = lines
-        manualCookie = cookies.isEmpty ? nil : cookies.joined(separator: "; ")
-        if let line = manualCookie, line.utf8.contains(where: { $0 == 0 || $0 == 10 || $0 == 13 }) {
-            fail(.badHeader, "the Cookie field holds CR, LF or NUL")
+        let cookie = cookies.isEmpty ? nil : cookies.joined(separator: "; ")
+        if let cookie, cookie.utf8.contains(where: { $0 == 0 || $0 == 10 || $0 == 13 }), problem == nil {
+            problem = TernError(code: .badHeader, message: "the Cookie field holds CR, LF or NUL", phase: .setup)
         }
+        return (lines, cookie)
+    }
+}
 
-        if let path = s.downloadFile {
-            download = Download(
-                path: path, offset: s.downloadOffset, end: s.downloadEnd, resume: s.resume,
-                anyStatus: s.downloadsErrorBodies)
-            if s.dataHandler != nil {
-                fail(.invalidArgument, "set either downloadFile or dataHandler, not both")
-            }
-        } else {
-            download = nil
+/// A request's URL as the request line and the engine take it: without user info or fragment,
+/// resolved against its base; the user info becomes a credential.
+struct RequestTarget {
+    let url: URL
+    let string: String
+    let credential: Credential?
+    /// URLComponents could not take the URL apart: it is used as given, and the plan fails.
+    let isMalformed: Bool
+
+    init(_ requested: URL) {
+        // Most URLs carry no credentials, fragment or base: they are used as they are, without
+        // a URLComponents round trip.
+        if requested.baseURL == nil, requested.user == nil, requested.password == nil,
+            requested.fragment == nil
+        {
+            url = requested
+            string = requested.absoluteString
+            credential = nil
+            isMalformed = false
+            return
         }
-        cache = s.cache == nil ? nil : CacheSettings(settings: copy s, method: method, fields: fields, download: download)
-        setupError = problem
+        guard var components = URLComponents(url: requested, resolvingAgainstBaseURL: true) else {
+            url = requested
+            string = requested.absoluteString
+            credential = nil
+            isMalformed = true
+            return
+        }
+        credential = components.user.map {
+            Credential(user: $0, password: components.password ?? "", persistence: .none)
+        }
+        components.user = nil
+        components.password = nil
+        components.fragment = nil
+        let clean = components.url ?? requested
+        url = clean
+        string = clean.absoluteString
+        isMalformed = false
     }
 }
 
