@@ -486,6 +486,9 @@ final class Execution: @unchecked Sendable {
         var wantsBytes = false
         lock.withLock {
             delivered = machine.progress(attempt: attempt, upload: upload, percent: percent, bytes: done)
+            // Without a listener or progress handler there is nothing to queue (and looking
+            // into the optional handlers copies them).
+            guard deliversOnQueue else { return }
             if let p = delivered, handlers?.listener != nil {
                 schedule = enqueue(.progress(upload ? .upload : .download, p, isFinal: false))
             }
