@@ -705,7 +705,8 @@ def take(req: Any, scratch: Scratch, cell: Any = _NULL) -> int:
 def build_response(scratch: Scratch, n: int, path: Optional[str] = None) -> Response:
     """The Response of a request whose fields :func:`take` put in ``scratch`` (a body not
     copied there is copied from the request, which must then not be freed before). The header
-    fields are split only when first read."""
+    fields are split only when first read. ``Client``'s plain call (``_client._method``) has
+    the same steps inline, for a response read whole: keep the two in step."""
     info = INFO.unpack_from(scratch.infoview)  # kept whole: the rarely read fields wait there
     view = scratch.view
     # The strings, fields and lookup block in one slice (each costs ~800 instructions): the
