@@ -443,6 +443,44 @@ def test_threads_share_one_client(servers, client):
     assert live_requests_settle() == 0
 
 
+def test_signal_handlers_may_send_plain_requests_at_any_moment(servers):
+    # A plain call nested in another (from a signal handler, at any bytecode of the outer
+    # one) takes a slot of its own: each gets its own response, whole, and the nested ones
+    # hold the engine alongside the outer one.
+    import random
+    import signal
+
+    inner = []
+    armed = [False]
+    small, large = servers.nginx("/1k.bin"), servers.nginx("/64k.txt")
+
+    with tern.Client() as c:
+        def handler(signum, frame):
+            if armed[0]:
+                r = c.get(small)
+                inner.append(sha(r.content) == servers.must("SHA_1K"))
+
+        old = signal.signal(signal.SIGALRM, handler)
+        try:
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                armed[0] = True
+                signal.setitimer(signal.ITIMER_REAL, random.uniform(0.00005, 0.002))
+                try:
+                    for _ in range(10):
+                        r = c.get(large)
+                        assert sha(r.content) == servers.must("SHA_64K")
+                finally:
+                    armed[0] = False
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:
+            signal.signal(signal.SIGALRM, old)
+        assert len(inner) > 20 and all(inner)
+        assert c.get(small).status_code == 200
+        assert c.stats()["requests_active"] == 0
+    assert live_requests_settle() == 0
+
+
 def test_ctrl_c_cancels_a_waiting_request(servers, client):
     import _thread
 

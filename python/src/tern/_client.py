@@ -277,7 +277,7 @@ def _method(method: str, doc: str) -> Callable[..., Response]:
     def call(self: Client, url: str, **kwargs: Any) -> Response:
         if kwargs:
             return self.request(method, url, **kwargs)
-        local = self._engines.local
+        local = self._local
         if _get_ident() != local.owner:
             return self.request(method, url)
         items = self._options.headers._items
@@ -287,9 +287,12 @@ def _method(method: str, doc: str) -> Callable[..., Response]:
         tpl = self._tpl
         if tpl is None:
             return self.request(method, url)
-        # What local.take_slot() does, inline: a call costs as much as this line.
-        slots = local.slots
-        slot = slots.pop() if slots else local.take_slot()
+        # The spare slot (a nested call, rare, takes another: local.take_slot()).
+        slot = local.spare
+        if slot is None:
+            slot = local.take_slot()
+        else:
+            local.spare = None
         try:
             sc = slot.scratch
             try:
@@ -323,7 +326,9 @@ def _method(method: str, doc: str) -> Callable[..., Response]:
                 _let_go(local, slot)
                 raise
         finally:
-            slots.append(slot)
+            # The spare again (a nested call's slot, put there before, is dropped: fewer
+            # steps than a list's pop and append, ~250 instructions).
+            local.spare = slot
         # Refused as set up, or the client closed (the long way says which).
         return self.request(method, url)
 
@@ -398,6 +403,7 @@ class Client:
         ))
         # Frees the engines when the client is collected unclosed, or at interpreter exit.
         self._finalizer = weakref.finalize(self, self._engines.close)
+        self._local = self._engines.local  # the plain call's, one attribute away
         # A plain call's template (see _method), made again when the headers change (every
         # change gives Headers a new list).
         self._tpl: Optional[Template] = None

@@ -136,8 +136,9 @@ class LocalEngine:
         # fails with ClosedError.
         self.closing = False
         # The owner's slots to reuse, one per nesting depth (a progress callback or a signal
-        # handler may send a request while another waits).
+        # handler may send a request while another waits); the plain call keeps one apart.
         self.slots: List[Slot] = []
+        self.spare: Optional[Slot] = None
 
     def take_slot(self) -> "Slot":
         """A slot for one of the owner's requests (give it back with ``slots.append``)."""
