@@ -122,6 +122,24 @@ def test_plain_calls_send_the_clients_headers_as_they_change(servers):
         assert "x-a" not in got and got["x-b"] == "2"
         c.headers.update({"X-B": "3"})
         assert sent()["x-b"] == "3"
+        c.headers.setdefault("X-C", "4")
+        assert sent()["x-c"] == "4"
+        c.headers.pop("X-C")
+        assert "x-c" not in sent()
+        c.headers.clear()
+        assert "x-b" not in sent()
+        c.headers["X-D"] = "5"
+        assert sent()["x-d"] == "5"
+
+
+def test_plain_calls_of_a_client_whose_options_need_the_long_way(servers):
+    # A base URL (or params, auth, ...) is more than a template carries: the plain call goes
+    # the long way, before and after a change of the headers.
+    with tern.Client(base_url=servers.nginx("/"), headers={"X-A": "1"}) as c:
+        assert c.get("1k.bin").status_code == 200
+        c.headers["X-A"] = "2"
+        r = c.get("1k.bin")
+        assert r.status_code == 200 and len(r.content) == 1024
 
 
 def test_plain_and_keyword_calls_give_the_same_response(servers, client):
