@@ -55,7 +55,8 @@ enum ExecutionEvent: Sendable {
 }
 
 /// The closures of one execution, copied from the request's settings when it starts and
-/// dropped by clearDelegatesAndCancel() or once the completion has been delivered.
+/// dropped by clearDelegatesAndCancel() or once the completion has been delivered. An
+/// execution whose request set none keeps none (`nil`), which most requests are.
 struct Handlers: Sendable {
     var listener: Request.Listener?
     var completions: [Request.Completion]
@@ -148,6 +149,9 @@ final class Execution: @unchecked Sendable {
     // checks cost about 60 instructions per access, some thirty accesses per request.
     @exclusivity(unchecked) private var machine: ExecutionMachine
     @exclusivity(unchecked) private var handlers: Handlers?
+    /// clearDelegatesAndCancel() dropped the closures: none starts again, the request's
+    /// authentication handler included.
+    @exclusivity(unchecked) private var silenced = false
     @exclusivity(unchecked) private var current: CRequest?
     @exclusivity(unchecked) private var recorded = false
     @exclusivity(unchecked) private(set) var resultStorage: Result<Response, TernError>?
@@ -182,17 +186,21 @@ final class Execution: @unchecked Sendable {
     /// The cache's part in this execution, when the request uses a cache.
     let cacheStage: CacheStage?
 
-    init(request: Request, plan: Plan, handlers: Handlers, observer: (any ExecutionObserver)? = nil) {
+    init(request: Request, plan: Plan, handlers: Handlers?, observer: (any ExecutionObserver)? = nil) {
         self.request = request
         self.plan = plan
         self.observer = observer
         cacheStage = plan.cache.map(CacheStage.init)
         answersChallenges =
             plan.sessionStore != nil || plan.persistentStore != nil || plan.authHandler != nil
-        deliversOnQueue =
-            handlers.listener != nil || !handlers.completions.isEmpty || handlers.wantsBytes
+        if let handlers {
+            deliversOnQueue =
+                handlers.listener != nil || !handlers.completions.isEmpty || handlers.wantsBytes
+        } else {
+            deliversOnQueue = false
+        }
         handlerGate =
-            handlers.headHandler != nil || handlers.dataHandler != nil || plan.authHandler != nil
+            handlers?.headHandler != nil || handlers?.dataHandler != nil || plan.authHandler != nil
             ? ConditionLock(recursive: true) : nil
         self.handlers = handlers
         machine = ExecutionMachine(policy: plan.policy)
@@ -331,7 +339,10 @@ final class Execution: @unchecked Sendable {
     func silence() {
         handlerGate?.lock()
         let streams = lock.withLock {
-            defer { handlers = nil }
+            defer {
+                handlers = nil
+                silenced = true
+            }
             return handlers?.progressStreams ?? []
         }
         handlerGate?.unlock()
@@ -341,19 +352,20 @@ final class Execution: @unchecked Sendable {
     /// Records the result once, updates the request's fields, then resumes awaiting tasks and
     /// waiters, directly or after the completion handlers ran on the callback queue.
     func finish(_ result: Result<Response, TernError>, attempts: Int) {
-        let first: Bool = lock.withLock {
-            guard !recorded else { return false }
+        let success = if case .success = result { true } else { false }
+        // The closing event is taken with the result, in one step: nothing else changes the
+        // machine's progress once the result is recorded.
+        let recording: (upload: Bool, percent: Int)?? = lock.withLock {
+            guard !recorded else { return nil }
             recorded = true
             resultStorage = result
             current = nil
-            return true
+            return .some(machine.finalEvent(success: success))
         }
-        guard first else { return }
-        let success = if case .success = result { true } else { false }
+        guard let closing = recording else { return }
         if !success, let download = plan.download, !download.resume, plan.policy.maxRetries > 0 {
             removePartialDownload(download.path)  // kept for retries that will not come
         }
-        let closing: (upload: Bool, percent: Int)? = lock.withLock { machine.finalEvent(success: success) }
         let snapshot: Request.Progress = request.storage.withLock { s in
             s.outcome.result = result
             s.outcome.endDate = Date()
@@ -386,7 +398,7 @@ final class Execution: @unchecked Sendable {
         } else {
             let waiting: Waiters = lock.withLock {
                 completionDelivered = true
-                handlers = nil
+                if handlers != nil { handlers = nil }  // release what the closures captured
                 lock.broadcast()
                 defer { continuations = Waiters() }
                 return continuations
@@ -739,7 +751,7 @@ final class Execution: @unchecked Sendable {
     func whileHandlersLive<T>(_ fallback: T, _ body: () -> T) -> T {
         handlerGate?.lock()
         defer { handlerGate?.unlock() }
-        guard lock.withLock({ handlers != nil }) else { return fallback }
+        guard lock.withLock({ !silenced }) else { return fallback }
         return body()
     }
 
