@@ -227,14 +227,13 @@ final class HeadFields: Sendable {
     /// Copies the engine's field block and, when given, the request head.
     init(block: UnsafeRawBufferPointer, sentHead: UnsafeRawBufferPointer?) {
         let sent = sentHead ?? UnsafeRawBufferPointer(start: nil, count: 0)
-        bytes = [UInt8](unsafeUninitializedCapacity: block.count + sent.count) { buffer, count in
-            let out = UnsafeMutableRawBufferPointer(buffer)
-            if block.count > 0 { out.copyMemory(from: block) }
-            if sent.count > 0 {
-                UnsafeMutableRawBufferPointer(rebasing: out[block.count...]).copyMemory(from: sent)
-            }
-            count = block.count + sent.count
-        }
+        // Not `init(unsafeUninitializedCapacity:)`: it is not specialized here, and its
+        // generic path looks up the array's storage metadata (about 500 instructions).
+        var copy = [UInt8]()
+        copy.reserveCapacity(block.count + sent.count)
+        copy.append(contentsOf: block)
+        if sent.count > 0 { copy.append(contentsOf: sent) }
+        bytes = copy
         blockLength = block.count
         hasSentHead = sentHead != nil
         decoded = Mutex(nil)

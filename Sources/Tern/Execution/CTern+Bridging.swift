@@ -357,8 +357,12 @@ extension Execution {
                     + (["content-length", "transfer-encoding"].contains(field.name.lowercased())
                         ? " (set by the engine)" : ""))
         }
-        for field in cacheStage?.conditionalFields ?? [:] {
-            try check(tern_request_add_header(h, field.name.rawName, field.value), "header field \(field.name)")
+        // Unwrapped first: `?? [:]` built an empty HTTPFields (its storage and arrays) per
+        // request.
+        if let conditions = cacheStage?.conditionalFields {
+            for field in conditions {
+                try check(tern_request_add_header(h, field.name.rawName, field.value), "header field \(field.name)")
+            }
         }
         try configureHops(h)
         // A request that changed no rarely set setting has nothing more to say: no body,
