@@ -217,6 +217,9 @@ void tern_py_local_free(tern_py_local *l);
  * tern_py_local_let_go); close refuses new holds, cancels the requests in flight and frees the
  * engine and loop once no hold is left; the struct stays until tern_py_local_release. */
 void tern_py_local_close(tern_py_local *l, int mode);
+/* After another thread's close: 1 once the engine is freed (this call frees it when no hold is
+ * left), 0 after timeout_ms; give_up: no wait, the owner's last let-go frees it instead. */
+int tern_py_local_wait_idle(tern_py_local *l, int timeout_ms, int give_up);
 uint64_t tern_py_local_stat_held(tern_py_local *l, tern_stat stat);
 void tern_py_local_release(tern_py_local *l);
 /* A request with the client's defaults only, in one call: made, set up from the template,
@@ -243,6 +246,11 @@ int64_t tern_py_local_fetch(tern_py_call *c, const tern_py_template *t, const ch
  * its end (a no-op when c holds none). */
 int tern_py_local_hold(tern_py_call *c);
 void tern_py_local_let_go(tern_py_call *c);
+/* Ends whatever c's slot still has: its request (cancelled if it runs, run to its end,
+ * unlinked, freed, the cell emptied) and its hold. A no-op when it has nothing. */
+void tern_py_call_end(tern_py_call *c);
+/* Cancels w's request if it runs, runs the loop until it completes, unlinks w. */
+void tern_py_local_abandon(tern_py_local *l, tern_py_waiter *w);
 /* The per-request setters that almost every call makes, in one call: URL, method, the four
  * timeouts (ms, 0: none) and redirects (max, or -1: not followed). */
 int tern_py_setup(tern_request_t *req, const char *url, const char *method, uint64_t connect_ms,
@@ -448,14 +456,22 @@ static tern_py_local *tern_py_local_new(const tern_config_t *config, int *err) {
     return NULL;
   }
   pthread_mutex_init(&l->mu, NULL);
-  pthread_cond_init(&l->idle, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&l->idle, &attr);
+  pthread_condattr_destroy(&attr);
   return l;
 }
 /* Submits w's armed request (the loop is not running: it joins the engine's ready list) and
- * links w into the requests in flight; refused with TERN_ESHUTDOWN once closing. */
+ * links w into the requests in flight; refused with TERN_ESHUTDOWN once closing, TERN_EBUSY
+ * while w is still linked (its last request not seen to complete). */
 static int tern_py_local_submit(tern_py_local *l, tern_py_waiter *w, tern_request_t *req) {
   pthread_mutex_lock(&l->mu);
-  int rc = atomic_load(&l->closing) ? TERN_ESHUTDOWN : tern_engine_submit(l->engine, req);
+  /* a waiter still linked (its request not seen to complete) is not linked twice */
+  int rc = w->req ? TERN_EBUSY
+                  : atomic_load(&l->closing) ? TERN_ESHUTDOWN
+                                             : tern_engine_submit(l->engine, req);
   if (rc == 0) {
     w->req = req;
     w->prev = NULL;
@@ -549,20 +565,47 @@ static int tern_py_local_enter(tern_py_local *l) {
 }
 /* close(), from any thread: new holds and requests are refused, the requests in flight
  * cancelled (they complete with TERN_ECANCELED while their owner runs the loop); then, mode 0
- * (another thread): waits (the GIL released) until no hold is left and frees the engine and
- * loop; mode 1 (the owner's thread): frees them now, or when its last hold ends if it holds
- * the engine (a progress callback's or a signal handler's close); mode 2 (a forked child's
- * copy): frees nothing. Idempotent. */
+ * (another thread): nothing more (the caller waits with tern_py_local_wait_idle, in slices so
+ * that its signal handlers run); mode 1 (the owner's thread): frees the engine and loop now, or
+ * when its last hold ends if it holds the engine (a progress callback's or a signal handler's
+ * close); mode 2 (a forked child's copy): only refuses (the copied lock, engine and requests
+ * are the parent's: not locked, cancelled or freed). Idempotent. */
 static void tern_py_local_close(tern_py_local *l, int mode) {
-  pthread_mutex_lock(&l->mu);
   atomic_store(&l->closing, 1);
+  if (mode == 2) return;
+  pthread_mutex_lock(&l->mu);
   for (tern_py_waiter *w = l->inflight; w; w = w->next) tern_request_cancel(w->req);
-  if (mode == 1 && atomic_load(&l->busy) != 0) l->free_when_idle = 1;
-  else if (mode != 2) {
-    while (atomic_load(&l->busy) != 0) pthread_cond_wait(&l->idle, &l->mu);
-    if (!l->freed) tern_py_local_free_engine(l);
+  if (mode == 1) {
+    if (atomic_load(&l->busy) != 0) l->free_when_idle = 1;
+    else if (!l->freed) tern_py_local_free_engine(l);
   }
   pthread_mutex_unlock(&l->mu);
+}
+/* After close (mode 0): waits up to timeout_ms for the owner's last hold to end, then frees
+ * the engine and loop; 1 once they are freed, 0 when the time ran out. give_up (the waiting
+ * thread was interrupted): no wait, the owner's last hold's end frees them instead (or this
+ * call, when none is left). */
+static int tern_py_local_wait_idle(tern_py_local *l, int timeout_ms, int give_up) {
+  pthread_mutex_lock(&l->mu);
+  if (!give_up && !l->freed && atomic_load(&l->busy) != 0) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec += 1;
+      until.tv_nsec -= 1000000000L;
+    }
+    while (!l->freed && atomic_load(&l->busy) != 0)
+      if (pthread_cond_timedwait(&l->idle, &l->mu, &until) == ETIMEDOUT) break;
+  }
+  if (!l->freed) {
+    if (atomic_load(&l->busy) == 0) tern_py_local_free_engine(l);
+    else if (give_up) l->free_when_idle = 1;
+  }
+  int freed = l->freed;
+  pthread_mutex_unlock(&l->mu);
+  return freed;
 }
 /* A counter of the engine, from any thread: 0 once it is freed. */
 static uint64_t tern_py_local_stat_held(tern_py_local *l, tern_stat stat) {
@@ -809,7 +852,32 @@ static int tern_py_local_go(tern_py_local *l, tern_py_waiter *w, const tern_py_t
   return tern_py_local_run(l, w, slice_ms);
 }
 @CALL_STRUCT@
+/* Cancels w's request if it was submitted and not seen to complete, runs the loop until it
+ * completes, and unlinks w (the owner's thread; a no-op when w is not linked). */
+static void tern_py_local_abandon(tern_py_local *l, tern_py_waiter *w) {
+  if (!w->req) return;
+  tern_request_cancel(w->req);
+  while (tern_py_local_run(l, w, 200) != 1) {
+  }
+}
+/* The end of whatever c's slot still has (the owner's thread; a no-op when nothing): the
+ * request in *c->out cancelled if it runs, run to its end, unlinked and freed, the cell
+ * emptied, then the hold ended. One C call, so that no Python code (where a signal handler's
+ * exception could cut it short) sits between a plain call's request and its end. */
+static void tern_py_call_end(tern_py_call *c) {
+  tern_request_t *req = *c->out;
+  if (req) {
+    tern_py_local_abandon(c->local, c->waiter);
+    *c->out = NULL;
+    tern_request_free(req);
+  }
+  if (c->held) {
+    c->held = 0;
+    tern_py_local_leave(c->local);
+  }
+}
 static int tern_py_local_hold(tern_py_call *c) {
+  tern_py_call_end(c); /* what an earlier use left behind, if anything */
   int rc = tern_py_local_enter(c->local);
   if (rc == 0) c->held = 1;
   return rc;
@@ -820,9 +888,11 @@ static void tern_py_local_let_go(tern_py_call *c) {
   tern_py_local_leave(c->local);
 }
 /* The engine is held for the call: let go of before it returns, unless it returns 0 (the
- * request in *c->out, c->held set: the caller runs it on, reads it, then lets go). */
+ * request in *c->out, c->held set: the caller runs it on, reads it, then ends it with
+ * tern_py_call_end). What an earlier call of the slot left behind is ended first. */
 static int64_t tern_py_local_fetch(tern_py_call *c, const tern_py_template *t,
                                    const char *url, const char *method) {
+  if (c->held || *c->out) tern_py_call_end(c);
   tern_py_local *l = c->local;
   int r = tern_py_local_enter(l);
   if (r) return r;

@@ -135,11 +135,18 @@ def test_plain_calls_send_the_clients_headers_as_they_change(servers):
 def test_plain_calls_of_a_client_whose_options_need_the_long_way(servers):
     # A base URL (or params, auth, ...) is more than a template carries: the plain call goes
     # the long way, before and after a change of the headers.
+    def sent(c):
+        return {k.lower(): v for k, v in c.get("echo").json()["headers"]}
+
     with tern.Client(base_url=servers.nginx("/"), headers={"X-A": "1"}) as c:
         assert c.get("1k.bin").status_code == 200
         c.headers["X-A"] = "2"
         r = c.get("1k.bin")
         assert r.status_code == 200 and len(r.content) == 1024
+    with tern.Client(base_url=servers.fault("/"), headers={"X-A": "1"}) as c:
+        assert sent(c)["x-a"] == "1"
+        c.headers["X-A"] = "2"  # the changed header is what the long way sends
+        assert sent(c)["x-a"] == "2"
 
 
 def test_plain_and_keyword_calls_give_the_same_response(servers, client):
@@ -324,7 +331,8 @@ def test_close_from_another_thread_fails_the_creating_threads_request(servers):
     with pytest.raises(tern.ClosedError):
         c.get(servers.fault("/slowheaders?delay_ms=5000"))
     assert time.monotonic() - t < 3
-    closer.join()
+    closer.join(5)
+    assert not closer.is_alive(), "close() from another thread did not return"
     assert c.is_closed
     with pytest.raises(tern.ClosedError):
         c.get(servers.nginx("/1k.bin"))
@@ -550,7 +558,175 @@ def test_signals_at_any_moment_leave_no_request_behind(servers, kwargs):
                     booms += 1
             assert c.get(url, **kwargs).status_code == 200
             assert c.stats()["requests_active"] == 0
+            assert c.stats()["requests_completed"] > 0
+        # close() freed the engine (a hold left behind would keep it: its counters read 0 only
+        # once it is freed)
+        assert c.stats()["requests_completed"] == 0
+        assert c.stats()["connections_open"] == 0
     finally:
         signal.signal(signal.SIGALRM, old)
     assert booms > 50
+    assert live_requests_settle() == 0
+
+
+def _close_in_thread_returns(c, timeout: float = 5.0) -> bool:
+    th = threading.Thread(target=c.close, daemon=True)
+    th.start()
+    th.join(timeout)
+    return not th.is_alive()
+
+
+def test_exceptions_at_every_function_entry_of_a_plain_calls_slow_path_leave_nothing(servers):
+    # A signal handler runs (and may raise) at a Python function's entry. On a plain call's
+    # slow path (fetch handed the request back: here it failed, the port refused), exceptions
+    # raised at the entry of each Python function the call enters after fetch, however many,
+    # must leave no request and no hold behind: the request freed, a close() from another
+    # thread returning, and the engine freed.
+    import sys
+    import types
+
+    from tern._tern import ffi
+
+    live0 = tern._requests_live()
+    c = tern.Client()
+    url = "http://127.0.0.1:1/"
+    with pytest.raises(tern.TernError):
+        c.get(url)  # the slot and template made
+    # What a signal handler raising at a function's entry does, at the entry of each of the
+    # module's functions (the call's own code between them is C calls).
+    mod = sys.modules["tern._client"]
+    cuts = []
+
+    def cut_at_entry(name, f):
+        def at_entry(*args, **kwargs):
+            if len(cuts) < 5:
+                cuts.append(name)
+                raise KeyboardInterrupt("as a signal handler at " + name + "'s entry")
+            return f(*args, **kwargs)
+        return at_entry
+
+    saved = {}
+    for name, f in list(vars(mod).items()):
+        if isinstance(f, types.FunctionType) and f.__module__.startswith("tern"):
+            saved[name] = f
+            setattr(mod, name, cut_at_entry(name, f))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            c.get(url)
+    finally:
+        for name, f in saved.items():
+            setattr(mod, name, f)
+    assert cuts and cuts[0] == "_fetch_rest", cuts
+    slot = c._local.spare
+    assert not slot.call.held and slot.cell[0] == ffi.NULL
+    with pytest.raises(tern.TernError):
+        c.get(url)
+    assert c.get(servers.nginx("/1k.bin")).status_code == 200
+    assert tern._requests_live() - live0 == 0
+    assert _close_in_thread_returns(c), "close() from another thread hangs on a leaked hold"
+    assert c.stats()["requests_completed"] == 0  # freed
+    assert live_requests_settle() == 0
+
+
+def test_a_plain_calls_slot_left_with_a_running_request_and_a_hold_is_ended_by_its_next_use(
+        servers):
+    # Should a plain call's handed-back request and hold be left in its slot all the same, the
+    # slot's next fetch ends them first: the request cancelled, run to its end and freed (its
+    # waiter not linked twice), the hold let go, so close() from another thread returns.
+    from tern._tern import ffi, lib
+
+    live0 = tern._requests_live()
+    c = tern.Client()
+    assert c.get(servers.nginx("/1k.bin")).status_code == 200
+    slot = c._local.spare
+    n = lib.tern_py_local_fetch(slot.call, c._tpl.c,
+                                servers.fault("/slowheaders?delay_ms=5000").encode(), b"GET")
+    assert n == 0 and slot.call.held and slot.cell[0] != ffi.NULL  # running, held: left so
+    t = time.monotonic()
+    r = c.get(servers.nginx("/1k.bin"))
+    assert r.status_code == 200 and len(r.content) == 1024
+    assert time.monotonic() - t < 3  # cancelled, not waited for
+    assert not slot.call.held and slot.cell[0] == ffi.NULL
+    assert c.stats()["requests_active"] == 0
+    assert tern._requests_live() - live0 == 0
+    assert _close_in_thread_returns(c), "close() from another thread hangs on a leaked hold"
+    assert c.stats()["requests_completed"] == 0  # freed
+    assert live_requests_settle() == 0
+
+
+def test_ctrl_c_interrupts_a_close_from_the_main_thread_waiting_on_the_owner(servers):
+    # close() from another thread waits for the creating thread to let go of the engine, here
+    # busy in a progress callback; Ctrl-C must interrupt that wait promptly, and the owner's
+    # end of the request then frees the engine.
+    import signal
+
+    box = {}
+    started = threading.Event()
+
+    def owner():
+        c = tern.Client()
+        box["c"] = c
+
+        def progress(p):
+            if not started.is_set():
+                started.set()
+                time.sleep(2)  # user code in a progress callback
+
+        try:
+            c.get(servers.fault("/ok?size=100000&drip_ms=100&drip_bytes=1000"), progress=progress)
+        except Exception as exc:  # noqa: BLE001
+            box["e"] = exc
+
+    th = threading.Thread(target=owner)
+    th.start()
+    assert started.wait(5)
+    main = threading.main_thread().ident
+    assert threading.get_ident() == main
+    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        box["c"].close()
+    dt = time.monotonic() - t
+    timer.join(5)
+    th.join(10)
+    assert not th.is_alive()
+    assert dt < 1.5, f"Ctrl-C at 0.3 s did not interrupt close(); it took {dt:.2f} s"
+    assert isinstance(box.get("e"), tern.ClosedError)
+    assert box["c"].stats()["requests_completed"] == 0  # freed by the owner's let-go
+    box["c"].close()  # idempotent, returns at once
+    assert live_requests_settle() == 0
+
+
+def test_close_in_a_forked_child_leaves_the_parents_engine_alone(servers):
+    # A forked child's copy of the client: close() there refuses new requests and touches
+    # nothing of the parent's (no lock, no cancel); the parent's request, in flight across
+    # the fork, completes, and the parent's client goes on.
+    import os
+
+    c = tern.Client()
+    assert c.get(servers.nginx("/1k.bin")).status_code == 200
+    child = []
+
+    def progress(p):
+        if not child:
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    c.close()
+                    try:
+                        c.get(servers.nginx("/1k.bin"))
+                    except tern.ClosedError:
+                        code = 0
+                finally:
+                    os._exit(code)
+            child.append(pid)
+
+    r = c.get(servers.fault("/ok?size=100000&drip_ms=20&drip_bytes=20000"), progress=progress)
+    assert r.status_code == 200 and len(r.content) == 100000
+    _, status = os.waitpid(child[0], 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert c.get(servers.nginx("/1k.bin")).status_code == 200
+    c.close()
     assert live_requests_settle() == 0

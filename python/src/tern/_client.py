@@ -51,6 +51,7 @@ ProgressCallback = Callable[[Progress], Optional[bool]]
 _NULL = ffi.NULL
 _new = object.__new__
 _get_ident = threading.get_ident
+_call_end = lib.tern_py_call_end
 
 # One waiter (mutex + condition variable, in C) per waiting thread and nesting depth, reused.
 _waiters = threading.local()
@@ -130,18 +131,6 @@ def _finish_local(local: LocalEngine, scratch: Scratch, req: Any, url: str,
     return build_response(scratch, n, path)
 
 
-def _abandon_local(local: LocalEngine, w: Any, req: Any) -> None:
-    """After an exception in the owner's thread (a signal handler's, a progress callback's,
-    even one raised as a C call returned): if w's request was submitted and has not been seen
-    to complete, cancels it and runs the loop until it completes. The caller then unlinks w
-    (in a ``finally``: a second exception may cut this short) before the request is freed."""
-    if not lib.tern_py_waiter_linked(w):
-        return
-    lib.tern_request_cancel(req)
-    while lib.tern_py_local_run(local.ptr, w, 200) != 1:
-        pass
-
-
 def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[ProgressCallback],
               path: Optional[str] = None) -> Response:
     """Submits a prepared request to the calling thread's engine and runs its loop until the
@@ -172,10 +161,11 @@ def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[Progres
             if progress is not None:
                 _report(w, progress, req, vals)  # type: ignore[arg-type]
         except BaseException:
-            try:
-                _abandon_local(local, w, req)
-            finally:
-                lib.tern_py_local_unlink(ptr, w)  # a no-op once run saw it complete
+            # Whatever cut it short (a signal handler's, a progress callback's exception, even
+            # one raised as a C call returned): if w's request runs, it is cancelled, run to
+            # its end and unlinked (before the caller frees it) in one C call, which no second
+            # exception can cut short (a no-op once run saw it complete).
+            lib.tern_py_local_abandon(ptr, w)
             raise
         return _finish_local(local, slot.scratch, req, url, path)
     finally:
@@ -186,11 +176,12 @@ def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[Progres
 def _fetch_rest(local: LocalEngine, slot: Slot, url: str) -> Response:
     """A plain call's request that tern_py_local_fetch handed back (in the slot's cell, the
     engine still held): it runs, it failed, or its response outgrew the scratch. Runs it to the
-    end (at once when it completed), reads it again into a scratch grown for it, frees it and
-    lets go of the engine."""
-    cell = slot.cell
-    sc = slot.scratch
+    end (at once when it completed), reads it again into a scratch grown for it; then one C call
+    (tern_py_call_end) frees it and lets go of the engine. An exception before this function's
+    body runs (a signal handler's, at its entry) is the caller's to end the same way."""
     try:
+        cell = slot.cell
+        sc = slot.scratch
         w = slot.w
         ptr = local.ptr
         while lib.tern_py_local_run(ptr, w, 200) != 1:
@@ -207,25 +198,9 @@ def _fetch_rest(local: LocalEngine, slot: Slot, url: str) -> Response:
             raise error_for(req, status, url)
         return build_response(sc, n)  # before the request is freed: the body is read from it
     finally:
-        _let_go(local, slot)
-
-
-def _let_go(local: LocalEngine, slot: Slot) -> None:
-    """After a plain call, however it ended: the request still in the slot's cell (if any)
-    cancelled if it runs, run to its end, unlinked and freed; then the engine let go (a no-op
-    when the slot holds none)."""
-    cell = slot.cell
-    try:
-        req = cell[0]
-        if req != _NULL:
-            try:
-                _abandon_local(local, slot.w, req)
-            finally:
-                lib.tern_py_local_unlink(local.ptr, slot.w)
-                cell[0] = _NULL
-                lib.tern_request_free(req)
-    finally:
-        lib.tern_py_local_let_go(slot.call)
+        # A C call straight from here: no Python function's entry (where a pending signal's
+        # handler runs) between the request and its end.
+        _call_end(slot.call)
 
 
 class _Engines:
@@ -257,9 +232,11 @@ class _Engines:
         with self.lock:
             self.closed = True
             shared = self.shared
-        self.local.close()
-        if shared is not None:
-            shared.close()
+        try:
+            self.local.close()
+        finally:  # also when Ctrl-C cut the wait short (the local engine's owner frees it)
+            if shared is not None:
+                shared.close()
 
 
 def _method(method: str, doc: str) -> Callable[..., Response]:
@@ -272,6 +249,7 @@ def _method(method: str, doc: str) -> Callable[..., Response]:
     tenth of what a request spends in Python."""
     cmethod = METHODS[method]
     fetch = lib.tern_py_local_fetch  # a closure cell: cffi's lib looks a name up per use
+    end = lib.tern_py_call_end
     unpack = INFO.unpack_from
 
     def call(self: Client, url: str, **kwargs: Any) -> Response:
@@ -321,9 +299,12 @@ def _method(method: str, doc: str) -> Callable[..., Response]:
                 if n == 0:  # handed back, the engine still held
                     return _fetch_rest(local, slot, url)
             except BaseException:
-                # Whatever cut it short (a signal handler's exception as fetch returned,
-                # say): the slot's cell and call say what is left to free and let go.
-                _let_go(local, slot)
+                # Whatever cut it short (a signal handler's exception as fetch returned, or at
+                # _fetch_rest's entry, say): the slot's cell and call say what is left, and
+                # one C call, called from here with no Python function entered first (where a
+                # second signal's handler could cut it short), frees and lets go of it. Should
+                # even that be cut, the slot's next fetch or hold ends it first.
+                end(slot.call)
                 raise
         finally:
             # The spare again (a nested call's slot, put there before, is dropped: fewer

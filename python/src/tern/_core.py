@@ -113,10 +113,14 @@ class LocalEngine:
     too). Only that thread submits to it; close() may come from any thread.
 
     No Python lock: each of the owner's uses holds the engine in C (tern_py_local_fetch, or
-    tern_py_local_hold and tern_py_local_let_go, through its slot's ``tern_py_call``, which
-    records the hold so that an exception anywhere finds and ends it), two atomic operations
-    where an ``RLock``'s acquire and release cost ~500 instructions per request; close() waits
-    in C for the last hold to end before it frees the engine and its loop."""
+    tern_py_local_hold and tern_py_local_let_go), two atomic operations where an ``RLock``'s
+    acquire and release cost ~500 instructions per request. The hold and a plain call's handed
+    back request are recorded in the slot's ``tern_py_call``, and ended by one C call
+    (tern_py_call_end, or let_go in a ``finally``) that Python reaches without entering a Python
+    function first, so a signal handler's exception cannot skip it; should a hold or request be
+    left there all the same, the slot's next fetch or hold ends it first. close() from another
+    thread waits for the last hold to end (in C, in slices: Ctrl-C still interrupts it) before
+    it frees the engine and its loop."""
 
     def __init__(self, **settings: Any) -> None:
         cfg = _config(**settings)
@@ -158,7 +162,17 @@ class LocalEngine:
             mode = 2  # a forked child's copy: the parent's loop is not this process's to free
         else:
             mode = 1 if threading.get_ident() == self.owner else 0
-        lib.tern_py_local_close(self.ptr, mode)
+        ptr = self.ptr
+        lib.tern_py_local_close(ptr, mode)
+        if mode == 0:
+            # Waits in slices, the GIL released, so that this thread's signal handlers run
+            # between them; when one raises (Ctrl-C), the owner's last hold frees the engine.
+            try:
+                while not lib.tern_py_local_wait_idle(ptr, 200, 0):
+                    pass
+            except BaseException:
+                lib.tern_py_local_wait_idle(ptr, 0, 1)
+                raise
 
 
 class Slot:
