@@ -368,18 +368,22 @@ static int tern_py_waiter_arm(tern_py_waiter *w, tern_request_t *req, int progre
   return rc;
 }
 
+/* *at = now + ms on the monotonic clock (the clock the condition variables wait on). */
+static void tern_py_deadline(struct timespec *at, int ms) {
+  clock_gettime(CLOCK_MONOTONIC, at);
+  at->tv_sec += ms / 1000;
+  at->tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (at->tv_nsec >= 1000000000L) {
+    at->tv_sec += 1;
+    at->tv_nsec -= 1000000000L;
+  }
+}
 /* Sleeps until the request completed (returns 1), a progress report came (2), or timeout_ms
  * passed (0; a negative timeout waits without limit). */
 static int tern_py_waiter_wait(tern_py_waiter *w, int timeout_ms) {
   struct timespec deadline;
   if (timeout_ms >= 0) {
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-      deadline.tv_sec += 1;
-      deadline.tv_nsec -= 1000000000L;
-    }
+    tern_py_deadline(&deadline, timeout_ms);
   }
   int result = 0;
   pthread_mutex_lock(&w->mu);
@@ -589,13 +593,7 @@ static int tern_py_local_wait_idle(tern_py_local *l, int timeout_ms, int give_up
   pthread_mutex_lock(&l->mu);
   if (!give_up && !l->freed && atomic_load(&l->busy) != 0) {
     struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec += 1;
-      until.tv_nsec -= 1000000000L;
-    }
+    tern_py_deadline(&until, timeout_ms);
     while (!l->freed && atomic_load(&l->busy) != 0)
       if (pthread_cond_timedwait(&l->idle, &l->mu, &until) == ETIMEDOUT) break;
   }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
 
 from ._core import (
     DOWNLOAD_BUFFER,
@@ -124,11 +124,15 @@ def _finish_local(local: LocalEngine, scratch: Scratch, req: Any, url: str,
     n = take(req, scratch)
     status = scratch.info.error
     if status:
-        if local.closing:
-            raise ClosedError("the client was closed while the request ran", status,
-                              "ESHUTDOWN", url)
-        raise error_for(req, status, url)
+        _raise_failed(local, req, status, url)
     return build_response(scratch, n, path)
+
+
+def _raise_failed(local: LocalEngine, req: Any, status: int, url: str) -> NoReturn:
+    """Raises a failed request's error: ClosedError when the client was closed meanwhile."""
+    if local.closing:
+        raise ClosedError("the client was closed while the request ran", status, "ESHUTDOWN", url)
+    raise error_for(req, status, url)
 
 
 def run_local(local: LocalEngine, req: Any, url: str, progress: Optional[ProgressCallback],
@@ -192,10 +196,7 @@ def _fetch_rest(local: LocalEngine, slot: Slot, url: str) -> Response:
             return build_response(sc, n)
         status = sc.info.error
         if status:
-            if local.closing:
-                raise ClosedError("the client was closed while the request ran", status,
-                                  "ESHUTDOWN", url)
-            raise error_for(req, status, url)
+            _raise_failed(local, req, status, url)
         return build_response(sc, n)  # before the request is freed: the body is read from it
     finally:
         # A C call straight from here: no Python function's entry (where a pending signal's
