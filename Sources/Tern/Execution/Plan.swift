@@ -144,17 +144,25 @@ final class Plan: Sendable {
             if target.isMalformed { fail(.badURL, "malformed URL \(s.url)") }
         }
 
+        // The method and the retry policy, read in place from the options (the shared defaults
+        // or the request's own) for both paths below.
+        var method = o.value.headOnly ? "HEAD" : s.method.rawValue
+        // Post values make a GET a POST, as ASIHTTPRequest does.
+        if !o.value.postValues.isEmpty, method == "GET" { method = "POST" }
+        self.method = method
+        idempotent = Self.isIdempotent(method)
+        policy = ExecutionMachine.Policy(
+            maxRetries: max(0, o.value.maxRetries), retryDelay: max(0, o.value.retryDelay),
+            maxRetryDelay: max(0, o.value.maxRetryDelay), totalTimeout: max(0, o.value.timeouts.total),
+            idempotent: idempotent,
+            coalesceBytes: o.value.concatData
+                ? UInt64(o.value.bufferSize > 0 ? o.value.bufferSize : engine.configuration.bufferSize) : 0)
+
         if s.hasDefaultOptions {
             // Nothing rarely set was changed: no body, download, cache, retries, proxy of the
             // request's own or dedicated header properties to look at.
             checkFieldsAndURL()
-            let method = s.method.rawValue
-            self.method = method
-            idempotent = Self.isIdempotent(method)
             credential = hasExplicitAuthorization ? nil : target.credential
-            policy = ExecutionMachine.Policy(
-                maxRetries: 0, retryDelay: 0, maxRetryDelay: 600, totalTimeout: 0,
-                idempotent: idempotent, coalesceBytes: 0)
             bandwidthBudget = queueBudget
             if engine.proxyEnvironmentNamesNoProxy {
                 proxy = nil
@@ -172,18 +180,6 @@ final class Plan: Sendable {
         }
 
         let v = o.value
-        var method = v.headOnly ? "HEAD" : s.method.rawValue
-        // Post values make a GET a POST, as ASIHTTPRequest does.
-        if !v.postValues.isEmpty, method == "GET" { method = "POST" }
-        self.method = method
-        idempotent = Self.isIdempotent(method)
-        policy = ExecutionMachine.Policy(
-            maxRetries: max(0, v.maxRetries), retryDelay: max(0, v.retryDelay),
-            maxRetryDelay: max(0, v.maxRetryDelay), totalTimeout: max(0, v.timeouts.total),
-            idempotent: idempotent,
-            coalesceBytes: v.concatData
-                ? UInt64(v.bufferSize > 0 ? v.bufferSize : engine.configuration.bufferSize) : 0)
-
         if hasExplicitAuthorization {
             credential = nil
         } else if let own = v.credential {
