@@ -83,6 +83,15 @@ static void drain(tern_engine_t *eng) {
     tern__list_remove(n);
     tern__request_unref(tern__container_of(n, tern_request_t, node));
   }
+  /* A deferred call may queue another (a release that ends a second object): run until none
+   * is left, so the list is empty whenever no callback runs. */
+  while (!tern__list_empty(&eng->deferred)) {
+    tern__list *n = eng->deferred.next;
+    tern__list_remove(n);
+    loop_call *call = tern__container_of(n, loop_call, node);
+    call->fn(call->arg);
+    free(call);
+  }
   tern__conn_trim_idle(eng);
 }
 
@@ -139,6 +148,16 @@ int tern_engine_call(tern_engine_t *eng, void (*fn)(void *arg), void *arg) {
   return 0;
 }
 
+int tern_engine_defer(tern_engine_t *eng, void (*fn)(void *arg), void *arg) {
+  if (eng == NULL || fn == NULL || !on_loop_thread(eng) || eng->depth == 0) return TERN_EINVAL;
+  loop_call *call = tern__malloc(sizeof *call);
+  if (call == NULL) return TERN_ENOMEM;
+  call->fn = fn;
+  call->arg = arg;
+  tern__list_insert_tail(&eng->deferred, &call->node);
+  return 0;
+}
+
 static void thread_main(void *arg) {
   tern_engine_t *eng = arg;
   uv_run(eng->loop, UV_RUN_DEFAULT);
@@ -167,6 +186,7 @@ static int engine_init(tern_engine_t *eng, const tern_config_t *config) {
   tern__list_init(&eng->wrote);
   tern__list_init(&eng->went_idle);
   tern__list_init(&eng->finished);
+  tern__list_init(&eng->deferred);
   tern__list_init(&eng->queued);
   tern__list_init(&eng->origins);
   tern__list_init(&eng->tls_ctxs);

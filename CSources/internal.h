@@ -912,6 +912,7 @@ struct tern_engine {
   bool reporting_writes;  /* loop thread: a write's end is being reported (conn.c) */
   tern__list went_idle;   /* loop thread: TLS connections pooled in this callback (conn.c) */
   tern__list finished;    /* loop thread: completed requests, unreferenced after the drain */
+  tern__list deferred;    /* loop thread: tern_engine_defer calls, run after `finished` */
   int depth;              /* loop thread: nesting of engine callbacks */
   tern__list queued;      /* loop thread: admitted by max_active_requests later, by priority */
   unsigned nadmitted;     /* loop thread: requests started and not completed */

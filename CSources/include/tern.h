@@ -233,6 +233,14 @@ TERN_API int tern_engine_submit(tern_engine_t *engine, tern_request_t *req);
  *  the loop thread. fn must not block. Calls not yet run when the engine is freed are dropped.
  *  Thread: any. Since 0.2. */
 TERN_API int tern_engine_call(tern_engine_t *eng, void (*fn)(void *arg), void *arg);
+/** Runs fn(arg) on the loop thread once the current callback and everything it set going have
+ *  run: requests submitted meanwhile are started (their bytes handed to the socket when it
+ *  takes them) and completed requests are released first. For work that must not delay the
+ *  next request, such as freeing what a completed one leaves behind. Only from inside an
+ *  engine callback on the loop thread; elsewhere it returns TERN_EINVAL and the caller does
+ *  the work itself. The call always runs before the outermost callback returns.
+ *  Thread: the loop thread, in an engine callback. Since 0.4. */
+TERN_API int tern_engine_defer(tern_engine_t *eng, void (*fn)(void *arg), void *arg);
 
 /** Changes the engine's shared budget (tern_config_set_max_recv_speed, _send_speed) while it
  *  runs; 0 lifts a direction's budget. Takes effect within about 0.1 s, also for connections

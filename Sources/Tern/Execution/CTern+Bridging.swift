@@ -255,11 +255,24 @@ private func execution(_ context: UnsafeMutableRawPointer) -> Execution {
 
 private let completeCallback: tern_complete_cb = { _, status, context in
     guard let context else { return }
-    let execution = Unmanaged<Execution>.fromOpaque(context).takeRetainedValue()
-    execution.plan.engine.noteLoopThread()
-    guard let owner = execution.local.owner else { return }
-    execution.local.owner = nil
-    execution.didComplete(owner, status: status)
+    let retained = Unmanaged<Execution>.fromOpaque(context)
+    let execution = retained.takeUnretainedValue()
+    let engine = execution.plan.engine
+    engine.noteLoopThread()
+    if let owner = execution.local.owner {
+        execution.local.owner = nil
+        execution.didComplete(owner, status: status)
+    }
+    // The submit's retain is released once the engine has started what this completion set
+    // going: when it is the last, the execution, its plan, its request and response are freed
+    // after the next request's bytes are sent, not on the way to them (at one connection
+    // that way is every round trip's client time).
+    if tern_engine_defer(engine.handle, releaseExecution, context) != 0 { retained.release() }
+}
+
+private let releaseExecution: @convention(c) (UnsafeMutableRawPointer?) -> Void = { context in
+    guard let context else { return }
+    Unmanaged<Execution>.fromOpaque(context).release()
 }
 
 private let progressCallback: tern_progress_cb = { _, state, percent, done, total, context in
