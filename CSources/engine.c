@@ -49,6 +49,15 @@ static bool may_admit(const tern_engine_t *eng) {
   return !tern__list_empty(&eng->queued) && eng->nadmitted < eng->config.max_active_requests;
 }
 
+/* Takes the first call off a non-empty list, runs it and frees it (it may queue more). */
+static void run_first_call(tern__list *calls) {
+  tern__list *n = calls->next;
+  tern__list_remove(n);
+  loop_call *call = tern__container_of(n, loop_call, node);
+  call->fn(call->arg);
+  free(call);
+}
+
 /* The outermost callback returns (tern__engine_leave at depth 1). */
 static void drain(tern_engine_t *eng) {
   /* Calls may submit requests, requests' callbacks may queue calls, and the end of a write
@@ -67,13 +76,7 @@ static void drain(tern_engine_t *eng) {
         start_request(req);
     }
     while (may_admit(eng)) start_request(tern__wait_take(eng, &eng->queued));
-    if (!tern__list_empty(&eng->ready_calls)) {
-      tern__list *n = eng->ready_calls.next;
-      tern__list_remove(n);
-      loop_call *call = tern__container_of(n, loop_call, node);
-      call->fn(call->arg);
-      free(call);
-    }
+    if (!tern__list_empty(&eng->ready_calls)) run_first_call(&eng->ready_calls);
     tern__conn_report_writes(eng);
   }
   /* Last, once the requests above are on their way: freeing the completed ones is not on the
@@ -85,13 +88,7 @@ static void drain(tern_engine_t *eng) {
   }
   /* A deferred call may queue another (a release that ends a second object): run until none
    * is left, so the list is empty whenever no callback runs. */
-  while (!tern__list_empty(&eng->deferred)) {
-    tern__list *n = eng->deferred.next;
-    tern__list_remove(n);
-    loop_call *call = tern__container_of(n, loop_call, node);
-    call->fn(call->arg);
-    free(call);
-  }
+  while (!tern__list_empty(&eng->deferred)) run_first_call(&eng->deferred);
   tern__conn_trim_idle(eng);
 }
 
