@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 #ifdef TURNAROUND_CALLGRIND
-#include <valgrind/callgrind.h>
+#  include <valgrind/callgrind.h>
 #endif
 
 enum { max_samples = 1 << 21, max_fds = 4096 };
@@ -44,20 +44,20 @@ static atomic_llong last_read_ns = -1;
 static atomic_uchar fd_kind[max_fds];
 
 static long long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static int is_socket(int fd) {
-    if (fd < 0 || fd >= max_fds) return 0;
-    unsigned char kind = atomic_load_explicit(&fd_kind[fd], memory_order_relaxed);
-    if (kind == 0) {
-        struct stat st;
-        kind = (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) ? 1 : 2;
-        atomic_store_explicit(&fd_kind[fd], kind, memory_order_relaxed);
-    }
-    return kind == 1;
+  if (fd < 0 || fd >= max_fds) return 0;
+  unsigned char kind = atomic_load_explicit(&fd_kind[fd], memory_order_relaxed);
+  if (kind == 0) {
+    struct stat st;
+    kind = (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) ? 1 : 2;
+    atomic_store_explicit(&fd_kind[fd], kind, memory_order_relaxed);
+  }
+  return kind == 1;
 }
 
 #ifdef TURNAROUND_CALLGRIND
@@ -65,131 +65,133 @@ static atomic_bool collecting;
 #endif
 
 static void note_read(int fd, ssize_t got) {
-    if (got > 0 && is_socket(fd)) {
-        atomic_store(&last_read_ns, now_ns());
+  if (got > 0 && is_socket(fd)) {
+    atomic_store(&last_read_ns, now_ns());
 #ifdef TURNAROUND_CALLGRIND
-        if (!atomic_exchange(&collecting, true)) CALLGRIND_TOGGLE_COLLECT;
+    if (!atomic_exchange(&collecting, true)) CALLGRIND_TOGGLE_COLLECT;
 #endif
-    }
+  }
 }
 
 static void note_write(int fd) {
-    if (!is_socket(fd)) return;
+  if (!is_socket(fd)) return;
 #ifdef TURNAROUND_CALLGRIND
-    if (atomic_exchange(&collecting, false)) CALLGRIND_TOGGLE_COLLECT;
+  if (atomic_exchange(&collecting, false)) CALLGRIND_TOGGLE_COLLECT;
 #endif
-    long long since = atomic_exchange(&last_read_ns, -1);
-    if (since < 0 || samples == NULL) return;
-    size_t at = atomic_fetch_add(&sample_count, 1);
-    if (at < max_samples) samples[at] = (double)(now_ns() - since) / 1000.0;
+  long long since = atomic_exchange(&last_read_ns, -1);
+  if (since < 0 || samples == NULL) return;
+  size_t at = atomic_fetch_add(&sample_count, 1);
+  if (at < max_samples) samples[at] = (double)(now_ns() - since) / 1000.0;
 }
 
 // A socket's number is reused after close(): forget what it was.
 int close(int fd) {
-    static int (*real)(int);
-    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "close");
-    if (fd >= 0 && fd < max_fds) atomic_store_explicit(&fd_kind[fd], 0, memory_order_relaxed);
-    return real(fd);
+  static int (*real)(int);
+  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "close");
+  if (fd >= 0 && fd < max_fds) atomic_store_explicit(&fd_kind[fd], 0, memory_order_relaxed);
+  return real(fd);
 }
 
 // The libc function this one stands in for, looked up once.
-#define REAL(name) \
-    static __typeof__(&name) real_##name; \
-    if (!real_##name) real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
+#define REAL(name)                                                                                 \
+  static __typeof__(&name) real_##name;                                                            \
+  if (!real_##name) real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
 
 ssize_t read(int fd, void *buf, size_t n) {
-    REAL(read);
-    ssize_t got = real_read(fd, buf, n);
-    note_read(fd, got);
-    return got;
+  REAL(read);
+  ssize_t got = real_read(fd, buf, n);
+  note_read(fd, got);
+  return got;
 }
 
 ssize_t readv(int fd, const struct iovec *iov, int count) {
-    REAL(readv);
-    ssize_t got = real_readv(fd, iov, count);
-    note_read(fd, got);
-    return got;
+  REAL(readv);
+  ssize_t got = real_readv(fd, iov, count);
+  note_read(fd, got);
+  return got;
 }
 
 ssize_t recv(int fd, void *buf, size_t n, int flags) {
-    REAL(recv);
-    ssize_t got = real_recv(fd, buf, n, flags);
-    if (!(flags & MSG_PEEK)) note_read(fd, got);
-    return got;
+  REAL(recv);
+  ssize_t got = real_recv(fd, buf, n, flags);
+  if (!(flags & MSG_PEEK)) note_read(fd, got);
+  return got;
 }
 
 ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *len) {
-    REAL(recvfrom);
-    ssize_t got = real_recvfrom(fd, buf, n, flags, from, len);
-    if (!(flags & MSG_PEEK)) note_read(fd, got);
-    return got;
+  REAL(recvfrom);
+  ssize_t got = real_recvfrom(fd, buf, n, flags, from, len);
+  if (!(flags & MSG_PEEK)) note_read(fd, got);
+  return got;
 }
 
 ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
-    REAL(recvmsg);
-    ssize_t got = real_recvmsg(fd, msg, flags);
-    if (!(flags & MSG_PEEK)) note_read(fd, got);
-    return got;
+  REAL(recvmsg);
+  ssize_t got = real_recvmsg(fd, msg, flags);
+  if (!(flags & MSG_PEEK)) note_read(fd, got);
+  return got;
 }
 
 ssize_t write(int fd, const void *buf, size_t n) {
-    REAL(write);
-    note_write(fd);
-    return real_write(fd, buf, n);
+  REAL(write);
+  note_write(fd);
+  return real_write(fd, buf, n);
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int count) {
-    REAL(writev);
-    note_write(fd);
-    return real_writev(fd, iov, count);
+  REAL(writev);
+  note_write(fd);
+  return real_writev(fd, iov, count);
 }
 
 ssize_t send(int fd, const void *buf, size_t n, int flags) {
-    REAL(send);
-    note_write(fd);
-    return real_send(fd, buf, n, flags);
+  REAL(send);
+  note_write(fd);
+  return real_send(fd, buf, n, flags);
 }
 
 ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
                socklen_t len) {
-    REAL(sendto);
-    note_write(fd);
-    return real_sendto(fd, buf, n, flags, to, len);
+  REAL(sendto);
+  note_write(fd);
+  return real_sendto(fd, buf, n, flags, to, len);
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
-    REAL(sendmsg);
-    note_write(fd);
-    return real_sendmsg(fd, msg, flags);
+  REAL(sendmsg);
+  note_write(fd);
+  return real_sendmsg(fd, msg, flags);
 }
 
 __attribute__((constructor)) static void start(void) {
-    samples = malloc(sizeof(double) * max_samples);
+  samples = malloc(sizeof(double) * max_samples);
 }
 
 static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
 __attribute__((destructor)) static void report(void) {
-    size_t n = atomic_load(&sample_count);
-    if (n > max_samples) n = max_samples;
-    if (samples == NULL || n == 0) return;
-    qsort(samples, n, sizeof(double), by_value);
-    char line[512];
-    const char *label = getenv("TURNAROUND_LABEL");
-    int len = snprintf(line, sizeof line,
-        "%s%sturnaround n=%zu p10=%.2f median=%.2f p90=%.2f mean_us_trimmed=", label ? label : "",
-        label ? " " : "", n, samples[n / 10], samples[n / 2], samples[n * 9 / 10]);
-    // The mean of the middle 80%: steadier than the median when the distribution is bimodal.
-    double sum = 0;
-    size_t lo = n / 10, hi = n - n / 10;
-    for (size_t i = lo; i < hi; i++) sum += samples[i];
-    if (len > 0 && (size_t)len < sizeof line)
-        snprintf(line + len, sizeof line - (size_t)len, "%.2f\n", hi > lo ? sum / (double)(hi - lo) : 0);
-    const char *out = getenv("TURNAROUND_OUT");
-    FILE *file = out ? fopen(out, "a") : NULL;
-    fputs(line, file ? file : stderr);
-    if (file) fclose(file);
+  size_t n = atomic_load(&sample_count);
+  if (n > max_samples) n = max_samples;
+  if (samples == NULL || n == 0) return;
+  qsort(samples, n, sizeof(double), by_value);
+  char line[512];
+  const char *label = getenv("TURNAROUND_LABEL");
+  int len = snprintf(
+      line, sizeof line,
+      "%s%sturnaround n=%zu p10=%.2f median=%.2f p90=%.2f mean_us_trimmed=", label ? label : "",
+      label ? " " : "", n, samples[n / 10], samples[n / 2], samples[n * 9 / 10]);
+  // The mean of the middle 80%: steadier than the median when the distribution is bimodal.
+  double sum = 0;
+  size_t lo = n / 10, hi = n - n / 10;
+  for (size_t i = lo; i < hi; i++) sum += samples[i];
+  if (len > 0 && (size_t)len < sizeof line)
+    snprintf(line + len, sizeof line - (size_t)len, "%.2f\n",
+             hi > lo ? sum / (double)(hi - lo) : 0);
+  const char *out = getenv("TURNAROUND_OUT");
+  FILE *file = out ? fopen(out, "a") : NULL;
+  fputs(line, file ? file : stderr);
+  if (file) fclose(file);
 }
