@@ -262,18 +262,7 @@ extension Request {
     ) -> Execution {
         // Read in place: a copy of the settings costs as much as building the plan.
         let plan = Plan(settings: s.settings, requestID: request.id, queueBudget: budget)
-        var handlers: Handlers?
-        if s.settings.listener != nil || !s.settings.completions.isEmpty
-            || s.settings.headHandler != nil || s.settings.dataHandler != nil
-            || s.settings.progressHandler != nil || !s.settings.progressStreams.isEmpty
-        {
-            handlers = Handlers(
-                listener: s.settings.listener, completions: s.settings.completions,
-                headHandler: s.settings.headHandler, dataHandler: s.settings.dataHandler,
-                progressHandler: s.settings.progressHandler,
-                progressStreams: s.settings.progressStreams)
-            s.settings.progressStreams = []  // each stream follows one execution
-        }
+        let handlers = Handlers(taking: &s.settings)
         let run = Execution(request: request, plan: plan, handlers: handlers, observer: observer)
         s.run = run
         s.outcome = Outcome(startDate: Date(), originalURL: plan.url, effectiveURL: plan.url)

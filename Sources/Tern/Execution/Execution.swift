@@ -69,6 +69,23 @@ struct Handlers: Sendable {
     var wantsBytes: Bool { progressHandler != nil || !progressStreams.isEmpty }
 }
 
+// In an extension, so that the memberwise initializer stays.
+extension Handlers {
+    /// The closures the settings hold for one execution, or `nil` when they hold none. The
+    /// progress streams are taken: each follows one execution.
+    init?(taking settings: inout Request.Settings) {
+        guard settings.listener != nil || !settings.completions.isEmpty
+            || settings.headHandler != nil || settings.dataHandler != nil
+            || settings.progressHandler != nil || !settings.progressStreams.isEmpty
+        else { return nil }
+        self.init(
+            listener: settings.listener, completions: settings.completions,
+            headHandler: settings.headHandler, dataHandler: settings.dataHandler,
+            progressHandler: settings.progressHandler, progressStreams: settings.progressStreams)
+        settings.progressStreams = []
+    }
+}
+
 /// A response head as seen when it arrived.
 struct ResponseHead: Sendable {
     var status: Int
