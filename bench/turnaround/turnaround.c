@@ -84,50 +84,55 @@ static void note_write(int fd) {
   if (at < max_samples) samples[at] = (double)(now_ns() - since) / 1000.0;
 }
 
-// A socket's number is reused after close(): forget what it was.
-int close(int fd) {
-  static int (*real)(int);
-  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "close");
-  if (fd >= 0 && fd < max_fds) atomic_store_explicit(&fd_kind[fd], 0, memory_order_relaxed);
-  return real(fd);
-}
-
-// The libc function this one stands in for, looked up once.
+// The libc function this one stands in for, looked up on first use. Threads may race to
+// the first use: the pointer is read and written atomically (every writer stores the same
+// value), so the race is benign and defined.
 #define REAL(name)                                                                                 \
   static __typeof__(&name) real_##name;                                                            \
-  if (!real_##name) real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
+  __typeof__(&name) real_##name##_seen = __atomic_load_n(&real_##name, __ATOMIC_RELAXED);          \
+  if (!real_##name##_seen) {                                                                       \
+    real_##name##_seen = (__typeof__(&name))dlsym(RTLD_NEXT, #name);                               \
+    __atomic_store_n(&real_##name, real_##name##_seen, __ATOMIC_RELAXED);                          \
+  }
+
+// A socket's number is reused after close(): forget what it was.
+int close(int fd) {
+  REAL(close);
+  if (fd >= 0 && fd < max_fds) atomic_store_explicit(&fd_kind[fd], 0, memory_order_relaxed);
+  return real_close_seen(fd);
+}
 
 ssize_t read(int fd, void *buf, size_t n) {
   REAL(read);
-  ssize_t got = real_read(fd, buf, n);
+  ssize_t got = real_read_seen(fd, buf, n);
   note_read(fd, got);
   return got;
 }
 
 ssize_t readv(int fd, const struct iovec *iov, int count) {
   REAL(readv);
-  ssize_t got = real_readv(fd, iov, count);
+  ssize_t got = real_readv_seen(fd, iov, count);
   note_read(fd, got);
   return got;
 }
 
 ssize_t recv(int fd, void *buf, size_t n, int flags) {
   REAL(recv);
-  ssize_t got = real_recv(fd, buf, n, flags);
+  ssize_t got = real_recv_seen(fd, buf, n, flags);
   if (!(flags & MSG_PEEK)) note_read(fd, got);
   return got;
 }
 
 ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *len) {
   REAL(recvfrom);
-  ssize_t got = real_recvfrom(fd, buf, n, flags, from, len);
+  ssize_t got = real_recvfrom_seen(fd, buf, n, flags, from, len);
   if (!(flags & MSG_PEEK)) note_read(fd, got);
   return got;
 }
 
 ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
   REAL(recvmsg);
-  ssize_t got = real_recvmsg(fd, msg, flags);
+  ssize_t got = real_recvmsg_seen(fd, msg, flags);
   if (!(flags & MSG_PEEK)) note_read(fd, got);
   return got;
 }
@@ -135,32 +140,32 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
 ssize_t write(int fd, const void *buf, size_t n) {
   REAL(write);
   note_write(fd);
-  return real_write(fd, buf, n);
+  return real_write_seen(fd, buf, n);
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int count) {
   REAL(writev);
   note_write(fd);
-  return real_writev(fd, iov, count);
+  return real_writev_seen(fd, iov, count);
 }
 
 ssize_t send(int fd, const void *buf, size_t n, int flags) {
   REAL(send);
   note_write(fd);
-  return real_send(fd, buf, n, flags);
+  return real_send_seen(fd, buf, n, flags);
 }
 
 ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
                socklen_t len) {
   REAL(sendto);
   note_write(fd);
-  return real_sendto(fd, buf, n, flags, to, len);
+  return real_sendto_seen(fd, buf, n, flags, to, len);
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
   REAL(sendmsg);
   note_write(fd);
-  return real_sendmsg(fd, msg, flags);
+  return real_sendmsg_seen(fd, msg, flags);
 }
 
 __attribute__((constructor)) static void start(void) {
