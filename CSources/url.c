@@ -3,32 +3,30 @@
 #include "internal.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-static char *dup_range(const char *p, size_t n) {
-  char *s = tern__malloc(n + 1);
-  if (s) {
-    memcpy(s, p, n);
-    s[n] = '\0';
-  }
-  return s;
-}
-
 void tern__url_free(tern__url *u) {
-  free(u->host);
-  free(u->hostport);
-  free(u->target);
-  free(u->userinfo);
+  free(u->host); /* the one block that holds all four strings */
   memset(u, 0, sizeof *u);
 }
 
+/* ASCII only, whatever the locale: <ctype.h> would read the locale's tables (a Turkish
+ * locale lower-cases 'I' differently) and costs a call per byte. */
+static bool ascii_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static bool ascii_alnum(unsigned char c) {
+  return ascii_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+static bool ascii_xdigit(unsigned char c) {
+  return ascii_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+static char ascii_lower(unsigned char c) { return (char)(c >= 'A' && c <= 'Z' ? c + 32 : c); }
+
 /* Characters allowed in a reg-name host: unreserved, sub-delims, pct-encoded. */
 static bool is_host_char(unsigned char c) {
-  return isalnum(c) || strchr("-._~!$&'()*+,;=%", c) != NULL;
+  return ascii_alnum(c) || c == '.' || c == '-' || (c != 0 && strchr("_~!$&'()*+,;=%", c) != NULL);
 }
 
 int tern__url_parse(tern__url *out, const char *url) {
@@ -52,18 +50,14 @@ int tern__url_parse(tern__url *out, const char *url) {
     return TERN_EBADURL;
   }
 
-  size_t auth_len = strcspn(p, "/?#");
-  const char *auth = p, *rest = p + auth_len;
-  const char *at = NULL;
-  /* The last '@' ends the userinfo, as browsers and curl read it. */
-  for (const char *q = auth; q < auth + auth_len; q++)
-    if (*q == '@') at = q;
+  /* The authority ends at the first '/', '?' or '#'; the last '@' in it ends the userinfo,
+   * as browsers and curl read it. */
+  const char *auth = p, *rest = p, *at = NULL;
+  for (; *rest && *rest != '/' && *rest != '?' && *rest != '#'; rest++)
+    if (*rest == '@') at = rest;
+  size_t auth_len = (size_t)(rest - auth);
   const char *hp = auth;
-  if (at) {
-    u.userinfo = dup_range(auth, (size_t)(at - auth));
-    if (u.userinfo == NULL) goto nomem;
-    hp = at + 1;
-  }
+  if (at) hp = at + 1;
   const char *hend = auth + auth_len;
   const char *host_start, *host_end, *port_start = NULL;
   if (*hp == '[') {
@@ -72,7 +66,7 @@ int tern__url_parse(tern__url *out, const char *url) {
     host_start = hp + 1;
     host_end = close;
     for (const char *q = host_start; q < host_end; q++)
-      if (!isxdigit((unsigned char)*q) && *q != ':' && *q != '.') goto bad;
+      if (!ascii_xdigit((unsigned char)*q) && *q != ':' && *q != '.') goto bad;
     if (close + 1 < hend) {
       if (close[1] != ':') goto bad;
       port_start = close + 2;
@@ -90,24 +84,32 @@ int tern__url_parse(tern__url *out, const char *url) {
   if (port_start && port_start < hend) {
     unsigned long port = 0;
     for (const char *q = port_start; q < hend; q++) {
-      if (!isdigit((unsigned char)*q)) goto bad;
+      if (!ascii_digit((unsigned char)*q)) goto bad;
       port = port * 10 + (unsigned long)(*q - '0');
       if (port > 65535) goto bad;
     }
     if (port == 0) goto bad;
     u.port = (uint16_t)port;
   }
-  u.host = dup_range(host_start, (size_t)(host_end - host_start));
-  if (u.host == NULL) goto nomem;
-  for (char *q = u.host; *q; q++) *q = (char)tolower((unsigned char)*q);
+  /*
+   * Every request parses a URL: its four strings share one allocation, host first (so that
+   * freeing host frees them all), then "host[:port]" for the Host header, the target and the
+   * userinfo.
+   */
+  size_t hl = (size_t)(host_end - host_start);
+  const char *fragment = strchr(rest, '#');
+  size_t tlen = fragment ? (size_t)(fragment - rest) : strlen(rest);
+  bool slash = tlen == 0 || rest[0] != '/'; /* "http://h?q": the target still starts with "/" */
+  size_t ul = at ? (size_t)(at - auth) : 0;
+  char *block = tern__malloc((hl + 1) + (hl + 2 + 6 + 1) + (tlen + 2) + (at ? ul + 1 : 0));
+  if (block == NULL) goto nomem;
+  u.host = block;
+  for (size_t i = 0; i < hl; i++) u.host[i] = ascii_lower((unsigned char)host_start[i]);
+  u.host[hl] = '\0';
 
   bool default_port = u.port == (u.tls ? 443 : 80);
-  size_t hpcap = strlen(u.host) + 16;
-  u.hostport = tern__malloc(hpcap);
-  if (u.hostport == NULL) goto nomem;
-  /* "host", "host:port", "[v6]:port", by hand: every request parses a URL. */
+  u.hostport = u.host + hl + 1;
   char *w = u.hostport;
-  size_t hl = strlen(u.host);
   if (u.ipv6) *w++ = '[';
   memcpy(w, u.host, hl);
   w += hl;
@@ -119,19 +121,17 @@ int tern__url_parse(tern__url *out, const char *url) {
     *w++ = ':';
     while (nd) *w++ = digits[--nd];
   }
-  *w = '\0';
+  *w++ = '\0';
 
-  size_t tlen = strcspn(rest, "#");
-  if (tlen == 0 || rest[0] != '/') {
-    /* "http://h?q" has an empty path: the request target still starts with "/". */
-    u.target = tern__malloc(tlen + 2);
-    if (u.target == NULL) goto nomem;
-    u.target[0] = '/';
-    memcpy(u.target + 1, rest, tlen);
-    u.target[tlen + 1] = '\0';
-  } else {
-    u.target = dup_range(rest, tlen);
-    if (u.target == NULL) goto nomem;
+  u.target = w;
+  if (slash) *w++ = '/';
+  memcpy(w, rest, tlen);
+  w[tlen] = '\0';
+  w += tlen + 1;
+  if (at) {
+    u.userinfo = w;
+    memcpy(w, auth, ul);
+    w[ul] = '\0';
   }
   *out = u;
   return 0;
@@ -204,8 +204,8 @@ int tern__url_resolve(const tern__url *base, const char *location, char **out) {
 
   /* scheme ":" ... is absolute; a scheme is ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ). */
   const char *q = l;
-  if (isalpha((unsigned char)*q)) {
-    while (isalnum((unsigned char)*q) || *q == '+' || *q == '-' || *q == '.') q++;
+  if (ascii_alnum((unsigned char)*q) && !ascii_digit((unsigned char)*q)) {
+    while (ascii_alnum((unsigned char)*q) || *q == '+' || *q == '-' || *q == '.') q++;
   }
   if (q > l && *q == ':') {
     r = tern__str_append(&abs, l, strlen(l) + 1);
