@@ -240,6 +240,14 @@ public final class Engine: Sendable {
     /// no proxy settings of its own goes direct, with nothing to choose per request.
     let proxyEnvironmentNamesNoProxy: Bool
 
+    /// The configuration's TLS options are the defaults: a request without TLS options of its
+    /// own sets none on its C request.
+    let hasDefaultTLS: Bool
+
+    /// The logger takes debug lines: only then are a request's lines built. Read once, as the
+    /// engine decides once whether its C side logs.
+    let logsDebug: Bool
+
     /// The budget now: the configuration's until ``setMaxSpeed(receive:send:)`` changes it.
     /// The lock also orders concurrent changes, so the C engine ends with the last one.
     private let speed: Mutex<Bandwidth>
@@ -252,6 +260,8 @@ public final class Engine: Sendable {
     public init(configuration: Configuration = Configuration()) throws(TernError) {
         self.configuration = configuration
         proxyEnvironmentNamesNoProxy = configuration.proxyEnvironment.namesNoProxy
+        hasDefaultTLS = configuration.tls == TLSOptions.default
+        logsDebug = configuration.logger.logLevel <= .debug
         let bridge =
             CEngine.wantsLog(for: configuration.logger)
             ? LogBridge(logger: configuration.logger) : nil

@@ -10,6 +10,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Synchronization
 
 /// A pthread mutex, optionally recursive, with one condition variable (one allocation for
 /// both: an execution makes one per request).
@@ -80,3 +81,14 @@ final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+#if TERN_PTHREAD_LOCKS
+/// ThreadSanitizer builds (scripts/test.sh defines the flag): a pthread mutex, which it
+/// understands.
+typealias StateLock = Locked<Void>
+#else
+/// A lock guarding fields its owner marks as guarded, not a value of its own: the standard
+/// library's mutex, stored inline (no allocation, a futex rather than a pthread call).
+/// ThreadSanitizer cannot see its futex path, hence the pthread variant above.
+typealias StateLock = Mutex<Void>
+#endif

@@ -381,7 +381,8 @@ extension Execution {
         // A request that changed no rarely set setting has nothing more to say: no body,
         // download, own TLS options, timeouts or protocol choices.
         if !p.hasDefaultOptions { try configureOptions(h, attempt: attempt) }
-        if p.tls == nil { try configureTLS(h, p.engine.configuration.tls) }
+        // A switch, not `p.tls == nil`: that compared two TLSOptions? with ==, copying both.
+        if case .none = p.tls, !p.engine.hasDefaultTLS { try configureTLS(h, p.engine.configuration.tls) }
         if let timeLeft {
             try check(tern_request_set_timeout(h, TERN_TIMEOUT_TOTAL, milliseconds(timeLeft)), "total timeout")
         }
@@ -670,13 +671,19 @@ extension Execution {
         let length = tern_request_get_content_length(h)
         return ResponseHead(
             status: Int(tern_request_get_status(h)),
-            reason: String(cString: tern_request_get_reason(h)),
+            reason: Self.reason(tern_request_get_reason(h)),
             httpVersion: Self.responseVersion(h),
             fieldsSource: HeadFields(
                 block: UnsafeRawBufferPointer(start: block, count: block == nil ? 0 : blockLength),
                 sentHead: sent.flatMap { sentLength > 0 ? UnsafeRawBufferPointer(start: $0, count: sentLength) : nil }),
             contentLength: length >= 0 ? length : nil,
             isReused: tern_request_is_reused(h) != 0)
+    }
+
+    /// The reason phrase; "OK", most heads' phrase, without measuring and validating it.
+    private static func reason(_ phrase: UnsafePointer<CChar>) -> String {
+        if phrase[0] == 0x4F, phrase[1] == 0x4B, phrase[2] == 0 { return "OK" }
+        return String(cString: phrase)
     }
 
     /// The version of the current head: the engine's 10, 11 or 20, else its HTTP/1 minor
@@ -693,6 +700,8 @@ extension Execution {
 
     /// The `Set-Cookie` values of the current head, without reading the other fields.
     func setCookieValues(_ h: OpaquePointer) -> [String] {
+        // One lookup in C first: most heads set no cookie.
+        guard tern_request_get_header(h, "set-cookie") != nil else { return [] }
         var values: [String] = []
         for i in 0..<tern_request_get_header_count(h) {
             var name: UnsafePointer<CChar>?

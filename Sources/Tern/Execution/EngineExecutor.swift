@@ -10,7 +10,7 @@ import Dispatch
 public final class EngineExecutor: TaskExecutor, @unchecked Sendable {
     // `jobs` is guarded by `lock`; `core` is immutable.
     private let core: EngineCore
-    private let lock = ConditionLock()
+    private let lock = StateLock(())
     @exclusivity(unchecked) private var jobs: [UnownedJob] = []  // guarded by `lock`
 
     init(core: EngineCore) {
@@ -19,7 +19,7 @@ public final class EngineExecutor: TaskExecutor, @unchecked Sendable {
 
     public func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
-        let first: Bool = lock.withLock {
+        let first: Bool = lock.withLock { _ in
             jobs.append(unowned)
             return jobs.count == 1
         }
@@ -35,7 +35,7 @@ public final class EngineExecutor: TaskExecutor, @unchecked Sendable {
 
     fileprivate func drain() {
         core.noteLoopThread()
-        let batch: [UnownedJob] = lock.withLock {
+        let batch: [UnownedJob] = lock.withLock { _ -> [UnownedJob] in
             defer { jobs.removeAll(keepingCapacity: true) }
             return jobs
         }

@@ -21,6 +21,7 @@ import Foundation
 #endif
 import HTTPTypes
 import Logging
+import Synchronization
 
 /// An awaiting `response()` call. Unsafe rather than checked: every one is resumed exactly
 /// once, by finish() or by addContinuation() after the end, and the checked kind costs an
@@ -38,9 +39,14 @@ struct Waiters {
 
     /// Resumes every one with `result`.
     func resume(with result: Result<Response, TernError>) {
-        let result = result.mapError { $0 as any Error }
-        first?.resume(with: result)
-        for continuation in more { continuation.resume(with: result) }
+        switch result {
+        case .success(let response):
+            first?.resume(returning: response)
+            for continuation in more { continuation.resume(returning: response) }
+        case .failure(let error):
+            first?.resume(throwing: error)
+            for continuation in more { continuation.resume(throwing: error) }
+        }
     }
 }
 
@@ -56,24 +62,35 @@ enum ExecutionEvent: Sendable {
 
 /// The closures of one execution, copied from the request's settings when it starts and
 /// dropped by clearDelegatesAndCancel() or once the completion has been delivered. An
-/// execution whose request set none keeps none (`nil`), which most requests are.
-struct Handlers: Sendable {
-    var listener: Request.Listener?
-    var completions: [Request.Completion]
-    var headHandler: Request.HeadHandler?
-    var dataHandler: Request.DataHandler?
-    var progressHandler: Request.ProgressHandler?
-    var progressStreams: [AsyncStream<Request.Progress>.Continuation] = []
+/// execution whose request set none keeps none (`nil`), which most requests are. A class: the
+/// execution tests, takes and drops the optional under its lock several times per request,
+/// and a reference does each in one step where the struct's six fields were copied and
+/// destroyed one by one.
+final class Handlers: Sendable {
+    let listener: Request.Listener?
+    let completions: [Request.Completion]
+    let headHandler: Request.HeadHandler?
+    let dataHandler: Request.DataHandler?
+    let progressHandler: Request.ProgressHandler?
+    let progressStreams: [AsyncStream<Request.Progress>.Continuation]
 
-    /// Someone wants byte counts: a handler or a stream.
-    var wantsBytes: Bool { progressHandler != nil || !progressStreams.isEmpty }
-}
+    init(
+        listener: Request.Listener? = nil, completions: [Request.Completion] = [],
+        headHandler: Request.HeadHandler? = nil, dataHandler: Request.DataHandler? = nil,
+        progressHandler: Request.ProgressHandler? = nil,
+        progressStreams: [AsyncStream<Request.Progress>.Continuation] = []
+    ) {
+        self.listener = listener
+        self.completions = completions
+        self.headHandler = headHandler
+        self.dataHandler = dataHandler
+        self.progressHandler = progressHandler
+        self.progressStreams = progressStreams
+    }
 
-// In an extension, so that the memberwise initializer stays.
-extension Handlers {
     /// The closures the settings hold for one execution, or `nil` when they hold none. The
     /// progress streams are taken: each follows one execution.
-    init?(taking settings: inout Request.Settings) {
+    convenience init?(taking settings: inout Request.Settings) {
         guard settings.listener != nil || !settings.completions.isEmpty
             || settings.headHandler != nil || settings.dataHandler != nil
             || settings.progressHandler != nil || !settings.progressStreams.isEmpty
@@ -84,40 +101,82 @@ extension Handlers {
             progressHandler: settings.progressHandler, progressStreams: settings.progressStreams)
         settings.progressStreams = []
     }
+
+    /// Someone wants byte counts: a handler or a stream.
+    var wantsBytes: Bool { progressHandler != nil || !progressStreams.isEmpty }
 }
 
-/// A response head as seen when it arrived.
-struct ResponseHead: Sendable {
-    var status: Int
-    var reason: String
-    var httpVersion: Response.HTTPVersion
+/// A response head as seen when it arrived. A class: the head goes from the head callback
+/// to the attempt, the request's outcome and the report, and a reference moves where the
+/// struct's six fields were copied and destroyed at each step.
+final class ResponseHead: Sendable {
+    let status: Int
+    let reason: String
+    let httpVersion: Response.HTTPVersion
     /// The fields (and the request head that drew them), decoded when read.
-    var fieldsSource: HeadFields
+    let fieldsSource: HeadFields
     var fields: HTTPFields { fieldsSource.fields }
-    var contentLength: Int64?
-    var isReused: Bool
+    let contentLength: Int64?
+    let isReused: Bool
+
+    init(
+        status: Int, reason: String, httpVersion: Response.HTTPVersion, fieldsSource: HeadFields,
+        contentLength: Int64?, isReused: Bool
+    ) {
+        self.status = status
+        self.reason = reason
+        self.httpVersion = httpVersion
+        self.fieldsSource = fieldsSource
+        self.contentLength = contentLength
+        self.isReused = isReused
+    }
 }
 
-/// What one attempt left behind when it completed.
-struct AttemptReport: Sendable {
-    var error: TernError?
-    var head: ResponseHead?
-    var data: Data
-    var bytesReceived: UInt64
-    var contentLength: Int64?
-    var offset: UInt64
-    var timings: Response.Timings
+/// What one attempt left behind when it completed. A class: the report goes from the
+/// bridging code through the machine's step into the response, and a reference moves where
+/// the struct's seventeen fields were copied and destroyed at each step.
+final class AttemptReport: Sendable {
+    let error: TernError?
+    let head: ResponseHead?
+    let data: Data
+    let bytesReceived: UInt64
+    let contentLength: Int64?
+    let offset: UInt64
+    let timings: Response.Timings
     /// The request head as sent, when no response head carries it.
-    var sentHead: String?
-    var tlsInfo: TLSInfo?
-    var decodedEncoding: String?
-    var bytesDelivered: UInt64
-    var bodySkipped: Bool
+    let sentHead: String?
+    let tlsInfo: TLSInfo?
+    let decodedEncoding: String?
+    let bytesDelivered: UInt64
+    let bodySkipped: Bool
     /// The proxy's answer to this attempt's CONNECT, or 0.
-    var connectStatus: Int
+    let connectStatus: Int
     /// Where the redirects led, cleaned; `nil` when no redirect was followed.
-    var redirectedURL: URL?
-    var redirectCount: Int
+    let redirectedURL: URL?
+    let redirectCount: Int
+
+    init(
+        error: TernError?, head: ResponseHead?, data: Data, bytesReceived: UInt64,
+        contentLength: Int64?, offset: UInt64, timings: Response.Timings, sentHead: String?,
+        tlsInfo: TLSInfo?, decodedEncoding: String?, bytesDelivered: UInt64, bodySkipped: Bool,
+        connectStatus: Int, redirectedURL: URL?, redirectCount: Int
+    ) {
+        self.error = error
+        self.head = head
+        self.data = data
+        self.bytesReceived = bytesReceived
+        self.contentLength = contentLength
+        self.offset = offset
+        self.timings = timings
+        self.sentHead = sentHead
+        self.tlsInfo = tlsInfo
+        self.decodedEncoding = decodedEncoding
+        self.bytesDelivered = bytesDelivered
+        self.bodySkipped = bodySkipped
+        self.connectStatus = connectStatus
+        self.redirectedURL = redirectedURL
+        self.redirectCount = redirectCount
+    }
 }
 
 /// What a ``RequestQueue`` learns from an execution it started. Called on the engine's thread
@@ -159,7 +218,10 @@ final class Execution: @unchecked Sendable {
     /// wait for one in progress; recursive so a handler may clear its own request. Only made
     /// when such a handler exists.
     private let handlerGate: ConditionLock?
-    private let lock = ConditionLock()
+    /// Guards the fields below. A thread blocked in executeAndWait() sleeps on a semaphore of
+    /// its own in `sleepers` rather than on a condition variable, so that the lock can be the
+    /// standard library's inline mutex: no allocation, and no pthread call per round trip.
+    private let lock = StateLock(())
 
     // Guarded by `lock`. `@exclusivity(unchecked)`: the lock (or, for `local`, the one thread
     // that runs an attempt's callbacks) already keeps accesses apart, and the runtime's dynamic
@@ -179,6 +241,8 @@ final class Execution: @unchecked Sendable {
     @exclusivity(unchecked) private var drainer: UInt = 0
     @exclusivity(unchecked) private var completionDelivered = false
     @exclusivity(unchecked) private var inlineWaiters = 0
+    /// Threads blocked in waitForCompletion(), woken by wakeSleepers().
+    @exclusivity(unchecked) private var sleepers: [DispatchSemaphore] = []
     @exclusivity(unchecked) private var streamedBytes: UInt64 = 0
     @exclusivity(unchecked) private var lastBytesEvent = -Double.infinity
     @exclusivity(unchecked) private var bytesEventPending = false
@@ -196,6 +260,10 @@ final class Execution: @unchecked Sendable {
         var lastHead: ResponseHead?
         /// The C request in flight, from submit to its complete callback.
         var owner: CRequest?
+        /// The attempt's report, kept so that it is freed with the execution (after the next
+        /// request is written, see releaseExecution) rather than on the way to resuming the
+        /// caller.
+        var report: AttemptReport?
     }
     @exclusivity(unchecked) var local: AttemptLocal
     /// The queue entry that started this execution, told of its head, progress and end.
@@ -233,7 +301,7 @@ final class Execution: @unchecked Sendable {
             return
         }
         if let stage = cacheStage, answerFromCache(stage) { return }
-        let step = lock.withLock { machine.start(now: monotonicSeconds()) }
+        let step = lock.withLock { _ in machine.start(now: monotonicSeconds()) }
         perform(step, report: nil)
     }
 
@@ -245,7 +313,7 @@ final class Execution: @unchecked Sendable {
 
     /// Ends an execution that submits nothing (answered from the cache, or failed early).
     func finishWithoutAttempt(_ result: Result<Response, TernError>) {
-        _ = lock.withLock { machine.cancel() }  // idle → finished, nothing submitted
+        _ = lock.withLock { _ in machine.cancel() }  // idle → finished, nothing submitted
         finish(result, attempts: 0)
     }
 
@@ -267,10 +335,10 @@ final class Execution: @unchecked Sendable {
                 DispatchQueue.global().asyncAfter(deadline: .now() + delay) { self.retryDue() }
             }
         case .cancelAttempt:
-            let target = lock.withLock { current }
+            let target = lock.withLock { _ in current }
             if let target { cancelCRequest(target) }
         case .finish(let ending):
-            let attempts = lock.withLock { machine.attempts }
+            let attempts = lock.withLock { _ in machine.attempts }
             switch ending {
             case .lastAttempt:
                 guard let report else {
@@ -298,7 +366,7 @@ final class Execution: @unchecked Sendable {
     }
 
     private func retryDue() {
-        let step = lock.withLock { machine.retryDue(now: monotonicSeconds()) }
+        let step = lock.withLock { _ in machine.retryDue(now: monotonicSeconds()) }
         perform(step, report: nil)
     }
 
@@ -314,7 +382,7 @@ final class Execution: @unchecked Sendable {
             return
         }
         // A cancel that came while the request was built found no C request to cancel.
-        let cancelled = lock.withLock {
+        let cancelled = lock.withLock { _ in
             current = built
             return machine.cancelRequested
         }
@@ -322,19 +390,19 @@ final class Execution: @unchecked Sendable {
         do throws(TernError) {
             try submit(built)
         } catch {
-            lock.withLock { current = nil }
+            lock.withLock { _ in current = nil }
             attemptFailedLocally(number, error)
         }
     }
 
     /// An attempt that never reached the engine ends the execution with its error.
     private func attemptFailedLocally(_ number: Int, _ error: TernError) {
-        let step = lock.withLock {
+        let step = lock.withLock { _ in
             machine.attemptEnded(
                 attempt: number, .init(error: error.code, canReplayBody: false), now: monotonicSeconds())
         }
         if case .finish = step {
-            let attempts = lock.withLock { machine.attempts }
+            let attempts = lock.withLock { _ in machine.attempts }
             finish(.failure(error), attempts: attempts)
         }
     }
@@ -342,12 +410,12 @@ final class Execution: @unchecked Sendable {
     /// Pauses or resumes reading the current attempt's response (a streamed body whose
     /// consumer fell behind).
     func setReceivePaused(_ paused: Bool) {
-        if let target = lock.withLock({ current }) { pauseReceiving(target, paused) }
+        if let target = lock.withLock({ _ in current }) { pauseReceiving(target, paused) }
     }
 
     /// Cancels the execution: the current attempt, a pending retry, or the start.
     func cancel() {
-        let step = lock.withLock { machine.cancel() }
+        let step = lock.withLock { _ in machine.cancel() }
         perform(step, report: nil)
     }
 
@@ -355,7 +423,7 @@ final class Execution: @unchecked Sendable {
     /// is waited for).
     func silence() {
         handlerGate?.lock()
-        let streams = lock.withLock {
+        let streams = lock.withLock { _ in
             defer {
                 handlers = nil
                 silenced = true
@@ -372,7 +440,7 @@ final class Execution: @unchecked Sendable {
         let success = if case .success = result { true } else { false }
         // The closing event is taken with the result, in one step: nothing else changes the
         // machine's progress once the result is recorded.
-        let recording: (upload: Bool, percent: Int)?? = lock.withLock {
+        let recording: (upload: Bool, percent: Int)?? = lock.withLock { _ -> (upload: Bool, percent: Int)?? in
             guard !recorded else { return nil }
             recorded = true
             resultStorage = result
@@ -401,7 +469,7 @@ final class Execution: @unchecked Sendable {
         observer?.executionFinished(self, result: result)
         if deliversOnQueue {
             var schedule = false
-            lock.withLock {
+            lock.withLock { _ in
                 if let closing, handlers?.listener != nil {
                     schedule = enqueue(.progress(closing.upload ? .upload : .download, closing.percent, isFinal: true)) || schedule
                 }
@@ -413,10 +481,10 @@ final class Execution: @unchecked Sendable {
             }
             if schedule { plan.queue.async { self.drainFromQueue() } }
         } else {
-            let waiting: Waiters = lock.withLock {
+            let waiting: Waiters = lock.withLock { _ in
                 completionDelivered = true
-                if handlers != nil { handlers = nil }  // release what the closures captured
-                lock.broadcast()
+                handlers = nil  // release what the closures captured
+                wakeSleepers()
                 defer { continuations = Waiters() }
                 return continuations
             }
@@ -426,7 +494,7 @@ final class Execution: @unchecked Sendable {
 
     /// Adds an awaiting task; resumes it at once when the execution is already complete.
     func addContinuation(_ continuation: ResponseContinuation) {
-        let done: Result<Response, TernError>? = lock.withLock {
+        let done: Result<Response, TernError>? = lock.withLock { _ in
             if completionDelivered { return resultStorage }
             continuations.append(continuation)
             return nil
@@ -435,7 +503,7 @@ final class Execution: @unchecked Sendable {
     }
 
     /// The result, once finished.
-    var result: Result<Response, TernError>? { lock.withLock { resultStorage } }
+    var result: Result<Response, TernError>? { lock.withLock { _ in resultStorage } }
 
     // MARK: - Engine events (loop thread)
 
@@ -489,7 +557,7 @@ final class Execution: @unchecked Sendable {
             auth.hopResponded(status: status, url: local.hopURL, challenges: challenges)
         }
         let attempt = local.number
-        lock.withLock { machine.headArrived(attempt: attempt) }
+        lock.withLock { _ in machine.headArrived(attempt: attempt) }
         if let observer, tern_request_is_final_hop(handle) != 0 {
             observer.executionReceivedHead(self, contentLength: head.contentLength)
         }
@@ -513,7 +581,7 @@ final class Execution: @unchecked Sendable {
         var schedule = false
         var delivered: Int?
         var wantsBytes = false
-        lock.withLock {
+        lock.withLock { _ in
             delivered = machine.progress(attempt: attempt, upload: upload, percent: percent, bytes: done)
             // Without a listener or progress handler there is nothing to queue (and looking
             // into the optional handlers copies them).
@@ -549,7 +617,7 @@ final class Execution: @unchecked Sendable {
         if wantsBytes {
             var progress = snapshot
             progress.state = upload ? .upload : .download
-            schedule = lock.withLock { enqueue(.bytes(progress)) } || schedule
+            schedule = lock.withLock { _ in enqueue(.bytes(progress)) } || schedule
         }
         if schedule { plan.queue.async { self.drainFromQueue() } }
     }
@@ -580,10 +648,10 @@ final class Execution: @unchecked Sendable {
     }
 
     /// Whether some of the body reached the data handler.
-    var hasStreamedBody: Bool { lock.withLock { streamedBytes > 0 } }
+    var hasStreamedBody: Bool { lock.withLock { _ in streamedBytes > 0 } }
 
     func deliverData(_ data: Data) -> Bool {
-        lock.withLock { streamedBytes += UInt64(data.count) }
+        lock.withLock { _ in streamedBytes += UInt64(data.count) }
         return callOnEngineThread({ $0.dataHandler }) { $0(data) }
     }
 
@@ -635,6 +703,7 @@ final class Execution: @unchecked Sendable {
         // Bytes that arrived are handed over even when the request failed afterwards.
         _ = flushPending()
         let report = makeReport(owner, status: status)
+        local.report = report
         request.storage.withLock { s in
             s.outcome.head = report.head
             s.outcome.sentHead = report.sentHead
@@ -660,12 +729,12 @@ final class Execution: @unchecked Sendable {
             end.retryAfter = report.head?.fields[.retryAfter].flatMap(retryAfterSeconds)
         }
         let attempt = local.number
-        let step: ExecutionMachine.Step = lock.withLock {
+        let step: ExecutionMachine.Step = lock.withLock { _ in
             end.deliveredBody = streamedBytes > 0
             current = nil
             return machine.attemptEnded(attempt: attempt, end, now: monotonicSeconds())
         }
-        perform(step, report: consume report)  // moved, not copied, into the Optional
+        perform(step, report: report)
     }
 
     // MARK: - Delivery
@@ -675,84 +744,107 @@ final class Execution: @unchecked Sendable {
     /// Called with `lock` held.
     private func enqueue(_ event: ExecutionEvent) -> Bool {
         events.append(event)
-        lock.broadcast()
+        wakeSleepers()  // an inline waiter delivers it
         guard !scheduled, inlineWaiters == 0 else { return false }
         scheduled = true
         return true
     }
 
-    private func drainFromQueue() {
-        lock.lock()
-        scheduled = false
-        if !draining { drainLocked() }
-        lock.unlock()
+    /// Wakes every thread blocked in waitForCompletion() to look again. Called with `lock`
+    /// held.
+    private func wakeSleepers() {
+        guard !sleepers.isEmpty else { return }
+        for sleeper in sleepers { sleeper.signal() }
+        sleepers.removeAll()
     }
 
-    /// Delivers queued events one batch at a time. Called with `lock` held and nobody
-    /// draining; only one thread drains at a time, which keeps events in order even on a
-    /// concurrent queue.
-    private func drainLocked() {
+    private func drainFromQueue() {
+        let claimed = lock.withLock { _ in
+            scheduled = false
+            return claimDrain()
+        }
+        if claimed { drainClaimed() }
+    }
+
+    /// Makes the calling thread the one that drains, unless one already does. Called with
+    /// `lock` held.
+    private func claimDrain() -> Bool {
+        guard !draining else { return false }
         draining = true
         drainer = currentThreadID()
-        while !events.isEmpty {
-            let batch = events
-            events.removeAll()
-            lock.unlock()
+        return true
+    }
+
+    /// Delivers queued events one batch at a time, on the thread that claimed the drain; only
+    /// one thread drains at a time, which keeps events in order even on a concurrent queue.
+    private func drainClaimed() {
+        while true {
+            let batch: [ExecutionEvent] = lock.withLock { _ in
+                guard !events.isEmpty else {
+                    draining = false
+                    drainer = 0
+                    wakeSleepers()  // an inline waiter may drain now
+                    return []
+                }
+                defer { events.removeAll() }
+                return events
+            }
+            if batch.isEmpty { return }
             for event in batch { deliver(event) }
-            lock.lock()
         }
-        draining = false
-        drainer = 0
-        lock.broadcast()
     }
 
     /// Blocks until the completion has been delivered. With `inline`, the calling thread (which
     /// is on the callback queue, so the queue cannot run the events itself) delivers them.
     func waitForCompletion(inline: Bool) {
-        lock.lock()
-        if inline { inlineWaiters += 1 }
-        defer {
-            if inline { inlineWaiters -= 1 }
-            lock.unlock()
-        }
-        while !completionDelivered {
-            if inline, !draining, !events.isEmpty {
-                drainLocked()
-                continue
+        enum Next { case done, drain, sleep }
+        let wake = DispatchSemaphore(value: 0)
+        if inline { lock.withLock { _ in inlineWaiters += 1 } }
+        defer { if inline { lock.withLock { _ in inlineWaiters -= 1 } } }
+        while true {
+            let next: Next = lock.withLock { _ -> Next in
+                if completionDelivered { return .done }
+                if inline, !events.isEmpty, claimDrain() { return .drain }
+                sleepers.append(wake)  // signalled once, by the next wakeSleepers()
+                return .sleep
             }
-            lock.wait()
+            switch next {
+            case .done: return
+            case .drain: drainClaimed()
+            case .sleep: wake.wait()
+            }
         }
     }
 
     /// True when the calling thread is delivering this execution's events right now.
     var isDeliveringOnCurrentThread: Bool {
-        lock.withLock { draining && drainer == currentThreadID() }
+        lock.withLock { _ in draining && drainer == currentThreadID() }
     }
 
     private func deliver(_ event: ExecutionEvent) {
         switch event {
         case .progress(let state, let percent, let isFinal):
-            let listener: Request.Listener? = lock.withLock {
+            let listener: Request.Listener? = lock.withLock { _ -> Request.Listener? in
                 if machine.cancelRequested && !isFinal { return nil }
                 return handlers?.listener
             }
             if let listener, !listener(request, state, percent) { cancel() }
         case .bytes(let progress):
-            let (handler, streams) = lock.withLock {
+            let (handler, streams) = lock.withLock { _ in
                 (handlers?.progressHandler, handlers?.progressStreams ?? [])
             }
             handler?(request, progress)
             for stream in streams { stream.yield(progress) }
         case .completion:
-            let (completions, streams) = lock.withLock {
+            let (completions, streams) = lock.withLock { _ in
                 (handlers?.completions ?? [], handlers?.progressStreams ?? [])
             }
             for stream in streams { stream.finish() }
             for completion in completions { completion(request) }
-            let (waiting, result) = lock.withLock {
+            let (waiting, result) = lock.withLock { _ in
                 handlers = nil  // release what the closures captured
                 completionDelivered = true
-                lock.broadcast()
+                wakeSleepers()
                 defer { continuations = Waiters() }
                 return (continuations, resultStorage)
             }
@@ -768,7 +860,7 @@ final class Execution: @unchecked Sendable {
     func whileHandlersLive<T>(_ fallback: T, _ body: () -> T) -> T {
         handlerGate?.lock()
         defer { handlerGate?.unlock() }
-        guard lock.withLock({ !silenced }) else { return fallback }
+        guard lock.withLock({ _ in !silenced }) else { return fallback }
         return body()
     }
 
@@ -778,7 +870,7 @@ final class Execution: @unchecked Sendable {
         guard let gate = handlerGate else { return true }
         gate.lock()
         defer { gate.unlock() }
-        guard let handler = lock.withLock({ handlers.flatMap(pick) }) else { return true }
+        guard let handler = lock.withLock({ _ in handlers }).flatMap(pick) else { return true }
         return call(handler)
     }
 
@@ -790,13 +882,20 @@ final class Execution: @unchecked Sendable {
 
     var logMetadata: Logger.Metadata { ["tern.request": "\(plan.requestID)"] }
 
+    /// The head's status; "200 OK" without checking the phrase again, byte by byte.
+    private static func status(_ head: ResponseHead?) -> HTTPResponse.Status {
+        guard let head else { return HTTPResponse.Status(code: 0, reasonPhrase: "") }
+        if head.status == 200, head.reason == "OK" { return .ok }
+        return HTTPResponse.Status(code: head.status, reasonPhrase: head.reason)
+    }
+
     private func makeResponse(_ report: AttemptReport, attempts: Int) -> Response {
         let head = report.head
         return Response(storage: .init(
             url: report.redirectedURL ?? plan.url,
             originalURL: plan.url,
             redirectCount: report.redirectCount,
-            status: HTTPResponse.Status(code: head?.status ?? 0, reasonPhrase: head?.reason ?? ""),
+            status: Self.status(head),
             httpVersion: head?.httpVersion ?? .http1_1,
             contentLength: report.contentLength,
             offset: report.offset,

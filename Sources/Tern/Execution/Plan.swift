@@ -121,7 +121,7 @@ final class Plan: Sendable {
         queue = s.callbackQueue
         let o = s.options
         options = o
-        logsDebug = engine.logger.logLevel <= .debug
+        logsDebug = engine.logsDebug
         streamsBody = s.dataHandler != nil
 
         var problem: TernError?
@@ -136,7 +136,7 @@ final class Plan: Sendable {
         let target = RequestTarget(s.url)
         url = target.url
         urlString = target.string
-        hasExplicitAuthorization = fields[.authorization] != nil
+        hasExplicitAuthorization = !fields.isEmpty && fields[.authorization] != nil
         func checkFieldsAndURL() {
             if let name = s.invalidHeader {
                 fail(.badHeader, "header field \"\(name)\" has an invalid name or a CR, LF or NUL in its value")
