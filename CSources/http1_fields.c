@@ -163,6 +163,33 @@ int tern__parse_keep_alive_timeout(const char *value, size_t len, uint64_t *seco
   return -1;
 }
 
+/*
+ * ORing 0x20 into a byte folds case exactly here: the only bytes that become a lower-case
+ * letter are that letter and its upper case, a digit stays itself, and the other bytes that
+ * become '-' or a digit (CR, 0x10-0x19) are not token bytes.
+ */
+int tern__token_name_is(const char *name, size_t len, const char *lower) {
+  const uint64_t fold = 0x2020202020202020u;
+  uint64_t a, b, diff = 0;
+  if (len < 8) {
+    for (size_t i = 0; i < len; i++)
+      diff |= (uint64_t)(((unsigned char)name[i] | 0x20u) ^ (unsigned char)lower[i]);
+    return diff == 0;
+  }
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    memcpy(&a, name + i, 8);
+    memcpy(&b, lower + i, 8);
+    diff |= (a | fold) ^ b;
+  }
+  if (i < len) { /* the last eight bytes again, overlapping the ones compared */
+    memcpy(&a, name + len - 8, 8);
+    memcpy(&b, lower + len - 8, 8);
+    diff |= (a | fold) ^ b;
+  }
+  return diff == 0;
+}
+
 int tern__name_is(const char *name, size_t name_len, const char *lower) {
   size_t i;
 

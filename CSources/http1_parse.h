@@ -123,6 +123,11 @@ int tern__parse_keep_alive_timeout(const char *value, size_t len, uint64_t *seco
 /* Case-insensitive comparison of a header name view with a NUL-terminated lower-case name. */
 int tern__name_is(const char *name, size_t name_len, const char *lower);
 
+/* tern__name_is for a name the parser has checked is a token, against a lower-case name of
+ * letters, digits and '-' with exactly len bytes: eight bytes at a time. Every response's
+ * fields are looked at by name, and byte by byte that was 500 instructions a response. */
+int tern__token_name_is(const char *name, size_t len, const char *lower);
+
 /* Whether a request field stays out of an HTTP/2 request (RFC 9113 8.2.2): the connection's
  * own fields, Host (carried as :authority), Expect (the body goes at once), TE but "trailers". */
 int tern__h2_field_left_out(const char *name, size_t n, const char *value, size_t vn);

@@ -14,7 +14,7 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
     /* The length picks the one name worth comparing: most fields match none. */
     const char *nm = h[i].name;
     size_t nl = h[i].name_len;
-    if (nl == 14 && tern__name_is(nm, nl, "content-length")) {
+    if (nl == 14 && tern__token_name_is(nm, nl, "content-length")) {
       uint64_t v;
       if (tern__parse_content_length(h[i].value, h[i].value_len, &v) || (have_cl && v != cl)) {
         tern__request_set_error(req, TERN_EPROTO, "%s: invalid Content-Length", req->url.hostport);
@@ -22,13 +22,13 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
       }
       have_cl = true;
       cl = v;
-    } else if (nl == 17 && tern__name_is(nm, nl, "transfer-encoding")) {
+    } else if (nl == 17 && tern__token_name_is(nm, nl, "transfer-encoding")) {
       te = &h[i];
-    } else if (nl == 10 && tern__name_is(nm, nl, "connection")) {
+    } else if (nl == 10 && tern__token_name_is(nm, nl, "connection")) {
       conn_hdr = &h[i];
-    } else if (nl == 10 && tern__name_is(nm, nl, "keep-alive")) {
+    } else if (nl == 10 && tern__token_name_is(nm, nl, "keep-alive")) {
       ka = &h[i];
-    } else if (nl == 12 && tern__name_is(nm, nl, "content-size")) {
+    } else if (nl == 12 && tern__token_name_is(nm, nl, "content-size")) {
       csize = &h[i];
     }
   }

@@ -1147,6 +1147,40 @@ static int name_is(const char *s, size_t len, const char *lower) {
   return tern__name_is(guard_place(s, len), len, lower);
 }
 
+static int token_name_is(const char *s, size_t len, const char *lower) {
+  return tern__token_name_is(guard_place(s, len), len, lower);
+}
+
+/* The word-at-a-time comparison agrees with the byte-at-a-time one on every token name of
+ * the lengths the reader asks about, and on each byte a token may hold in every place. */
+TEST(token_name_is_agrees_with_name_is) {
+  static const char *const names[] = {
+    "content-length", "transfer-encoding", "connection", "keep-alive", "content-size", "te", "host"
+  };
+  static const char tchars[] =
+      "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+    const char *lower = names[k];
+    size_t len = strlen(lower);
+    char name[32];
+    memcpy(name, lower, len);
+    ASSERT(token_name_is(name, len, lower));
+    for (size_t i = 0; i < len; i++) {
+      for (const char *t = tchars; *t; t++) {
+        memcpy(name, lower, len);
+        name[i] = *t;
+        ASSERT_EQ(token_name_is(name, len, lower) != 0, name_is(name, len, lower) != 0);
+      }
+    }
+  }
+  ASSERT(token_name_is(S("Content-Length"), "content-length"));
+  ASSERT(token_name_is(S("CONNECTION"), "connection"));
+  ASSERT(!token_name_is(S("Content-Type"), "content-size"));
+  ASSERT(!token_name_is(S("Content_Length"), "content-length"));
+  ASSERT(!token_name_is(S("Keep-Alivf"), "keep-alive"));
+}
+
 TEST(name_is_compare) {
   ASSERT(name_is(S("Content-Length"), "content-length"));
   ASSERT(name_is(S("CONTENT-LENGTH"), "content-length"));
