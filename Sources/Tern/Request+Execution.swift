@@ -265,7 +265,15 @@ extension Request {
         let handlers = Handlers(taking: &s.settings)
         let run = Execution(request: request, plan: plan, handlers: handlers, observer: observer)
         s.run = run
-        s.outcome = Outcome(startDate: Date(), originalURL: plan.url, effectiveURL: plan.url)
+        if s.outcome.startDate == nil {
+            // The first execution: the outcome is still empty, three fields say it started
+            // (where a new Outcome was built, moved in and the empty one destroyed).
+            s.outcome.startDate = Date()
+            s.outcome.originalURL = plan.url
+            s.outcome.effectiveURL = plan.url
+        } else {
+            s.outcome = Outcome(startDate: Date(), originalURL: plan.url, effectiveURL: plan.url)
+        }
         return run
     }
 }

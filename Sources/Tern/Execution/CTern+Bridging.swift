@@ -253,6 +253,16 @@ private func execution(_ context: UnsafeMutableRawPointer) -> Execution {
     return execution
 }
 
+/// Runs `body` with the Execution behind a context pointer, borrowed: the submit's retain
+/// keeps it alive until after its complete callback, so the callbacks every request gets
+/// (hops, progress) take no retain and release of their own.
+private func withExecution<Result>(_ context: UnsafeMutableRawPointer, _ body: (Execution) -> Result) -> Result {
+    Unmanaged<Execution>.fromOpaque(context)._withUnsafeGuaranteedRef { execution in
+        execution.plan.engine.noteLoopThread()
+        return body(execution)
+    }
+}
+
 private let completeCallback: tern_complete_cb = { _, status, context in
     guard let context else { return }
     let retained = Unmanaged<Execution>.fromOpaque(context)
@@ -277,19 +287,20 @@ private let releaseExecution: @convention(c) (UnsafeMutableRawPointer?) -> Void 
 
 private let progressCallback: tern_progress_cb = { _, state, percent, done, total, context in
     guard let context else { return 0 }
-    execution(context).didProgress(
-        upload: state == TERN_PROGRESS_UPLOAD, percent: Int(percent), done: done, total: total)
+    withExecution(context) {
+        $0.didProgress(upload: state == TERN_PROGRESS_UPLOAD, percent: Int(percent), done: done, total: total)
+    }
     return 0
 }
 
 private let hopResponseCallback: tern_hop_response_cb = { handle, status, context in
     guard let context, let handle else { return 0 }
-    return execution(context).didReceiveHead(handle, status: Int(status)) ? 0 : 1
+    return withExecution(context) { $0.didReceiveHead(handle, status: Int(status)) } ? 0 : 1
 }
 
 private let hopRequestCallback: tern_hop_request_cb = { handle, url, context in
     guard let context, let handle else { return 0 }
-    execution(context).willSendHop(handle, url: url)
+    withExecution(context) { $0.willSendHop(handle, url: url) }
     return 0
 }
 

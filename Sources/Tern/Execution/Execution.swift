@@ -270,6 +270,12 @@ final class Execution: @unchecked Sendable {
     let observer: (any ExecutionObserver)?
     /// The cache's part in this execution, when the request uses a cache.
     let cacheStage: CacheStage?
+    /// Nobody can look at a head before the end: no head, data or authentication handler,
+    /// no listener or progress handler, no queue observer and no cache. Unless a hop brings
+    /// credentials to settle, its head then only hands its cookies to the jar, and the final
+    /// head is read once, at completion (``Request/statusCode`` is documented as readable from the
+    /// first listener event and in the head handler, which such a request has not).
+    let readsHeadsLate: Bool
 
     init(request: Request, plan: Plan, handlers: Handlers?, observer: (any ExecutionObserver)? = nil) {
         self.request = request
@@ -288,6 +294,8 @@ final class Execution: @unchecked Sendable {
             handlers?.headHandler != nil || handlers?.dataHandler != nil || plan.authHandler != nil
             ? ConditionLock(recursive: true) : nil
         self.handlers = handlers
+        readsHeadsLate =
+            handlerGate == nil && !deliversOnQueue && observer == nil && cacheStage == nil
         machine = ExecutionMachine(policy: plan.policy)
         local = AttemptLocal(hopURL: plan.url)
     }
@@ -542,6 +550,16 @@ final class Execution: @unchecked Sendable {
     /// completion.
     func didReceiveHead(_ handle: OpaquePointer, status: Int) -> Bool {
         let challenged = status == 401 || status == 407
+        // Credentials to settle: a challenge to answer, or a coordinator with attempts.
+        if readsHeadsLate, !(challenged && answersChallenges), madeAuthentication == nil {
+            if let jar = plan.cookieJar, status != 407 {
+                let values = setCookieValues(handle)
+                if !values.isEmpty { _ = jar.store(setCookieHeaders: values, from: local.hopURL) }
+            }
+            let attempt = local.number
+            lock.withLock { _ in machine.headArrived(attempt: attempt) }
+            return true
+        }
         let head = readHead(handle)
         local.lastHead = head
         if let jar = plan.cookieJar, status != 407 {
@@ -704,7 +722,9 @@ final class Execution: @unchecked Sendable {
         _ = flushPending()
         let report = makeReport(owner, status: status)
         local.report = report
+        let interim = readsHeadsLate ? readInterimHeads(owner.pointer) : nil
         request.storage.withLock { s in
+            if readsHeadsLate { s.outcome.interimHeads = interim }
             s.outcome.head = report.head
             s.outcome.sentHead = report.sentHead
             s.outcome.data = report.data
