@@ -105,14 +105,8 @@ int tern__request_next_hop(tern_request_t *req) {
                   (status == 301 && post && !(req->hop.redirect_flags & TERN_REDIRECT_POST_301)) ||
                   (status == 302 && post && !(req->hop.redirect_flags & TERN_REDIRECT_POST_302));
     if (to_get) {
-      char *get = tern__strdup("GET");
-      if (get == NULL) {
-        tern__url_free(&next);
-        free(abs);
-        return TERN_ENOMEM;
-      }
-      free(req->method);
-      req->method = get;
+      tern__method_free(req->method);
+      req->method = tern__method_get;
       tern__request_clear_body(req);
       replay_body = false;
       /* The headers that described the body go with it (Fetch 4.4, and curl). */

@@ -218,6 +218,12 @@ typedef struct {
   bool ipv6;
 } tern__url;
 
+/* "GET", shared by every request that keeps the default method (request.c): most requests
+ * would otherwise copy it and free the copy. */
+extern char tern__method_get[];
+/* Frees a request's method unless it is the shared "GET". */
+void tern__method_free(char *method);
+
 int tern__url_parse(tern__url *u, const char *url);
 void tern__url_free(tern__url *u);
 /* The absolute URL a Location value names, relative to `base`: *out (malloc'd) or a TERN_E*. */
@@ -425,7 +431,7 @@ struct tern_request {
   char errmsg[256];
 
   /* ---- what to send (request.c; serialized by request_head.c) ---- */
-  char *method;
+  char *method; /* malloc'd, or tern__method_get (never freed) */
   bool has_url;
   tern__url url;
   char *url_str;       /* the URL as the caller set it */

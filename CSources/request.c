@@ -11,16 +11,18 @@
 
 atomic_uint_fast64_t tern__requests_live;
 
+char tern__method_get[] = "GET";
+
+void tern__method_free(char *method) {
+  if (method != tern__method_get) free(method);
+}
+
 int tern_request_new(tern_request_t **out) {
   if (out == NULL) return TERN_EINVAL;
   *out = NULL;
   tern_request_t *req = tern__calloc(1, sizeof *req);
   if (req == NULL) return TERN_ENOMEM;
-  req->method = tern__strdup("GET");
-  if (req->method == NULL) {
-    free(req);
-    return TERN_ENOMEM;
-  }
+  req->method = tern__method_get;
   tern__list_init(&req->node);
   tern__list_init(&req->cancel_node);
   atomic_init(&req->refs, 1);
@@ -48,7 +50,7 @@ int tern_request_new(tern_request_t **out) {
 }
 
 static void destroy(tern_request_t *req) {
-  free(req->method);
+  tern__method_free(req->method);
   tern__url_free(&req->url);
   tern__str_free(&req->headers);
   free(req->sink.path);
@@ -143,7 +145,7 @@ int tern_request_set_method(tern_request_t *req, const char *method) {
   if (!is_token(method)) return TERN_EINVAL;
   char *m = tern__strdup(method);
   if (m == NULL) return TERN_ENOMEM;
-  free(req->method);
+  tern__method_free(req->method);
   req->method = m;
   return 0;
 }
