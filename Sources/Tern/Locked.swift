@@ -1,7 +1,9 @@
-// Locks: a value behind a lock (Alamofire's `Protected`, NIO's `NIOLockedValueBox`) and a
-// mutex with a condition for the one place that waits (executeAndWait). Both are plain pthread
-// objects: ThreadSanitizer understands them (Synchronization.Mutex's futex path on Linux is
-// invisible to it and shows up as false races), and they need nothing from Foundation.
+// Locks: a value behind a lock (Alamofire's `Protected`, NIO's `NIOLockedValueBox`), a mutex
+// with a condition for the places that wait, and the lock of an execution's guarded fields
+// (StateLock). The first two are plain pthread objects: ThreadSanitizer understands them
+// (Synchronization.Mutex's futex path on Linux is invisible to it and shows up as false races),
+// and they need nothing from Foundation. StateLock is a Mutex except in the ThreadSanitizer
+// build.
 
 #if canImport(Glibc)
 import Glibc
@@ -13,7 +15,7 @@ import Darwin
 import Synchronization
 
 /// A pthread mutex, optionally recursive, with one condition variable (one allocation for
-/// both: an execution makes one per request).
+/// both).
 package final class ConditionLock: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
