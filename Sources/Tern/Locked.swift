@@ -89,21 +89,16 @@ final class Locked<Value>: @unchecked Sendable {
 /// understands. Not `Locked<Void>`: TSan took the inout accesses to its zero-sized value, all
 /// at one address, for racing accesses to the object (216 reports in one run, every one on
 /// an execution's lock).
-final class StateLock: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+final class StateLock: Sendable {
+    private let mutex = ConditionLock()
 
-    init(_: Void) { pthread_mutex_init(mutex, nil) }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
+    init(_: Void) {}
 
     func withLock<Result>(_ body: (inout Void) throws -> Result) rethrows -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        var nothing: Void = ()
-        return try body(&nothing)
+        try mutex.withLock {
+            var nothing: Void = ()
+            return try body(&nothing)
+        }
     }
 }
 #else
