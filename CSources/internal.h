@@ -222,7 +222,9 @@ typedef struct {
  * would otherwise copy it and free the copy. */
 extern char tern__method_get[];
 /* Frees a request's method unless it is the shared "GET". */
-void tern__method_free(char *method);
+static inline void tern__method_free(char *method) {
+  if (method != tern__method_get) free(method);
+}
 
 int tern__url_parse(tern__url *u, const char *url);
 void tern__url_free(tern__url *u);
