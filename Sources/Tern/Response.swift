@@ -44,7 +44,7 @@ public struct Response: Sendable {
     /// (ASIHTTPRequest's `originalURL`).
     public var originalURL: URL { storage.originalURL }
     /// How many redirects were followed to reach ``url`` (0 when none).
-    public var redirectCount: Int { storage.redirectCount }
+    public var redirectCount: Int { storage.report.redirectCount }
     /// The final status, with its reason phrase.
     ///
     /// A download resumed from a file that was already complete needs no exchange and
@@ -52,7 +52,7 @@ public struct Response: Sendable {
     public var status: HTTPResponse.Status { storage.status }
     /// The HTTP version the response came in, such as ``HTTPVersion/http2``
     /// (``HTTPVersion/http1_1`` for a response from a cache); see ``Request/httpVersion``.
-    public var httpVersion: HTTPVersion { storage.httpVersion }
+    public var httpVersion: HTTPVersion { storage.report.head?.httpVersion ?? .http1_1 }
     /// The response's HTTP minor version: 1 for HTTP/1.1, 0 for HTTP/1.0 and HTTP/2. Read
     /// ``httpVersion`` to tell HTTP/2 apart.
     public var httpMinorVersion: Int { httpVersion.minor }
@@ -60,112 +60,69 @@ public struct Response: Sendable {
     public var headerFields: HTTPFields { head.fields }
     /// The body length the server announced (`Content-Length`, or `Content-Size` with a
     /// chunked body), or `nil` when it did not say.
-    public var contentLength: Int64? { storage.contentLength }
+    public var contentLength: Int64? { storage.report.contentLength }
     /// Where the body starts in the resource: the first byte of a 206 range, or 0.
-    public var offset: UInt64 { storage.offset }
+    public var offset: UInt64 { storage.report.offset }
     /// Body bytes received by the final attempt.
-    public var bytesReceived: UInt64 { storage.bytesReceived }
+    public var bytesReceived: UInt64 { storage.report.bytesReceived }
     /// The body kept in memory. Empty when it went to ``Request/downloadFile`` or
     /// ``Request/dataHandler`` (except the up to 1 MiB kept for a non-2xx status with a
     /// download file).
-    public var data: Data { storage.data }
+    public var data: Data { storage.report.data }
     /// The file that received the body, if any.
     public var downloadFile: String? { storage.downloadFile }
     /// True when the request went out on a connection kept from an earlier request.
-    public var isReused: Bool { storage.isReused }
+    public var isReused: Bool { storage.report.head?.isReused ?? false }
     /// True when the response came from an ``HTTPCache`` rather than the network.
     public var isFromCache: Bool { storage.isFromCache }
     /// How many attempts the request took (1 without retries).
     public var attempts: Int { storage.attempts }
     /// Timings of the final attempt.
-    public var timings: Timings { storage.timings }
+    public var timings: Timings { storage.report.timings }
     /// The request head as sent (request line and header fields), for logs.
     public var sentRequestHead: String? { sentHeadText ?? head.sentHead }
     /// The TLS facts of the connection (version, resumption, client certificate asked),
     /// or `nil` for plain HTTP.
-    public var tlsInfo: TLSInfo? { storage.tlsInfo }
+    public var tlsInfo: TLSInfo? { storage.report.tlsInfo }
     /// The encoding Tern decoded the body from (`"gzip"`, `"deflate"`, `"br"` or `"zstd"`),
     /// or `nil` when
     /// ``data`` is the body as sent.
-    public var decodedEncoding: String? { storage.decodedEncoding }
+    public var decodedEncoding: String? { storage.report.decodedEncoding }
     /// Body bytes delivered to memory, the download file or the data handler: the decoded
     /// size when the body was decoded (``bytesReceived`` counts the wire bytes).
-    public var bytesDelivered: UInt64 { storage.bytesDelivered }
+    public var bytesDelivered: UInt64 { storage.report.bytesDelivered }
     /// True when the server answered before the request body was sent, so the body was
     /// skipped (see ``Request/expectContinue``).
-    public var isRequestBodySkipped: Bool { storage.isRequestBodySkipped }
+    public var isRequestBodySkipped: Bool { storage.report.bodySkipped }
 
     /// The header fields (and the request head) as copied from the engine, decoded when read.
-    var head: HeadFields { storage.head }
+    var head: HeadFields { storage.report.head?.fieldsSource ?? .empty }
     /// A request head known as text, for a response whose ``head`` does not carry one.
-    var sentHeadText: String? { storage.sentHeadText }
+    var sentHeadText: String? { storage.report.head == nil ? storage.report.sentHead : nil }
 
-    /// The fields in one object, so that handing a response around (into the request's
-    /// result, to each awaiting task) copies one reference, not twenty fields.
+    /// The response in one object, so that handing it around (into the request's result, to
+    /// each awaiting task) copies one reference. What the final attempt left (or what a cache
+    /// entry stands for) is its report, kept as it is rather than copied field by field.
     final class Storage: Sendable {
+        let report: AttemptReport
         let url: URL
         let originalURL: URL
-        let redirectCount: Int
         let status: HTTPResponse.Status
-        let httpVersion: HTTPVersion
-        let contentLength: Int64?
-        let offset: UInt64
-        let bytesReceived: UInt64
-        let data: Data
         let downloadFile: String?
-        let isReused: Bool
         let isFromCache: Bool
         let attempts: Int
-        let timings: Timings
-        let tlsInfo: TLSInfo?
-        let decodedEncoding: String?
-        let bytesDelivered: UInt64
-        let isRequestBodySkipped: Bool
-        let head: HeadFields
-        let sentHeadText: String?
 
         init(
-            url: URL,
-            originalURL: URL,
-            redirectCount: Int,
-            status: HTTPResponse.Status,
-            httpVersion: HTTPVersion,
-            contentLength: Int64?,
-            offset: UInt64,
-            bytesReceived: UInt64,
-            data: Data,
-            downloadFile: String?,
-            isReused: Bool,
-            isFromCache: Bool,
-            attempts: Int,
-            timings: Timings,
-            tlsInfo: TLSInfo?,
-            decodedEncoding: String?,
-            bytesDelivered: UInt64,
-            isRequestBodySkipped: Bool,
-            head: HeadFields,
-            sentHeadText: String?
+            report: AttemptReport, url: URL, originalURL: URL, status: HTTPResponse.Status,
+            downloadFile: String?, isFromCache: Bool, attempts: Int
         ) {
+            self.report = report
             self.url = url
             self.originalURL = originalURL
-            self.redirectCount = redirectCount
             self.status = status
-            self.httpVersion = httpVersion
-            self.contentLength = contentLength
-            self.offset = offset
-            self.bytesReceived = bytesReceived
-            self.data = data
             self.downloadFile = downloadFile
-            self.isReused = isReused
             self.isFromCache = isFromCache
             self.attempts = attempts
-            self.timings = timings
-            self.tlsInfo = tlsInfo
-            self.decodedEncoding = decodedEncoding
-            self.bytesDelivered = bytesDelivered
-            self.isRequestBodySkipped = isRequestBodySkipped
-            self.head = head
-            self.sentHeadText = sentHeadText
         }
     }
 

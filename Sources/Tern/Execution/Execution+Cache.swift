@@ -378,13 +378,10 @@ extension Execution {
             s.outcome.progress.bytesExpected = length
         }
         return Response(storage: .init(
-            url: plan.url, originalURL: plan.url, redirectCount: 0,
+            report: AttemptReport(stored: responseHead, data: data, length: length), url: plan.url,
+            originalURL: plan.url,
             status: HTTPResponse.Status(code: head.status, reasonPhrase: head.reason),
-            httpVersion: .http1_1, contentLength: responseHead.contentLength,
-            offset: 0, bytesReceived: length, data: data, downloadFile: downloadFile,
-            isReused: false, isFromCache: true, attempts: 0, timings: Response.Timings(),
-            tlsInfo: nil, decodedEncoding: nil, bytesDelivered: length,
-            isRequestBodySkipped: false, head: responseHead.fieldsSource, sentHeadText: nil))
+            downloadFile: downloadFile, isFromCache: true, attempts: 0))
     }
 
     /// True for a regular file (false for a device such as /dev/null, or nothing).
@@ -416,19 +413,18 @@ extension Execution {
 
     /// `only-if-cached` (or the "don't load" policy) with nothing usable stored.
     private func gatewayTimeout() -> Response {
+        let head = ResponseHead(
+            status: 504, reason: "Gateway Timeout", httpVersion: .http1_1, fieldsSource: .empty,
+            contentLength: 0, isReused: false)
         request.storage.withLock { s in
-            s.outcome.head = ResponseHead(
-                status: 504, reason: "Gateway Timeout", httpVersion: .http1_1, fieldsSource: .empty,
-                contentLength: 0, isReused: false)
+            s.outcome.head = head
             s.outcome.data = Data()
         }
         return Response(storage: .init(
-            url: plan.url, originalURL: plan.url, redirectCount: 0,
+            report: AttemptReport(stored: head, data: Data(), length: 0), url: plan.url,
+            originalURL: plan.url,
             status: HTTPResponse.Status(code: 504, reasonPhrase: "Gateway Timeout"),
-            httpVersion: .http1_1, contentLength: 0, offset: 0, bytesReceived: 0,
-            data: Data(), downloadFile: nil, isReused: false, isFromCache: false, attempts: 0,
-            timings: Response.Timings(), tlsInfo: nil, decodedEncoding: nil,
-            bytesDelivered: 0, isRequestBodySkipped: false, head: .empty, sentHeadText: nil))
+            downloadFile: nil, isFromCache: false, attempts: 0))
     }
 }
 
@@ -450,5 +446,16 @@ extension Request {
         let copy = Request(url: settings.url, method: settings.method)
         copy.storage.withLock { $0.settings = settings }
         return copy
+    }
+}
+
+extension AttemptReport {
+    /// What a response the cache answers with stands for: its head and body, no exchange.
+    convenience init(stored head: ResponseHead, data: Data, length: UInt64) {
+        self.init(
+            error: nil, head: head, data: data, bytesReceived: length,
+            contentLength: head.contentLength, offset: 0, timings: Response.Timings(), sentHead: nil,
+            tlsInfo: nil, decodedEncoding: nil, bytesDelivered: length, bodySkipped: false,
+            connectStatus: 0, redirectedURL: nil, redirectCount: 0)
     }
 }

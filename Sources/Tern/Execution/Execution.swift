@@ -910,28 +910,10 @@ final class Execution: @unchecked Sendable {
     }
 
     private func makeResponse(_ report: AttemptReport, attempts: Int) -> Response {
-        let head = report.head
-        return Response(storage: .init(
-            url: report.redirectedURL ?? plan.url,
-            originalURL: plan.url,
-            redirectCount: report.redirectCount,
-            status: Self.status(head),
-            httpVersion: head?.httpVersion ?? .http1_1,
-            contentLength: report.contentLength,
-            offset: report.offset,
-            bytesReceived: report.bytesReceived,
-            data: report.data,
-            downloadFile: plan.download?.path,
-            isReused: head?.isReused ?? false,
-            isFromCache: false,
-            attempts: attempts,
-            timings: report.timings,
-            tlsInfo: report.tlsInfo,
-            decodedEncoding: report.decodedEncoding,
-            bytesDelivered: report.bytesDelivered,
-            isRequestBodySkipped: report.bodySkipped,
-            head: head?.fieldsSource ?? .empty,
-            sentHeadText: head == nil ? report.sentHead : nil))
+        Response(storage: .init(
+            report: report, url: report.redirectedURL ?? plan.url, originalURL: plan.url,
+            status: Self.status(report.head), downloadFile: plan.download?.path, isFromCache: false,
+            attempts: attempts))
     }
 
     private func logSummary(_ result: Result<Response, TernError>, attempts: Int) {
