@@ -218,7 +218,7 @@ typedef struct {
   bool ipv6;
 } tern__url;
 
-/* "GET", shared by every request that keeps the default method (request.c): most requests
+/* "GET", shared by every request that keeps the default method (str.c): most requests
  * would otherwise copy it and free the copy. */
 extern char tern__method_get[];
 /* Frees a request's method unless it is the shared "GET". */

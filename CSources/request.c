@@ -11,8 +11,6 @@
 
 atomic_uint_fast64_t tern__requests_live;
 
-char tern__method_get[] = "GET";
-
 int tern_request_new(tern_request_t **out) {
   if (out == NULL) return TERN_EINVAL;
   *out = NULL;

@@ -1,10 +1,15 @@
-/* The growable byte string (tern__str) every part of the engine builds text in. */
+/* The growable byte string (tern__str) every part of the engine builds text in, and the
+ * engine's shared strings. */
 #include "internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Here, at the bottom, so that request.c (which starts requests with it) and hops.c (which
+ * turns a redirected POST into a GET) share it without one calling into the other. */
+char tern__method_get[] = "GET";
 
 int tern__str_reserve(tern__str *s, size_t extra) {
   if (extra <= s->cap - s->len) return 0;
