@@ -247,15 +247,10 @@ func nextAttemptToken() -> UInt64 {
 private let attemptTokens = Atomic<UInt64>(1)
 
 // The C callbacks: each recovers the Execution from its context pointer.
-private func execution(_ context: UnsafeMutableRawPointer) -> Execution {
-    let execution = Unmanaged<Execution>.fromOpaque(context).takeUnretainedValue()
-    execution.plan.engine.noteLoopThread()
-    return execution
-}
 
 /// Runs `body` with the Execution behind a context pointer, borrowed: the submit's retain
-/// keeps it alive until after its complete callback, so the callbacks every request gets
-/// (hops, progress) take no retain and release of their own.
+/// keeps it alive until after its complete callback, so the callbacks take no retain and
+/// release of their own.
 private func withExecution<Result>(_ context: UnsafeMutableRawPointer, _ body: (Execution) -> Result) -> Result {
     Unmanaged<Execution>.fromOpaque(context)._withUnsafeGuaranteedRef { execution in
         execution.plan.engine.noteLoopThread()
@@ -306,19 +301,20 @@ private let hopRequestCallback: tern_hop_request_cb = { handle, url, context in
 
 private let authCallback: tern_auth_cb = { handle, isProxy, scheme, realm, context in
     guard let context, let handle else { return 0 }
-    return execution(context).answerChallenge(
-        handle, isProxy: isProxy != 0, scheme: scheme.map { String(cString: $0) } ?? "",
-        realm: realm.map { String(cString: $0) } ?? "")
+    return withExecution(context) {
+        $0.answerChallenge(
+            handle, isProxy: isProxy != 0, scheme: scheme.map { String(cString: $0) } ?? "",
+            realm: realm.map { String(cString: $0) } ?? "")
+    }
 }
 
 /// The PAC script's answer for a hop, copied into the engine's buffer; a failure ends the
 /// request with its message.
 private let proxyListCallback: tern_proxy_cb = { _, url, host, out, capacity, context in
     guard let context, let out, capacity > 0 else { return TERN_EINVAL.rawValue }
-    let execution = execution(context)
     let answer: String
     var code: Int32 = 0
-    if let pac = execution.plan.proxyAutoConfiguration {
+    if let pac = withExecution(context, { $0.plan.proxyAutoConfiguration }) {
         do throws(TernError) {
             answer = try pac.findProxy(
                 url: url.map { String(cString: $0) } ?? "", host: host.map { String(cString: $0) } ?? "")
@@ -337,15 +333,15 @@ private let proxyListCallback: tern_proxy_cb = { _, url, host, out, capacity, co
 
 private let dataCallback: tern_data_cb = { _, bytes, count, context in
     guard let context else { return 0 }
-    let execution = execution(context)
     guard let bytes, count > 0 else { return 0 }
-    return execution.didReceive(UnsafeRawBufferPointer(start: bytes, count: count)) ? 0 : 1
+    return withExecution(context) { $0.didReceive(UnsafeRawBufferPointer(start: bytes, count: count)) } ? 0 : 1
 }
 
 private let bodyCallback: tern_read_cb = { _, buffer, capacity, context in
     guard let context, let buffer else { return -1 }
-    return execution(context).readBody(
-        into: UnsafeMutableRawBufferPointer(start: buffer, count: capacity))
+    return withExecution(context) {
+        $0.readBody(into: UnsafeMutableRawBufferPointer(start: buffer, count: capacity))
+    }
 }
 
 extension Execution {

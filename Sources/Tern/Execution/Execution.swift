@@ -552,20 +552,14 @@ final class Execution: @unchecked Sendable {
         let challenged = status == 401 || status == 407
         // Credentials to settle: a challenge to answer, or a coordinator with attempts.
         if readsHeadsLate, !(challenged && answersChallenges), madeAuthentication == nil {
-            if let jar = plan.cookieJar, status != 407 {
-                let values = setCookieValues(handle)
-                if !values.isEmpty { _ = jar.store(setCookieHeaders: values, from: local.hopURL) }
-            }
+            storeCookies(handle, status: status)
             let attempt = local.number
             lock.withLock { _ in machine.headArrived(attempt: attempt) }
             return true
         }
         let head = readHead(handle)
         local.lastHead = head
-        if let jar = plan.cookieJar, status != 407 {
-            let values = setCookieValues(handle)
-            if !values.isEmpty { _ = jar.store(setCookieHeaders: values, from: local.hopURL) }
-        }
+        storeCookies(handle, status: status)
         // Without a challenge, only a coordinator already made can have attempts to settle.
         if let auth = challenged ? authentication : madeAuthentication, challenged || auth.hasAttempts {
             let challenges =
@@ -591,6 +585,13 @@ final class Execution: @unchecked Sendable {
             return true
         }
         return callOnEngineThread({ $0.headHandler }) { $0(request) }
+    }
+
+    /// A hop's cookies go to the jar; a proxy's 407 sets none for the origin.
+    private func storeCookies(_ handle: OpaquePointer, status: Int) {
+        guard let jar = plan.cookieJar, status != 407 else { return }
+        let values = setCookieValues(handle)
+        if !values.isEmpty { _ = jar.store(setCookieHeaders: values, from: local.hopURL) }
     }
 
     func didProgress(upload: Bool, percent: Int, done: UInt64, total: UInt64) {
