@@ -19,54 +19,84 @@ static bool ascii_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 static bool ascii_alnum(unsigned char c) {
   return ascii_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
-static bool ascii_xdigit(unsigned char c) {
-  return ascii_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+/* Branch-free: a host is lower-cased byte by byte on every request. */
+static char ascii_lower(unsigned char c) {
+  return (char)(c | (unsigned char)(((unsigned)(c - 'A') < 26u) << 5));
 }
-static char ascii_lower(unsigned char c) { return (char)(c >= 'A' && c <= 'Z' ? c + 32 : c); }
 
-/* Characters allowed in a reg-name host: unreserved, sub-delims, pct-encoded. */
-static bool is_host_char(unsigned char c) {
-  return ascii_alnum(c) || c == '.' || c == '-' || (c != 0 && strchr("_~!$&'()*+,;=%", c) != NULL);
+/*
+ * What each byte may be in a URL, so that every request's URL is read in one pass with one
+ * table load per byte: a scan per question (controls, the authority's end, '@', '#') cost
+ * about as much as the rest of a request's set-up. Bytes from 0x80 on are 0: allowed in the
+ * target, refused in a host.
+ */
+enum {
+  URL_CTL = 1,   /* never in a URL: controls, space, DEL (a request line injection) */
+  URL_END = 2,   /* ends the authority: NUL, '/', '?', '#' */
+  URL_REG = 4,   /* a reg-name host byte: unreserved, sub-delims, '%' */
+  URL_HEX = 8,   /* a hex digit (IPv6 literals, with ':' and '.') */
+  URL_AT = 16,   /* '@', which ends the userinfo */
+  URL_HASH = 32, /* '#', which starts the fragment */
+};
+static const unsigned char url_class[256] = {
+  2,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1, 1, 1, 1, 1, 1, /* NUL ends a string; controls */
+  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1, 1, 1, 1, 1, 1, /* more controls */
+  1,  4,  0,  34, 4,  4,  4,  4,  4,  4,  4, 4, 4, 4, 4, 2, /* SP ! " # $ % & ' ( ) * + , - . / */
+  12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 0, 4, 0, 4, 0, 2, /* 0-9 : ; < = > ? */
+  16, 12, 12, 12, 12, 12, 12, 4,  4,  4,  4, 4, 4, 4, 4, 4, /* @ A-O */
+  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4, 0, 0, 0, 0, 4, /* P-Z [ \ ] ^ _ */
+  0,  12, 12, 12, 12, 12, 12, 4,  4,  4,  4, 4, 4, 4, 4, 4, /* ` a-o */
+  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4, 0, 0, 0, 4, 1, /* p-z { | } ~ DEL */
+};
+
+/* "http" then "://" (plain) or "s://" (TLS), any case; the length of the prefix, 0 if neither.
+ * Each byte is read only after the one before it matched, so nothing past the NUL is read. */
+static size_t scheme_length(const unsigned char *s, bool *tls) {
+  if ((s[0] | 0x20) != 'h' || (s[1] | 0x20) != 't' || (s[2] | 0x20) != 't' || (s[3] | 0x20) != 'p')
+    return 0;
+  *tls = (s[4] | 0x20) == 's';
+  s += *tls ? 5 : 4;
+  return s[0] == ':' && s[1] == '/' && s[2] == '/' ? (*tls ? 8 : 7) : 0;
 }
 
 int tern__url_parse(tern__url *out, const char *url) {
   tern__url u;
   memset(&u, 0, sizeof u);
   if (url == NULL) return TERN_EINVAL;
+  size_t skip = scheme_length((const unsigned char *)url, &u.tls);
   /* Control characters, spaces and DEL never belong in a URL and would let a caller inject
-   * bytes into the request line. */
-  for (const unsigned char *p = (const unsigned char *)url; *p; p++)
-    if (*p <= 0x20 || *p == 0x7f) return TERN_EBADURL;
-
-  const char *p;
-  if (strncasecmp(url, "http://", 7) == 0) {
-    p = url + 7;
-    u.port = 80;
-  } else if (strncasecmp(url, "https://", 8) == 0) {
-    p = url + 8;
-    u.port = 443;
-    u.tls = true;
-  } else {
-    return TERN_EBADURL;
-  }
+   * bytes into the request line: the scans below refuse them wherever they are. */
+  if (skip == 0) return TERN_EBADURL;
+  u.port = u.tls ? 443 : 80;
 
   /* The authority ends at the first '/', '?' or '#'; the last '@' in it ends the userinfo,
    * as browsers and curl read it. */
-  const char *auth = p, *rest = p, *at = NULL;
-  for (; *rest && *rest != '/' && *rest != '?' && *rest != '#'; rest++)
-    if (*rest == '@') at = rest;
+  const unsigned char *auth = (const unsigned char *)url + skip, *rest = auth, *at = NULL;
+  for (unsigned char cls; !((cls = url_class[*rest]) & URL_END); rest++) {
+    if (cls & (URL_CTL | URL_AT)) {
+      if (cls & URL_CTL) return TERN_EBADURL;
+      at = rest;
+    }
+  }
+  /* The target: up to the fragment, every byte checked to the end of the string. */
+  const unsigned char *fragment = NULL, *stop = rest;
+  for (unsigned char c; (c = *stop) != 0; stop++) {
+    if (url_class[c] & (URL_CTL | URL_HASH)) {
+      if (url_class[c] & URL_CTL) return TERN_EBADURL;
+      if (fragment == NULL) fragment = stop;
+    }
+  }
   size_t auth_len = (size_t)(rest - auth);
-  const char *hp = auth;
-  if (at) hp = at + 1;
-  const char *hend = auth + auth_len;
-  const char *host_start, *host_end, *port_start = NULL;
-  if (*hp == '[') {
-    const char *close = memchr(hp, ']', (size_t)(hend - hp));
+  const unsigned char *hp = at ? at + 1 : auth;
+  const unsigned char *hend = auth + auth_len;
+  const unsigned char *host_start, *host_end, *port_start = NULL;
+  if (hp < hend && *hp == '[') {
+    const unsigned char *close = memchr(hp, ']', (size_t)(hend - hp));
     if (close == NULL) goto bad;
     host_start = hp + 1;
     host_end = close;
-    for (const char *q = host_start; q < host_end; q++)
-      if (!ascii_xdigit((unsigned char)*q) && *q != ':' && *q != '.') goto bad;
+    for (const unsigned char *q = host_start; q < host_end; q++)
+      if (!(url_class[*q] & URL_HEX) && *q != ':' && *q != '.') goto bad;
     if (close + 1 < hend) {
       if (close[1] != ':') goto bad;
       port_start = close + 2;
@@ -74,17 +104,18 @@ int tern__url_parse(tern__url *out, const char *url) {
     u.ipv6 = true;
   } else {
     host_start = hp;
-    const char *colon = memchr(hp, ':', (size_t)(hend - hp));
-    host_end = colon ? colon : hend;
-    if (colon) port_start = colon + 1;
-    for (const char *q = host_start; q < host_end; q++)
-      if (!is_host_char((unsigned char)*q)) goto bad;
+    host_end = hp;
+    while (host_end < hend && *host_end != ':') {
+      if (!(url_class[*host_end] & URL_REG)) goto bad;
+      host_end++;
+    }
+    if (host_end < hend) port_start = host_end + 1;
   }
   if (host_end == host_start) goto bad;
   if (port_start && port_start < hend) {
     unsigned long port = 0;
-    for (const char *q = port_start; q < hend; q++) {
-      if (!ascii_digit((unsigned char)*q)) goto bad;
+    for (const unsigned char *q = port_start; q < hend; q++) {
+      if (!ascii_digit(*q)) goto bad;
       port = port * 10 + (unsigned long)(*q - '0');
       if (port > 65535) goto bad;
     }
@@ -97,8 +128,7 @@ int tern__url_parse(tern__url *out, const char *url) {
    * userinfo.
    */
   size_t hl = (size_t)(host_end - host_start);
-  const char *fragment = strchr(rest, '#');
-  size_t tlen = fragment ? (size_t)(fragment - rest) : strlen(rest);
+  size_t tlen = (size_t)((fragment ? fragment : stop) - rest);
   bool slash = tlen == 0 || rest[0] != '/'; /* "http://h?q": the target still starts with "/" */
   size_t ul = at ? (size_t)(at - auth) : 0;
   char *block = tern__malloc((hl + 1) + (hl + 2 + 6 + 1) + (tlen + 2) + (at ? ul + 1 : 0));
@@ -115,11 +145,18 @@ int tern__url_parse(tern__url *out, const char *url) {
   w += hl;
   if (u.ipv6) *w++ = ']';
   if (!default_port) {
-    char digits[6];
-    int nd = 0;
-    for (unsigned v = u.port; v; v /= 10) digits[nd++] = (char)('0' + v % 10);
     *w++ = ':';
-    while (nd) *w++ = digits[--nd];
+    /* The URL's own digits when they are the number's (no leading zero), else the number. */
+    size_t pl = (size_t)(hend - port_start);
+    if (*port_start != '0') {
+      memcpy(w, port_start, pl);
+      w += pl;
+    } else {
+      char digits[6];
+      int nd = 0;
+      for (unsigned v = u.port; v; v /= 10) digits[nd++] = (char)('0' + v % 10);
+      while (nd) *w++ = digits[--nd];
+    }
   }
   *w++ = '\0';
 

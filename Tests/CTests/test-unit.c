@@ -55,6 +55,94 @@ TEST(url_resolve_rfc3986_examples) {
   expect_resolve(base, "https://other:8443/x?1", "https://other:8443/x?1");
 }
 
+/* One URL's parse: the error, or each part (NULL userinfo for none). */
+static void expect_parse(const char *url, int error, const char *host, const char *hostport,
+                         const char *target, const char *userinfo, unsigned port, bool tls) {
+  tern__url u;
+  int r = tern__url_parse(&u, url);
+  if (r != error) TEST_FAIL_("parsing \"%s\" gave %d, want %d", url, r, error);
+  if (error != 0) return;
+  if (strcmp(u.host, host) != 0) TEST_FAIL_("\"%s\": host \"%s\", want \"%s\"", url, u.host, host);
+  if (strcmp(u.hostport, hostport) != 0)
+    TEST_FAIL_("\"%s\": hostport \"%s\", want \"%s\"", url, u.hostport, hostport);
+  if (strcmp(u.target, target) != 0)
+    TEST_FAIL_("\"%s\": target \"%s\", want \"%s\"", url, u.target, target);
+  if ((userinfo == NULL) != (u.userinfo == NULL) ||
+      (userinfo != NULL && strcmp(u.userinfo, userinfo) != 0))
+    TEST_FAIL_("\"%s\": userinfo \"%s\", want \"%s\"", url, u.userinfo ? u.userinfo : "(none)",
+               userinfo ? userinfo : "(none)");
+  if (u.port != port) TEST_FAIL_("\"%s\": port %u, want %u", url, (unsigned)u.port, port);
+  if (u.tls != tls) TEST_FAIL_("\"%s\": tls %d, want %d", url, (int)u.tls, (int)tls);
+  tern__url_free(&u);
+}
+
+/* Every part of a parse, and every way a URL is refused (the request line and Host field are
+ * built from these parts, so a byte let through here reaches the wire). */
+TEST(url_parse_parts_and_refusals) {
+  const int bad = TERN_EBADURL;
+  expect_parse("http://127.0.0.1:8080/1k.bin", 0, "127.0.0.1", "127.0.0.1:8080", "/1k.bin", NULL,
+               8080, false);
+  expect_parse("HTTPS://Example.COM/A?b=C", 0, "example.com", "example.com", "/A?b=C", NULL, 443,
+               true);
+  expect_parse("hTtP://h", 0, "h", "h", "/", NULL, 80, false);
+  expect_parse("http://h:80/", 0, "h", "h", "/", NULL, 80, false);
+  expect_parse("https://h:80/", 0, "h", "h:80", "/", NULL, 80, true);
+  expect_parse("http://h:443/", 0, "h", "h:443", "/", NULL, 443, false);
+  expect_parse("http://h:65535", 0, "h", "h:65535", "/", NULL, 65535, false);
+  expect_parse("http://h:0081/", 0, "h", "h:81", "/", NULL, 81, false);
+  expect_parse("https://h:00443/", 0, "h", "h", "/", NULL, 443, true);
+  expect_parse("http://H.Z.A.Q-9:1/", 0, "h.z.a.q-9", "h.z.a.q-9:1", "/", NULL, 1, false);
+  expect_parse("http://h`/", TERN_EBADURL, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://h{}/", TERN_EBADURL, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://h^/", TERN_EBADURL, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://h:/p", 0, "h", "h", "/p", NULL, 80, false);
+  expect_parse("http://h?q=1", 0, "h", "h", "/?q=1", NULL, 80, false);
+  expect_parse("http://h#frag", 0, "h", "h", "/", NULL, 80, false);
+  expect_parse("http://h/p?q#f#g", 0, "h", "h", "/p?q", NULL, 80, false);
+  expect_parse("http://h/p?a=#", 0, "h", "h", "/p?a=", NULL, 80, false);
+  expect_parse("http://u:p%40w@h/", 0, "h", "h", "/", "u:p%40w", 80, false);
+  expect_parse("http://a@b@h:81/x", 0, "h", "h:81", "/x", "a@b", 81, false);
+  expect_parse("http://@h/", 0, "h", "h", "/", "", 80, false);
+  expect_parse("http://h/a@b", 0, "h", "h", "/a@b", NULL, 80, false);
+  expect_parse("https://[::1]:8443/a", 0, "::1", "[::1]:8443", "/a", NULL, 8443, true);
+  expect_parse("http://[FE80::1]/", 0, "fe80::1", "[fe80::1]", "/", NULL, 80, false);
+  expect_parse("http://user@[::ffff:1.2.3.4]/", 0, "::ffff:1.2.3.4", "[::ffff:1.2.3.4]", "/",
+               "user", 80, false);
+  expect_parse("http://a-b_c~d.e!$&'()*+,;=%41/", 0, "a-b_c~d.e!$&'()*+,;=%41",
+               "a-b_c~d.e!$&'()*+,;=%41", "/", NULL, 80, false);
+  expect_parse("http://h/\xc3\xa9?\xff", 0, "h", "h", "/\xc3\xa9?\xff", NULL, 80, false);
+
+  expect_parse("ftp://h/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http:/h/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("https:h", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http:///p", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://u@/p", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://:80/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://h:0/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://h:65536/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://h:8o/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://h:99999999999999999999/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://h\"/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://h\\x/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://h\xc3\xa9/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://[::1/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://[::g]/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://[::1]x/", bad, NULL, NULL, NULL, NULL, 0, false);
+  expect_parse("http://[]/", bad, NULL, NULL, NULL, NULL, 0, false);
+  /* A control byte, space or DEL anywhere: scheme, userinfo, host, port, target, fragment. */
+  static const char *const with_control[] = {
+    "ht\ttp://h/",     "http://u\r@h/",       "http://h\n/",   "http://h:8\x7f/",   "http://h/a b",
+    "http://h/?a\x01", "http://h/#f\r\nX: 1", "http://h#\x7f", "http://h/p#ok\x1f",
+  };
+  for (size_t i = 0; i < sizeof with_control / sizeof with_control[0]; i++)
+    expect_parse(with_control[i], bad, NULL, NULL, NULL, NULL, 0, false);
+  tern__url u;
+  ASSERT_EQ(tern__url_parse(&u, NULL), TERN_EINVAL);
+}
+
 TEST(url_resolve_ports_spaces_and_bad_values) {
   expect_resolve("http://h:8080/a/b", "c d", "http://h:8080/a/c%20d");
   expect_resolve("http://h:8080/a/b", "//x:9/p", "http://x:9/p");
