@@ -101,6 +101,15 @@ const void *tern_request_get_body(const tern_request_t *req, size_t *len) {
   return req && req->resp.body.len ? req->resp.body.data : NULL;
 }
 
+void *tern_request_take_body(tern_request_t *req, size_t *len) {
+  if (len) *len = 0;
+  if (req == NULL || req->resp.body.len == 0) return NULL;
+  void *data = req->resp.body.data;
+  if (len) *len = req->resp.body.len;
+  req->resp.body = (tern__str){ 0 };
+  return data;
+}
+
 const char *tern_request_get_interim_heads(const tern_request_t *req, size_t *len) {
   if (len) *len = req ? req->resp.interim.len : 0;
   return req && req->resp.interim.len ? req->resp.interim.data : NULL;

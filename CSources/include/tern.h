@@ -753,6 +753,12 @@ TERN_API const char *tern_request_get_header(const tern_request_t *req, const ch
 /** The body kept in memory (the default sink); NULL with *len 0 for other sinks.
  *  Thread: after completion, or inside its callbacks on the loop thread. Since 0.1. */
 TERN_API const void *tern_request_get_body(const tern_request_t *req, size_t *len);
+/** Moves the body kept in memory out of the request: the buffer tern_request_get_body showed,
+ *  now the caller's to release with free() (it outlives the request), with its length in *len;
+ *  NULL with *len 0 when there is none. The request keeps no body afterwards. A binding that
+ *  wraps the body in its own buffer type takes it this way instead of copying it.
+ *  Thread: after completion. Since 0.4. */
+TERN_API void *tern_request_take_body(tern_request_t *req, size_t *len);
 /** The interim (1xx) response heads of the last hop, as received (status line, fields and blank
  *  line each, in order), for curl's -i and -v; NULL with *len 0 when none came. At most 300 KiB
  *  of them are accepted per hop: more (a server sending 100 Continue for ever) fails the request

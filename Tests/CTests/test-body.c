@@ -52,6 +52,31 @@ TEST(body_gzip_compressible_text) {
   test_finish(eng);
 }
 
+/* tern_request_take_body hands over the very buffer get_body showed, once; the request then
+ * holds no body and frees none. */
+TEST(body_taken_once_without_a_copy) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("NGINX_PORT", "/gzip/64k.txt");
+  ASSERT_EQ(test_run(eng, req), 0);
+  test_assert_req_body_sha(req, "SHA_64K");
+  size_t shown_len = 0, taken_len = 0;
+  const void *shown = tern_request_get_body(req, &shown_len);
+  void *taken = tern_request_take_body(req, &taken_len);
+  ASSERT(taken != NULL && taken == shown);
+  ASSERT_UEQ(taken_len, shown_len);
+  ASSERT_UEQ(taken_len, 65536);
+  size_t after = 1;
+  ASSERT(tern_request_get_body(req, &after) == NULL);
+  ASSERT_UEQ(after, 0);
+  after = 1;
+  ASSERT(tern_request_take_body(req, &after) == NULL);
+  ASSERT_UEQ(after, 0);
+  tern_request_free(req);
+  free(taken); /* outlives the request that made it */
+  ASSERT(tern_request_take_body(NULL, &after) == NULL);
+  test_finish(eng);
+}
+
 TEST(body_raw_and_off_modes) {
   tern_engine_t *eng = test_engine_new(NULL);
   /* RAW: the gzip bytes as sent. */

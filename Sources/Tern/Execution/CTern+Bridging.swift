@@ -734,25 +734,15 @@ extension Execution {
         return String(decoding: UnsafeRawBufferPointer(start: head, count: length), as: UTF8.self)
     }
 
-    // Bodies up to this size are copied so the C request can go at once; larger ones are
-    // wrapped without a copy and keep the C request (not the execution, which would make a
-    // cycle through the Request holding the Data) alive as long as the Data.
-    private static let copyLimit = 256 * 1024
-
     /// Everything the completed attempt left, read once; the head is the one the last hop
     /// callback read when it has its fields.
     func makeReport(_ owner: CRequest, status: Int32) -> AttemptReport {
         let h = owner.pointer
         var length = 0
         var data = Data()
-        if let body = tern_request_get_body(h, &length), length > 0 {
-            if length <= Self.copyLimit {
-                data = Data(bytes: body, count: length)
-            } else {
-                data = Data(
-                    bytesNoCopy: UnsafeMutableRawPointer(mutating: body), count: length,
-                    deallocator: .custom { [owner] _, _ in withExtendedLifetime(owner) {} })
-            }
+        // The body's buffer itself becomes the Data's: no copy, and the C request can go at once.
+        if let body = tern_request_take_body(h, &length), length > 0 {
+            data = Data(bytesNoCopy: body, count: length, deallocator: .free)
         }
         func time(_ which: tern_time) -> TimeInterval? {
             let t = tern_request_get_time(h, which)
