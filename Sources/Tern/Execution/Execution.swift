@@ -380,7 +380,14 @@ final class Execution: @unchecked Sendable {
 
     /// Builds the C request of attempt `number` and submits it.
     private func startAttempt(_ number: Int, timeLeft: Double?) {
-        local = AttemptLocal(number: number, token: nextAttemptToken(), hopURL: plan.url)
+        if local.number == 0 {
+            // The first attempt finds the state the initializer made: numbered in place, not
+            // rebuilt (a new one released and retained each of its references).
+            local.number = number
+            local.token = nextAttemptToken()
+        } else {
+            local = AttemptLocal(number: number, token: nextAttemptToken(), hopURL: plan.url)
+        }
         cacheStage?.attemptStarted()
         let built: CRequest
         do throws(TernError) {
@@ -520,18 +527,21 @@ final class Execution: @unchecked Sendable {
     /// origin).
     func willSendHop(_ handle: OpaquePointer, url urlString: UnsafePointer<CChar>?) {
         local.hops += 1
-        var url = plan.url
-        if local.hops > 1, let urlString {
-            // Later hops are redirects (or a retried challenge): parse what the engine says.
-            url = URL(string: String(cString: urlString)) ?? plan.url
-            if !sameOrigin(url, plan.url), !plan.redirectPolicy.contains(.trustsCrossOrigin) {
-                local.leftOrigin = true
+        // The first hop's URL is the plan's, which the attempt started with.
+        if local.hops > 1 {
+            var url = plan.url
+            if let urlString {
+                // Later hops are redirects (or a retried challenge): parse what the engine says.
+                url = URL(string: String(cString: urlString)) ?? plan.url
+                if !sameOrigin(url, plan.url), !plan.redirectPolicy.contains(.trustsCrossOrigin) {
+                    local.leftOrigin = true
+                }
+                request.storage.withLock { $0.outcome.effectiveURL = url }
             }
-            request.storage.withLock { $0.outcome.effectiveURL = url }
+            local.hopURL = url
         }
-        local.hopURL = url
         var cookies: String?
-        if let jar = plan.cookieJar, !jar.isEmpty, let header = jar.cookieHeader(for: url) {
+        if let jar = plan.cookieJar, !jar.isEmpty, let header = jar.cookieHeader(for: local.hopURL) {
             cookies = header
         }
         if let own = plan.manualCookie, !local.leftOrigin {
