@@ -18,21 +18,25 @@ struct Outcome: Sendable {
     var interimHeads: String?
     var progress = Request.Progress()
     var result: Result<Response, TernError>?
-    var data: Data?
-    var bytesReceived: UInt64 = 0
-    var contentLength: Int64?
-    var offset: UInt64 = 0
-    var timings: Response.Timings?
     var attempts = 0
     var isCancelled = false
-    var tlsInfo: TLSInfo?
-    var decodedEncoding: String?
-    var bytesDelivered: UInt64 = 0
-    var bodySkipped = false
-    var connectStatus = 0
     var originalURL: URL?
     var effectiveURL: URL?
-    var redirectCount = 0
+    /// The latest completed attempt's report (or a stored response's), whose fields the ones
+    /// below read: held, not copied field by field, at every completion.
+    var report: AttemptReport?
+
+    var data: Data? { report?.data }
+    var bytesReceived: UInt64 { report?.bytesReceived ?? 0 }
+    var contentLength: Int64? { report?.contentLength }
+    var offset: UInt64 { report?.offset ?? 0 }
+    var timings: Response.Timings? { report?.timings }
+    var tlsInfo: TLSInfo? { report?.tlsInfo }
+    var decodedEncoding: String? { report?.decodedEncoding }
+    var bytesDelivered: UInt64 { report?.bytesDelivered ?? 0 }
+    var bodySkipped: Bool { report?.bodySkipped ?? false }
+    var connectStatus: Int { report?.connectStatus ?? 0 }
+    var redirectCount: Int { report?.redirectCount ?? 0 }
 }
 
 extension Request {

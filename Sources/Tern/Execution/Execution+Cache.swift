@@ -367,18 +367,15 @@ extension Execution {
         let responseHead = ResponseHead(
             status: head.status, reason: head.reason, httpVersion: .http1_1,
             fieldsSource: HeadFields(fields: fields), contentLength: contentLength, isReused: false)
+        let report = AttemptReport(stored: responseHead, data: data, length: length)
         request.storage.withLock { s in
             s.outcome.head = responseHead
-            s.outcome.data = data
-            s.outcome.bytesReceived = length
-            s.outcome.bytesDelivered = length
-            s.outcome.contentLength = responseHead.contentLength
-            s.outcome.offset = 0
+            s.outcome.report = report
             s.outcome.progress.bytesReceived = length
             s.outcome.progress.bytesExpected = length
         }
         return Response(storage: .init(
-            report: AttemptReport(stored: responseHead, data: data, length: length), url: plan.url,
+            report: report, url: plan.url,
             originalURL: plan.url,
             status: HTTPResponse.Status(code: head.status, reasonPhrase: head.reason),
             downloadFile: downloadFile, isFromCache: true, attempts: 0))
@@ -416,12 +413,13 @@ extension Execution {
         let head = ResponseHead(
             status: 504, reason: "Gateway Timeout", httpVersion: .http1_1, fieldsSource: .empty,
             contentLength: 0, isReused: false)
+        let report = AttemptReport(stored: head, data: Data(), length: 0)
         request.storage.withLock { s in
             s.outcome.head = head
-            s.outcome.data = Data()
+            s.outcome.report = report
         }
         return Response(storage: .init(
-            report: AttemptReport(stored: head, data: Data(), length: 0), url: plan.url,
+            report: report, url: plan.url,
             originalURL: plan.url,
             status: HTTPResponse.Status(code: 504, reasonPhrase: "Gateway Timeout"),
             downloadFile: nil, isFromCache: false, attempts: 0))

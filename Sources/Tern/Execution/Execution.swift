@@ -738,18 +738,8 @@ final class Execution: @unchecked Sendable {
             if readsHeadsLate { s.outcome.interimHeads = interim }
             s.outcome.head = report.head
             s.outcome.sentHead = report.sentHead
-            s.outcome.data = report.data
-            s.outcome.bytesReceived = report.bytesReceived
-            s.outcome.offset = report.offset
-            s.outcome.timings = report.timings
-            s.outcome.tlsInfo = report.tlsInfo
-            s.outcome.decodedEncoding = report.decodedEncoding
-            s.outcome.bytesDelivered = report.bytesDelivered
-            s.outcome.bodySkipped = report.bodySkipped
-            s.outcome.connectStatus = report.connectStatus
-            s.outcome.redirectCount = report.redirectCount
+            s.outcome.report = report
             if let url = report.redirectedURL { s.outcome.effectiveURL = url }
-            if let length = report.contentLength { s.outcome.contentLength = length }
         }
         var end = ExecutionMachine.AttemptEnd(error: report.error?.code, status: report.head?.status ?? 0)
         if case .stream(_, let stream) = plan.body {
