@@ -13,8 +13,6 @@ struct Outcome: Sendable {
     var startDate: Date?
     var endDate: Date?
     var head: ResponseHead?
-    /// The request head as sent, when no response head carries it.
-    var sentHead: String?
     var interimHeads: String?
     var progress = Request.Progress()
     var result: Result<Response, TernError>?
@@ -147,7 +145,8 @@ extension Request {
     /// The request head as last sent (request line and header fields), once the response
     /// head arrived or the request finished; for logs and curl-style `-v` output.
     public var sentRequestHead: String? {
-        storage.withLock { $0.outcome.sentHead ?? $0.outcome.head?.fieldsSource.sentHead }
+        // The current head's, else (no head came) the report's text: a report has one only then.
+        storage.withLock { $0.outcome.head?.fieldsSource.sentHead ?? $0.outcome.report?.sentHead }
     }
 
     /// The interim (1xx) response heads that came before the head of the latest hop, as

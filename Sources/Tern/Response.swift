@@ -80,7 +80,7 @@ public struct Response: Sendable {
     /// Timings of the final attempt.
     public var timings: Timings { storage.report.timings }
     /// The request head as sent (request line and header fields), for logs.
-    public var sentRequestHead: String? { sentHeadText ?? head.sentHead }
+    public var sentRequestHead: String? { storage.report.sentHead ?? head.sentHead }
     /// The TLS facts of the connection (version, resumption, client certificate asked),
     /// or `nil` for plain HTTP.
     public var tlsInfo: TLSInfo? { storage.report.tlsInfo }
@@ -97,8 +97,6 @@ public struct Response: Sendable {
 
     /// The header fields (and the request head) as copied from the engine, decoded when read.
     var head: HeadFields { storage.report.head?.fieldsSource ?? .empty }
-    /// A request head known as text, for a response whose ``head`` does not carry one.
-    var sentHeadText: String? { storage.report.head == nil ? storage.report.sentHead : nil }
 
     /// The response in one object, so that handing it around (into the request's result, to
     /// each awaiting task) copies one reference. What the final attempt left (or what a cache

@@ -741,7 +741,7 @@ extension Execution {
         var length = 0
         var data = Data()
         // The body's buffer itself becomes the Data's: no copy, and the C request can go at once.
-        if let body = tern_request_take_body(h, &length), length > 0 {
+        if let body = tern_request_take_body(h, &length) {
             data = Data(bytesNoCopy: body, count: length, deallocator: .free)
         }
         func time(_ which: tern_time) -> TimeInterval? {

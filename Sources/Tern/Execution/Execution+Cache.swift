@@ -375,8 +375,7 @@ extension Execution {
             s.outcome.progress.bytesExpected = length
         }
         return Response(storage: .init(
-            report: report, url: plan.url,
-            originalURL: plan.url,
+            report: report, url: plan.url, originalURL: plan.url,
             status: HTTPResponse.Status(code: head.status, reasonPhrase: head.reason),
             downloadFile: downloadFile, isFromCache: true, attempts: 0))
     }
@@ -419,8 +418,7 @@ extension Execution {
             s.outcome.report = report
         }
         return Response(storage: .init(
-            report: report, url: plan.url,
-            originalURL: plan.url,
+            report: report, url: plan.url, originalURL: plan.url,
             status: HTTPResponse.Status(code: 504, reasonPhrase: "Gateway Timeout"),
             downloadFile: nil, isFromCache: false, attempts: 0))
     }

@@ -587,7 +587,6 @@ final class Execution: @unchecked Sendable {
         request.storage.withLock { s in
             s.outcome.head = head
             s.outcome.interimHeads = interim
-            s.outcome.sentHead = nil  // the head carries the request head that drew it
         }
         if let stage = cacheStage,
             cacheHoldsHead(head, status: status, finalHop: tern_request_is_final_hop(handle) != 0, stage: stage)
@@ -737,7 +736,6 @@ final class Execution: @unchecked Sendable {
         request.storage.withLock { s in
             if readsHeadsLate { s.outcome.interimHeads = interim }
             s.outcome.head = report.head
-            s.outcome.sentHead = report.sentHead
             s.outcome.report = report
             if let url = report.redirectedURL { s.outcome.effectiveURL = url }
         }
