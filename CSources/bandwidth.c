@@ -76,7 +76,10 @@ uint64_t tern__bucket_wait_ns(tern__bucket *b, double mark) {
 }
 
 size_t tern__bucket_piece(tern__bucket *b) {
-  uint64_t rate = atomic_load_explicit(&b->rate, memory_order_relaxed);
+  return tern__rate_piece(atomic_load_explicit(&b->rate, memory_order_relaxed));
+}
+
+size_t tern__rate_piece(uint64_t rate) {
   if (rate == 0) return SIZE_MAX;
   uint64_t piece = rate / 20; /* half the burst: a read or write never overdraws much */
   if (piece < MIN_PIECE) piece = MIN_PIECE;

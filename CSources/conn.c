@@ -203,7 +203,10 @@ static void budgets_of(const tern__conn *c, const tern_request_t *req, int dir,
 static size_t piece_of(const tern__conn *c, const tern_request_t *req, int dir) {
   tern_bandwidth_t *bws[3];
   budgets_of(c, req, dir, bws);
-  return tern__budgets_piece(bws, dir);
+  size_t piece = tern__budgets_piece(bws, dir), cap = SIZE_MAX;
+  /* A request's receive cap (http1.c) pauses after reads, so it sizes them (HTTP/2: windows). */
+  if (dir == TERN__RECV && req && !c->h2) cap = tern__rate_piece(req->max_recv_speed);
+  return piece < cap ? piece : cap;
 }
 
 size_t tern__conn_send_piece(const tern__conn *c, const tern_request_t *req) {

@@ -164,6 +164,9 @@ uint64_t tern__bucket_wait_ns(tern__bucket *b, double mark);
 /* The most bytes one read or write should move under this bucket (SIZE_MAX: no budget), so no
  * single piece overdraws it by much more than half its burst. */
 size_t tern__bucket_piece(tern__bucket *b);
+/* The same for a rate of `rate` bytes per second (0: SIZE_MAX), a twentieth of a second's worth:
+ * also the read size under a request's own receive cap (tern_request_set_max_recv_speed). */
+size_t tern__rate_piece(uint64_t rate);
 /* What a connection owes the budgets its last read or write went through: a reference to the
  * budget and the mark to wait for (bw NULL: nothing owed). */
 typedef struct {

@@ -568,6 +568,25 @@ TEST(body_download_to_dev_null_keeps_device) {
   test_finish(eng);
 }
 
+/* A body that fits in one read is paced too: the cap sizes the reads (a twentieth of a second
+ * each), where a read of the whole buffer let 20,000 bytes at 40,000 B/s through at once. The
+ * last read is not waited for (as curl), so the floor is (20,000 - 2,000) / 40,000 s. */
+TEST(body_receive_rate_cap_paces_a_small_body) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  tern_request_t *req = test_request("FAULT_PORT", "/ok?size=20000");
+  ASSERT_EQ(tern_request_set_max_recv_speed(req, 40000), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  size_t len = 0;
+  ASSERT(tern_request_get_body(req, &len) != NULL);
+  ASSERT_UEQ(len, 20000);
+  double body_time =
+      tern_request_get_time(req, TERN_TIME_END) - tern_request_get_time(req, TERN_TIME_HEADERS);
+  if (body_time < 0.44 || body_time > 3.0)
+    TEST_FAIL_("20,000 B at 40,000 B/s took %.3f s", body_time);
+  tern_request_free(req);
+  test_finish(eng);
+}
+
 /* --limit-rate: 3 MiB at 6 MiB/s takes about half a second, and arrives whole. */
 TEST(body_receive_rate_cap) {
   tern_engine_t *eng = test_engine_new(NULL);
