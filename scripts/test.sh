@@ -19,7 +19,19 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 mkdir -p build
 passed=0
 failed=0
-step() { printf '\n== %s\n' "$*"; }
+# Each step's header says how long the one before it took (and the run so far), so a CI log
+# shows where its half hour goes.
+step_started=$SECONDS
+step_name=""
+step_done() {
+  [ -n "$step_name" ] && printf '\n-- %s: %d s (total %d s)\n' "$step_name" $((SECONDS - step_started)) "$SECONDS"
+  step_started=$SECONDS
+}
+step() {
+  step_done
+  step_name=$*
+  printf '\n== %s\n' "$*"
+}
 # Runs ctest in a build dir and adds its counts to the totals.
 run_ctest() {
   local dir=$1; shift
@@ -214,6 +226,7 @@ if [ -x bench/run ]; then
   bench/run --smoke --c-only
 fi
 
+step_done
 echo
 echo "scripts/test.sh: all steps passed"
 echo "$passed passed, $failed failed"
