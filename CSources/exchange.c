@@ -18,7 +18,12 @@ int tern__exchange_head(tern__conn *c, tern_request_t *req) {
   /* The hop is decided first, so the callback can tell (tern_request_is_final_hop). */
   int r = tern__request_decide_hop(req);
   if (r) return r;
-  if (req->hop.response_cb && !atomic_load(&req->released) &&
+  /* A final head that came with its whole body completes within this read: with
+   * whole_at_completion its callbacks are left to the complete callback. */
+  req->hop.reported_whole =
+      req->hop.whole_at_completion && req->hop.whole_now && req->hop.next == TERN__HOP_NONE;
+  req->hop.whole_now = false;
+  if (req->hop.response_cb && !req->hop.reported_whole && !atomic_load(&req->released) &&
       req->hop.response_cb(req, req->resp.status, req->hop.response_data) != 0) {
     tern__request_set_error(req, TERN_ECANCELED, "canceled by the response callback");
     return TERN_ECANCELED;

@@ -146,6 +146,7 @@ int tern__request_next_hop(tern_request_t *req) {
   }
   req->hop.next = TERN__HOP_NONE;
   req->hop.discard_body = false;
+  req->hop.reported_whole = false;
   return 0;
 }
 

@@ -140,7 +140,7 @@ static void response_done(tern__conn *c, tern_request_t *req) {
   c->last_len = 0;
   bool hop = req->hop.next != TERN__HOP_NONE;
   int err = hop ? 0 : tern__request_body_end(req);
-  if (!err && !hop) err = tern__request_progress_download(req, true);
+  if (!err && !hop && !req->hop.reported_whole) err = tern__request_progress_download(req, true);
   bool more = !tern__list_empty(&c->requests);
   /* Bytes beyond the response on a connection with nothing else outstanding mean the server
    * framed the body wrongly: such a connection is not reused. */

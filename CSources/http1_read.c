@@ -3,8 +3,9 @@
  * framed by Content-Length, chunked coding or the connection's end, delivered to the sink. */
 #include "internal.h"
 
-static int setup_response(tern__conn *c, tern_request_t *req, int minor, int status,
-                          const char *reason, size_t reason_len, tern__header_t *h, size_t n) {
+static int setup_response(tern__conn *c, tern_request_t *req, size_t head_len, int minor,
+                          int status, const char *reason, size_t reason_len, tern__header_t *h,
+                          size_t n) {
   int r = tern__request_set_response(req, minor, status, reason, reason_len, h, n);
   if (r) return r;
   const tern__header_t *te = NULL, *conn_hdr = NULL, *ka = NULL, *csize = NULL;
@@ -44,10 +45,14 @@ static int setup_response(tern__conn *c, tern_request_t *req, int minor, int sta
     c->idle_ms = secs >= 2 ? (secs - 1) * 1000 : 500;
   }
   if (have_cl) req->resp.content_length = (int64_t)cl;
+  /* Whether the buffer holds the whole response, its body too: it then completes in this read
+   * (tern_request_set_whole_at_completion). */
+  bool bodiless = req->is_head || status == 204 || status == 304;
+  req->hop.whole_now = bodiless || (!te && have_cl && c->len - head_len >= cl);
 
   if ((r = tern__exchange_head(c, req)) != 0) return r;
   tern__conn_set_timer(c, TERN__TIMER_BODY, req->timeouts[TERN_TIMEOUT_BODY]);
-  if (req->is_head || status == 204 || status == 304) {
+  if (bodiless) {
     c->rstate = TERN__RESP_HEAD;
     c->body_left = 0;
     return 1; /* complete now */
@@ -159,7 +164,7 @@ int tern__http1_read(tern__conn *c) {
           req->upload.waiting = false;
           c->no_more = true;
         }
-        int done = setup_response(c, req, minor, status, reason, reason_len, h, nh);
+        int done = setup_response(c, req, (size_t)r, minor, status, reason, reason_len, h, nh);
         if (done < 0) return done;
         tern__conn_consume(c, (size_t)r);
         /* The download's first event, unless the whole body came with the head: its 100

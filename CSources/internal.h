@@ -571,6 +571,9 @@ struct tern_request {
     void *request_data;
     tern__str headers; /* added by the hop-request callback for the hop being prepared */
     bool in_request_cb;
+    bool whole_at_completion; /* tern_request_set_whole_at_completion */
+    bool whole_now;           /* the head being handled came with all of its body (HTTP/1) */
+    bool reported_whole;      /* ...and, final, was left to the complete callback */
   } hop;
 
   /* ---- credentials (auth.c) ---- */

@@ -312,6 +312,12 @@ int tern_request_set_hop_response_cb(tern_request_t *req, tern_hop_response_cb c
   return 0;
 }
 
+int tern_request_set_whole_at_completion(tern_request_t *req, int on) {
+  CHECK_NEW(req);
+  req->hop.whole_at_completion = on != 0;
+  return 0;
+}
+
 int tern_request_set_timeout(tern_request_t *req, tern_timeout which, uint64_t ms) {
   CHECK_NEW(req);
   if ((unsigned)which > TERN_TIMEOUT_TOTAL) return TERN_EINVAL;

@@ -433,6 +433,18 @@ TERN_API int tern_request_set_complete_cb(tern_request_t *req, tern_complete_cb 
 TERN_API int tern_request_set_progress_cb(tern_request_t *req, tern_progress_cb cb,
                                           void *user_data);
 
+/** Non-zero: a response that arrives whole in one read (its final head, with no body or all
+ *  of its Content-Length body in the same bytes) is reported by the complete callback alone.
+ *  The hop-response callback does not run for that final head and the progress callback does
+ *  not report the download's 100; nothing else runs on the loop thread between the head and
+ *  the completion, so a caller that only records them (cookies, byte counts) reads the same
+ *  after completion: tern_request_is_final_hop, the header getters, tern_request_get_offset
+ *  and tern_request_get_bytes_received. Heads the engine follows or answers (redirects,
+ *  challenges), and responses read over more than one read or over HTTP/2, are reported as
+ *  without it. For callers that wait for the end anyway: it saves two callbacks per small
+ *  response. Default 0. Thread: the request's owner, before submit. Since 0.4. */
+TERN_API int tern_request_set_whole_at_completion(tern_request_t *req, int on);
+
 /** The callback run for each hop's final response head (see tern_hop_response_cb).
  *  Thread: the request's owner, before submit. Since 0.1. */
 TERN_API int tern_request_set_hop_response_cb(tern_request_t *req, tern_hop_response_cb cb,

@@ -790,6 +790,88 @@ TEST(redirect_hop_callbacks_cancel) {
   test_finish(eng);
 }
 
+/* ---- tern_request_set_whole_at_completion ---- */
+
+typedef struct {
+  int hundreds; /* download 100s reported */
+  uint64_t done;
+} hundred_log;
+
+static int on_progress_hundreds(tern_request_t *req, tern_progress_state state, int percent,
+                                uint64_t done, uint64_t total, void *ud) {
+  (void)req;
+  (void)total;
+  hundred_log *p = ud;
+  if (state == TERN_PROGRESS_DOWNLOAD && percent == 100) {
+    p->hundreds++;
+    p->done = done;
+  }
+  return 0;
+}
+
+/* Runs `path` on the fault server with every hop callback watched; whole: the flag. */
+static tern_request_t *run_watched(tern_engine_t *eng, const char *path, bool whole, hop_log *h,
+                                   hundred_log *p) {
+  tern_request_t *req = request_owned(url_at("FAULT_PORT", "%s", path));
+  watch_hops(req, h);
+  ASSERT_EQ(tern_request_set_progress_cb(req, on_progress_hundreds, p), 0);
+  ASSERT_EQ(tern_request_set_follow_redirects(req, 5), 0);
+  ASSERT_EQ(tern_request_set_whole_at_completion(req, whole), 0);
+  ASSERT_EQ(test_run(eng, req), 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  return req;
+}
+
+TEST(whole_at_completion_leaves_a_whole_response_to_the_complete_callback) {
+  tern_engine_t *eng = test_engine_new(NULL);
+  /* /stall sends the head and all 100 body bytes in one write, then waits: one read. */
+  const char *whole = "/stall?len=100&send=100&stall_ms=1000";
+  for (int flag = 0; flag <= 1; flag++) {
+    hop_log h = { 0 };
+    hundred_log p = { 0 };
+    tern_request_t *req = run_watched(eng, whole, flag, &h, &p);
+    ASSERT_EQ(h.nreq, 1);                /* the hop-request callback is not affected */
+    ASSERT_EQ(h.n, flag ? 0 : 1);        /* no hop-response callback for the final head */
+    ASSERT_EQ(p.hundreds, flag ? 0 : 1); /* and no download 100 */
+    /* What they would have said, read after completion. */
+    ASSERT(tern_request_is_final_hop(req));
+    ASSERT_EQ(tern_request_get_bytes_received(req), 100);
+    ASSERT_EQ(tern_request_get_offset(req), 0);
+    ASSERT_STR_EQ(tern_request_get_header(req, "Content-Length"), "100");
+    size_t len = 0;
+    ASSERT(tern_request_get_body(req, &len) != NULL);
+    ASSERT_EQ(len, 100);
+    tern_request_free(req);
+  }
+  /* A body that comes in two reads (the rest 100 ms later): reported as without the flag. */
+  hop_log h = { 0 };
+  hundred_log p = { 0 };
+  tern_request_t *req =
+      run_watched(eng, "/stall?len=1000&send=500&tail=500&gap_ms=100&stall_ms=1000", true, &h, &p);
+  ASSERT_EQ(h.n, 1);
+  ASSERT(h.final[0]);
+  ASSERT_EQ(p.hundreds, 1);
+  ASSERT_EQ(p.done, 1000);
+  tern_request_free(req);
+  /* A redirect's head is followed, not final: its callback runs; the whole final one's not. */
+  char *e = qenc("/stall?len=100&send=100&stall_ms=1000");
+  char *path = fmt("/redirect?status=302&to=%s&cookie=r%%3D1", e);
+  hop_log h2 = { 0 };
+  hundred_log p2 = { 0 };
+  req = run_watched(eng, path, true, &h2, &p2);
+  ASSERT_EQ(h2.nreq, 2);
+  ASSERT_EQ(h2.n, 1);
+  ASSERT_EQ(h2.status[0], 302);
+  ASSERT(!h2.final[0]);
+  ASSERT_STR_EQ(h2.cookie[0], "r=1");
+  ASSERT_EQ(p2.hundreds, 0);
+  ASSERT_EQ(tern_request_get_redirect_count(req), 1);
+  tern_request_free(req);
+  free(path);
+  free(e);
+  test_finish(eng);
+}
+
 /* ---- credentials across origins ---- */
 
 /* One redirect from the fault server to `to`, with credentials: set_auth (Basic, preemptive),

@@ -125,6 +125,27 @@ extension TernTests {
             #expect(off.cookieJar.allCookies.isEmpty)
         }
 
+        /// A final response that comes whole in one read reaches only the engine's complete
+        /// callback (tern_request_set_whole_at_completion, for requests without handlers): its
+        /// cookies and byte counts are taken there, as its head's callback would have.
+        @Test func aWholeResponseInOneReadKeepsItsCookiesAndProgress() async throws {
+            let servers = try Servers.get()
+            // /stall with send=len writes the head and the whole body at once.
+            let target = "/stall?len=100&send=100&stall_ms=1000&cookie=final%3D1"
+            let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let request = isolated(servers.fault("/redirect?status=302&cookie=hop%3D1&to=\(encoded)"))
+            let jar = request.cookieJar
+            let response = try await request.response()
+            #expect(response.statusCode == 200)
+            #expect(response.data.count == 100)
+            #expect(response.redirectCount == 1)
+            #expect(jar.allCookies.map(\.name).sorted() == ["final", "hop"])
+            #expect(request.progress.bytesReceived == 100)
+            #expect(request.progress.bytesExpected == 100)
+            #expect(request.progress.percent == 100)
+            #expect(request.progress.state == .download)
+        }
+
         @Test func manualCookiesJoinTheJarsInOneField() async throws {
             let servers = try Servers.get()
             let request = isolated(servers.fault("/echo"))

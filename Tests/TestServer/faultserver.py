@@ -621,7 +621,8 @@ class Connection:
         n = req.q_int("len", 1000)
         m = min(req.q_int("send", n // 2), n)
         head = self.head_bytes(200, self.std_headers() + [
-            ("Content-Type", "application/octet-stream"), ("Content-Length", str(n))])
+            ("Content-Type", "application/octet-stream"), ("Content-Length", str(n))]
+            + [("Set-Cookie", c) for c in req.query.get("cookie", [])])
         await self.write(head + pattern_bytes(m))
         # tail=K&gap_ms=G: K more bytes G ms later (a few bytes after a burst), then the stall.
         tail = min(req.q_int("tail", 0), n - m)

@@ -405,6 +405,7 @@ extension Execution {
         if answersChallenges {
             try check(tern_request_set_auth_cb(h, authCallback, context), "auth callback")
         }
+        if readsHeadsLate { tern_request_set_whole_at_completion(h, 1) }
         if p.streamsBody {
             try check(tern_request_set_data_cb(h, dataCallback, context), "data callback")
         }

@@ -262,6 +262,9 @@ final class Execution: @unchecked Sendable {
         var hops = 0
         var leftOrigin = false
         var authCancelled = false
+        /// didReceiveHead saw the final head: with ``readsHeadsLate``, a response that came whole
+        /// in one read reaches only the complete callback (tern_request_set_whole_at_completion).
+        var finalHeadSeen = false
         var lastHead: ResponseHead?
         /// The C request in flight, from submit to its complete callback.
         var owner: CRequest?
@@ -565,6 +568,7 @@ final class Execution: @unchecked Sendable {
     /// completion.
     func didReceiveHead(_ handle: OpaquePointer, status: Int) -> Bool {
         let challenged = status == 401 || status == 407
+        if readsHeadsLate, tern_request_is_final_hop(handle) != 0 { local.finalHeadSeen = true }
         // Credentials to settle: a challenge to answer, or a coordinator with attempts.
         if readsHeadsLate, !(challenged && answersChallenges), madeAuthentication == nil {
             storeCookies(handle, status: status)
@@ -735,10 +739,28 @@ final class Execution: @unchecked Sendable {
     func didComplete(_ owner: CRequest, status: Int32) {
         // Bytes that arrived are handed over even when the request failed afterwards.
         _ = flushPending()
+        // A response that came whole in one read, left to this callback by the engine: what
+        // the head and progress callbacks would have done (cookies, credentials, byte counts).
+        let h = owner.pointer
+        var quietBytes: (done: UInt64, total: UInt64)?
+        if readsHeadsLate, !local.finalHeadSeen, tern_request_is_final_hop(h) != 0 {
+            let finalStatus = Int(tern_request_get_status(h))
+            if finalStatus != 0 {
+                _ = didReceiveHead(h, status: finalStatus)
+                let offset = tern_request_get_offset(h)
+                let done = offset &+ tern_request_get_bytes_received(h)
+                let length = tern_request_get_content_length(h)
+                quietBytes = (done, length > 0 ? UInt64(length) &+ offset : done)
+            }
+        }
         let report = makeReport(owner, status: status)
         local.report = report
-        let interim = readsHeadsLate ? readInterimHeads(owner.pointer) : nil
+        let interim = readsHeadsLate ? readInterimHeads(h) : nil
         request.storage.withLock { s in
+            if let quietBytes {
+                s.outcome.progress.bytesReceived = quietBytes.done
+                s.outcome.progress.bytesExpected = quietBytes.total
+            }
             if readsHeadsLate { s.outcome.interimHeads = interim }
             s.outcome.head = report.head
             s.outcome.report = report
