@@ -345,12 +345,19 @@ private let bodyCallback: tern_read_cb = { _, buffer, capacity, context in
 }
 
 extension Execution {
+    // The failure is built out of line and the branch marked unlikely, so that the set-up's
+    // fast path lies on a few contiguous cache lines: each request runs it once, with the
+    // instruction cache cold (docs/swift-execution.md, session 16).
+    @inline(__always)
     private func check(_ r: Int32, _ what: @autoclosure () -> String) throws(TernError) {
-        guard r != 0 else { return }
-        throw TernError(
-            code: TernError.Code(rawValue: r),
-            message: "\(what()): \(CEngine.errorDescription(r))", host: plan.host,
-            phase: .setup)
+        if _slowPath(r != 0) { throw setupError(r, what()) }
+    }
+
+    @inline(never)
+    private func setupError(_ r: Int32, _ what: String) -> TernError {
+        TernError(
+            code: TernError.Code(rawValue: r), message: "\(what): \(CEngine.errorDescription(r))",
+            host: plan.host, phase: .setup)
     }
 
     /// Builds the C request of one attempt from the plan. Settings equal to the engine's
@@ -363,13 +370,13 @@ extension Execution {
         // to the heap (utf8CString) where withCString uses a stack buffer.
         let accepted = p.urlString.withCString { tern_request_set_url(h, $0) }
         // The engine refuses a port outside 1-65535; the message says which part is wrong.
-        if accepted != 0, let port = p.url.port, !(1...65535).contains(port) {
+        if _slowPath(accepted != 0), let port = p.url.port, !(1...65535).contains(port) {
             throw TernError(
                 code: .badURL, message: "port \(port) of \(p.urlString) is out of range (1-65535)",
                 host: p.host, phase: .setup)
         }
         try check(accepted, "URL \(p.urlString)")
-        if p.method != "GET" { try check(tern_request_set_method(h, p.method), "method \(p.method)") }
+        if _slowPath(p.method != "GET") { try check(tern_request_set_method(h, p.method), "method \(p.method)") }
         for field in p.headers {
             try check(
                 tern_request_add_header(h, field.name, field.value),
@@ -387,10 +394,10 @@ extension Execution {
         try configureHops(h)
         // A request that changed no rarely set setting has nothing more to say: no body,
         // download, own TLS options, timeouts or protocol choices.
-        if !p.hasDefaultOptions { try configureOptions(h, attempt: attempt) }
+        if _slowPath(!p.hasDefaultOptions) { try configureOptions(h, attempt: attempt) }
         // A switch, not `p.tls == nil`: that compared two TLSOptions? with ==, copying both.
-        if case .none = p.tls, !p.engine.hasDefaultTLS { try configureTLS(h, p.engine.configuration.tls) }
-        if let timeLeft {
+        if case .none = p.tls, _slowPath(!p.engine.hasDefaultTLS) { try configureTLS(h, p.engine.configuration.tls) }
+        if _slowPath(timeLeft != nil), let timeLeft {
             try check(tern_request_set_timeout(h, TERN_TIMEOUT_TOTAL, milliseconds(timeLeft)), "total timeout")
         }
         // The request id (not a pointer) lets the log callback name the request safely even
@@ -406,7 +413,7 @@ extension Execution {
             try check(tern_request_set_auth_cb(h, authCallback, context), "auth callback")
         }
         if readsHeadsLate { tern_request_set_whole_at_completion(h, 1) }
-        if p.streamsBody {
+        if _slowPath(p.streamsBody) {
             try check(tern_request_set_data_cb(h, dataCallback, context), "data callback")
         }
         return owner
@@ -532,7 +539,7 @@ extension Execution {
     private func configureHops(_ h: OpaquePointer) throws(TernError) {
         let p = plan
         try check(tern_request_set_follow_redirects(h, p.maxRedirects), "maxRedirects")
-        if p.redirectPolicy.rawValue != 0 {
+        if _slowPath(p.redirectPolicy.rawValue != 0) {
             try check(tern_request_set_redirect_flags(h, p.redirectPolicy.rawValue), "redirectPolicy")
         }
         if let credential = p.credential {
@@ -542,8 +549,9 @@ extension Execution {
             authentication?.noteRequestCredential(
                 credential, for: p.url, isProxy: false, sentPreemptively: p.authSchemes.isPreemptive)
         } else if !p.hasExplicitAuthorization, answersChallenges,
-            AuthenticationCoordinator.mayHoldCredentials(p.sessionStore)
-                || AuthenticationCoordinator.mayHoldCredentials(p.persistentStore),
+            _slowPath(
+                AuthenticationCoordinator.mayHoldCredentials(p.sessionStore)
+                    || AuthenticationCoordinator.mayHoldCredentials(p.persistentStore)),
             let (credential, scheme) = authentication?.preemptiveCredential(for: p.url, isProxy: false)
         {
             try check(
@@ -552,7 +560,7 @@ extension Execution {
                     Self.schemeBits(stored: scheme, allowed: p.authSchemes)),
                 "stored credential")
         }
-        if p.proxyAutoConfiguration != nil {
+        if _slowPath(p.proxyAutoConfiguration != nil) {
             try check(
                 tern_request_set_proxy_callback(
                     h, proxyListCallback, Unmanaged.passUnretained(self).toOpaque()),
@@ -592,10 +600,10 @@ extension Execution {
                     "stored proxy credential")
             }
         }
-        if p.maxReceiveSpeed > 0 {
+        if _slowPath(p.maxReceiveSpeed > 0) {
             try check(tern_request_set_max_recv_speed(h, p.maxReceiveSpeed), "maxReceiveSpeed")
         }
-        if p.maxSendSpeed > 0 {
+        if _slowPath(p.maxSendSpeed > 0) {
             try check(tern_request_set_max_send_speed(h, p.maxSendSpeed), "maxSendSpeed")
         }
         // The C request takes its own reference to the budget; the plan keeps the Swift
@@ -603,7 +611,7 @@ extension Execution {
         if let budget = p.bandwidthBudget {
             try check(tern_request_set_bandwidth(h, budget.handle), "bandwidthBudget")
         }
-        if p.priority != 0 {
+        if _slowPath(p.priority != 0) {
             try check(tern_request_set_priority(h, Int32(clamping: p.priority)), "priority")
         }
     }
@@ -735,6 +743,30 @@ extension Execution {
         return String(decoding: UnsafeRawBufferPointer(start: head, count: length), as: UTF8.self)
     }
 
+    /// The attempt's failure: the engine's code and message, or an authentication the handler
+    /// cancelled. Out of line: most attempts succeed.
+    @inline(never)
+    private func attemptError(_ h: OpaquePointer, code engineCode: Int32, hasHead: Bool) -> TernError? {
+        var code = engineCode
+        var message = code == 0 ? "" : String(cString: tern_request_get_error_message(h))
+        if code == 0, local.authCancelled {
+            code = TERN_EAUTH.rawValue
+            let space = local.hopURL.host ?? plan.host
+            message = "\(space): authentication cancelled by the authentication handler"
+        }
+        guard code != 0 else { return nil }
+        if code == TERN_EFILEREAD.rawValue, let bodyError = local.bodyError {
+            message += message.isEmpty ? bodyError : ": \(bodyError)"
+        }
+        let errorCode = TernError.Code(rawValue: code)
+        let phase: TernError.Phase?
+        switch errorCode {
+        case .connectionReset, .ioError: phase = hasHead ? .body : .headers
+        default: phase = TernError.defaultPhase(for: errorCode)
+        }
+        return TernError(code: errorCode, message: message, host: plan.host, phase: phase)
+    }
+
     /// Everything the completed attempt left, read once; the head is the one the last hop
     /// callback read when it has its fields.
     func makeReport(_ owner: CRequest, status: Int32) -> AttemptReport {
@@ -749,7 +781,7 @@ extension Execution {
             let t = tern_request_get_time(h, which)
             return t >= 0 ? t : nil
         }
-        var code = status != 0 ? status : tern_request_get_error(h)
+        let code = status != 0 ? status : tern_request_get_error(h)
         let finalStatus = Int(tern_request_get_status(h))
         var head: ResponseHead?
         if finalStatus != 0 {
@@ -759,27 +791,11 @@ extension Execution {
                 head = readHead(h)
             }
         }
-        var message = code == 0 ? "" : String(cString: tern_request_get_error_message(h))
-        if code == 0, local.authCancelled {
-            code = TERN_EAUTH.rawValue
-            let space = local.hopURL.host ?? plan.host
-            message = "\(space): authentication cancelled by the authentication handler"
-        }
-        if code == TERN_EFILEREAD.rawValue, let bodyError = local.bodyError {
-            message += message.isEmpty ? bodyError : ": \(bodyError)"
-        }
         var error: TernError?
-        if code != 0 {
-            let errorCode = TernError.Code(rawValue: code)
-            let phase: TernError.Phase?
-            switch errorCode {
-            case .connectionReset, .ioError: phase = head != nil ? .body : .headers
-            default: phase = TernError.defaultPhase(for: errorCode)
-            }
-            error = TernError(code: errorCode, message: message, host: plan.host, phase: phase)
-        }
+        if _slowPath(code != 0 || local.authCancelled) { error = attemptError(h, code: code, hasHead: head != nil) }
         var tlsInfo: TLSInfo?
-        if let version = tern_request_get_tls_version(h) {
+        let tlsVersion = tern_request_get_tls_version(h)
+        if _slowPath(tlsVersion != nil), let version = tlsVersion {
             tlsInfo = TLSInfo(
                 version: String(cString: version),
                 isSessionResumed: tern_request_is_tls_resumed(h) != 0,
@@ -787,7 +803,7 @@ extension Execution {
         }
         let redirects = Int(tern_request_get_redirect_count(h))
         var redirected: URL?
-        if redirects > 0, let effective = tern_request_get_effective_url(h) {
+        if _slowPath(redirects > 0), let effective = tern_request_get_effective_url(h) {
             redirected = cleanURL(String(cString: effective))
         }
         let length64 = tern_request_get_content_length(h)

@@ -311,14 +311,19 @@ final class Execution: @unchecked Sendable {
     // MARK: - Lifecycle
 
     func start() {
-        if plan.logsDebug { plan.engine.logger.debug("\(plan.method) \(plan.urlString): started", metadata: logMetadata) }
-        if let problem = plan.setupError {
+        if _slowPath(plan.logsDebug) { logStart() }
+        if _slowPath(plan.setupError != nil), let problem = plan.setupError {
             fail(beforeStart: problem)
             return
         }
-        if let stage = cacheStage, answerFromCache(stage) { return }
+        if _slowPath(cacheStage != nil), let stage = cacheStage, answerFromCache(stage) { return }
         let step = lock.withLock { _ in machine.start(now: monotonicSeconds()) }
         perform(step, report: nil)
+    }
+
+    @inline(never)
+    private func logStart() {
+        plan.engine.logger.debug("\(plan.method) \(plan.urlString): started", metadata: logMetadata)
     }
 
     /// Ends an execution that never submitted anything (a setup error, or a queued request
@@ -339,17 +344,7 @@ final class Execution: @unchecked Sendable {
         case .submit(let number, let timeLeft):
             startAttempt(number, timeLeft: timeLeft)
         case .retry(let delay, let number):
-            if plan.logsDebug {
-                let reason = report?.error?.message ?? "status \(report?.head?.status ?? 0)"
-                let line = "\(plan.method) \(plan.urlString): attempt \(number - 1) failed (\(reason)); "
-                    + "retry \(number - 1) of \(plan.policy.maxRetries) in \(delay) s"
-                plan.engine.logger.debug("\(line)", metadata: logMetadata)
-            }
-            if delay <= 0 {
-                retryDue()
-            } else {
-                DispatchQueue.global().asyncAfter(deadline: .now() + delay) { self.retryDue() }
-            }
+            scheduleRetry(after: delay, attempt: number, report: report)
         case .cancelAttempt:
             let target = lock.withLock { _ in current }
             if let target { cancelCRequest(target) }
@@ -362,23 +357,46 @@ final class Execution: @unchecked Sendable {
                     return
                 }
                 var result: Result<Response, TernError> =
-                    if let error = report.error { .failure(error) } else { .success(makeResponse(report, attempts: attempts)) }
-                if let stage = cacheStage { result = afterExchange(result, stage: stage) }
+                    if _slowPath(report.error != nil), let error = report.error {
+                        .failure(error)
+                    } else {
+                        .success(makeResponse(report, attempts: attempts))
+                    }
+                if _slowPath(cacheStage != nil), let stage = cacheStage { result = afterExchange(result, stage: stage) }
                 finish(result, attempts: attempts)
             case .cancelled:
                 finish(.failure(cancelledError()), attempts: attempts)
             case .totalTimedOut:
-                finish(
-                    .failure(
-                        TernError(
-                            code: .totalTimedOut,
-                            message: "\(plan.host): request exceeded its total limit of "
-                                + "\(plan.timeouts.total) s", host: plan.host, phase: .total)),
-                    attempts: attempts)
+                finish(.failure(totalTimeoutError()), attempts: attempts)
             }
         case .nothing:
             break
         }
+    }
+
+    // Out of line, as the timeout's error below: the path every request takes (submit, then
+    // finish) stays on few cache lines (docs/swift-execution.md, session 16).
+    @inline(never)
+    private func scheduleRetry(after delay: Double, attempt number: Int, report: AttemptReport?) {
+        if plan.logsDebug {
+            let reason = report?.error?.message ?? "status \(report?.head?.status ?? 0)"
+            let line = "\(plan.method) \(plan.urlString): attempt \(number - 1) failed (\(reason)); "
+                + "retry \(number - 1) of \(plan.policy.maxRetries) in \(delay) s"
+            plan.engine.logger.debug("\(line)", metadata: logMetadata)
+        }
+        if delay <= 0 {
+            retryDue()
+        } else {
+            DispatchQueue.global().asyncAfter(deadline: .now() + delay) { self.retryDue() }
+        }
+    }
+
+    @inline(never)
+    private func totalTimeoutError() -> TernError {
+        TernError(
+            code: .totalTimedOut,
+            message: "\(plan.host): request exceeded its total limit of \(plan.timeouts.total) s",
+            host: plan.host, phase: .total)
     }
 
     private func retryDue() {
@@ -388,7 +406,7 @@ final class Execution: @unchecked Sendable {
 
     /// Builds the C request of attempt `number` and submits it.
     private func startAttempt(_ number: Int, timeLeft: Double?) {
-        if local.number == 0 {
+        if _fastPath(local.number == 0) {
             // The first attempt finds the state the initializer made: numbered in place, not
             // rebuilt (a new one released and retained each of its references).
             local.number = number
@@ -409,7 +427,7 @@ final class Execution: @unchecked Sendable {
             current = built
             return machine.cancelRequested
         }
-        if cancelled { cancelCRequest(built) }  // the engine completes it as cancelled
+        if _slowPath(cancelled) { cancelCRequest(built) }  // the engine completes it as cancelled
         do throws(TernError) {
             try submit(built)
         } catch {
@@ -471,7 +489,7 @@ final class Execution: @unchecked Sendable {
             return .some(machine.finalEvent(success: success))
         }
         guard let closing = recording else { return }
-        if !success, let download = plan.download, !download.resume, plan.policy.maxRetries > 0 {
+        if _slowPath(!success), let download = plan.download, !download.resume, plan.policy.maxRetries > 0 {
             removePartialDownload(download.path)  // kept for retries that will not come
         }
         let snapshot: Request.Progress = request.storage.withLock { s in
@@ -488,9 +506,9 @@ final class Execution: @unchecked Sendable {
             if s.run === self { s.run = nil }
             return s.outcome.progress
         }
-        if plan.logsDebug { logSummary(result, attempts: attempts) }
+        if _slowPath(plan.logsDebug) { logSummary(result, attempts: attempts) }
         observer?.executionFinished(self, result: result)
-        if deliversOnQueue {
+        if _slowPath(deliversOnQueue) {
             var schedule = false
             lock.withLock { _ in
                 if let closing, handlers?.listener != nil {

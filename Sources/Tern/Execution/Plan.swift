@@ -138,17 +138,17 @@ final class Plan: Sendable {
         urlString = target.string
         hasExplicitAuthorization = !fields.isEmpty && fields[.authorization] != nil
         func checkFieldsAndURL() {
-            if let name = s.invalidHeader {
+            if _slowPath(s.invalidHeader != nil), let name = s.invalidHeader {
                 fail(.badHeader, "header field \"\(name)\" has an invalid name or a CR, LF or NUL in its value")
             }
-            if target.isMalformed { fail(.badURL, "malformed URL \(s.url)") }
+            if _slowPath(target.isMalformed) { fail(.badURL, "malformed URL \(s.url)") }
         }
 
         // The method and the retry policy, read in place from the options (the shared defaults
         // or the request's own) for both paths below.
-        var method = o.value.headOnly ? "HEAD" : s.method.rawValue
+        var method = _slowPath(o.value.headOnly) ? "HEAD" : s.method.rawValue
         // Post values make a GET a POST, as ASIHTTPRequest does.
-        if !o.value.postValues.isEmpty, method == "GET" { method = "POST" }
+        if _slowPath(!o.value.postValues.isEmpty), method == "GET" { method = "POST" }
         self.method = method
         idempotent = Self.isIdempotent(method)
         policy = ExecutionMachine.Policy(
@@ -158,13 +158,13 @@ final class Plan: Sendable {
             coalesceBytes: o.value.concatData
                 ? UInt64(o.value.bufferSize > 0 ? o.value.bufferSize : engine.configuration.bufferSize) : 0)
 
-        if s.hasDefaultOptions {
+        if _fastPath(s.hasDefaultOptions) {
             // Nothing rarely set was changed: no body, download, cache, retries, proxy of the
             // request's own or dedicated header properties to look at.
             checkFieldsAndURL()
             credential = hasExplicitAuthorization ? nil : target.credential
             bandwidthBudget = queueBudget
-            if engine.proxyEnvironmentNamesNoProxy {
+            if _fastPath(engine.proxyEnvironmentNamesNoProxy) {
                 proxy = nil
                 proxyRules = nil
             } else {
