@@ -161,9 +161,13 @@ public struct Response: Sendable {
 /// piece and decoded only when first read: most callers look at the status and the body alone,
 /// and building `HTTPFields` (a `String` and a validated name per field) was the largest single
 /// cost of a small request in Swift.
-final class HeadFields: Sendable {
-    /// The engine's field block ("name\0value\0" per field), then the request head as sent.
-    private let bytes: [UInt8]
+///
+/// `@unchecked Sendable`: `bytes` is written once, in the initializer, and only read after.
+final class HeadFields: @unchecked Sendable {
+    /// The engine's field block ("name\0value\0" per field), then the request head as sent;
+    /// allocated here and freed with the object (an array was one more object, and its generic
+    /// appends about 250 instructions more per response).
+    private let bytes: UnsafeRawBufferPointer
     private let blockLength: Int
     private let hasSentHead: Bool
     private let decoded: Mutex<HTTPFields?>
@@ -173,7 +177,7 @@ final class HeadFields: Sendable {
 
     /// Fields known already (a stored response).
     init(fields: HTTPFields) {
-        bytes = []
+        bytes = UnsafeRawBufferPointer(start: nil, count: 0)
         blockLength = 0
         hasSentHead = false
         decoded = Mutex(fields)
@@ -182,16 +186,24 @@ final class HeadFields: Sendable {
     /// Copies the engine's field block and, when given, the request head.
     init(block: UnsafeRawBufferPointer, sentHead: UnsafeRawBufferPointer?) {
         let sent = sentHead ?? UnsafeRawBufferPointer(start: nil, count: 0)
-        // Not `init(unsafeUninitializedCapacity:)`: it is not specialized here, and its
-        // generic path looks up the array's storage metadata (about 500 instructions).
-        var copy = [UInt8]()
-        copy.reserveCapacity(block.count + sent.count)
-        copy.append(contentsOf: block)
-        if sent.count > 0 { copy.append(contentsOf: sent) }
-        bytes = copy
+        let total = block.count + sent.count
+        if total > 0 {
+            let copy = UnsafeMutableRawPointer.allocate(byteCount: total, alignment: 1)
+            if let from = block.baseAddress, block.count > 0 { copy.copyMemory(from: from, byteCount: block.count) }
+            if let from = sent.baseAddress, sent.count > 0 {
+                (copy + block.count).copyMemory(from: from, byteCount: sent.count)
+            }
+            bytes = UnsafeRawBufferPointer(start: copy, count: total)
+        } else {
+            bytes = UnsafeRawBufferPointer(start: nil, count: 0)
+        }
         blockLength = block.count
         hasSentHead = sentHead != nil
         decoded = Mutex(nil)
+    }
+
+    deinit {
+        bytes.baseAddress.map { UnsafeMutableRawPointer(mutating: $0).deallocate() }
     }
 
     /// The fields, decoded on first use.
@@ -206,13 +218,13 @@ final class HeadFields: Sendable {
 
     /// The request head as sent, when it was copied.
     var sentHead: String? {
-        hasSentHead ? String(decoding: bytes[blockLength...], as: UTF8.self) : nil
+        hasSentHead ? String(decoding: UnsafeRawBufferPointer(rebasing: bytes[blockLength...]), as: UTF8.self) : nil
     }
 
     private func decode() -> HTTPFields {
         var fields = HTTPFields()
-        bytes.withUnsafeBytes { all in
-            let block = UnsafeRawBufferPointer(rebasing: all[..<blockLength])
+        do {
+            let block = UnsafeRawBufferPointer(rebasing: bytes[..<blockLength])
             var at = 0
             // One C string from `at`, NUL excluded; `at` moves past its NUL.
             func next() -> UnsafeRawBufferPointer? {
