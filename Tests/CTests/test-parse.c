@@ -531,6 +531,51 @@ TEST(parse_reject_bad_name) {
   ASSERT_PARSE_ERROR("HTTP/1.1 200 OK\r\nHTTP/1.1 200 OK\r\n\r\n");
 }
 
+/* Every byte value at every position of a 40-byte name and value, so that each scan (16 bytes
+ * at a time where SSE2 is there, words or bytes elsewhere, and each tail) meets it: a name
+ * takes token bytes only (RFC 9110 tchar), a value anything but controls other than HTAB. */
+TEST(parse_every_byte_at_every_position) {
+  enum { N = 40 };
+  char head[128];
+  const size_t prefix = sizeof "HTTP/1.1 200 OK\r\n" - 1;
+  for (int c = 0; c < 256; c++) {
+    for (size_t at = 0; at < N; at++) {
+      result_t r;
+      /* In the name ("aaa...: v"); a colon would only end it early, and a CR or LF first
+       * would make the line the head's end. */
+      if (c != ':' && !(at == 0 && (c == '\r' || c == '\n'))) {
+        memcpy(head, "HTTP/1.1 200 OK\r\n", prefix);
+        memset(head + prefix, 'a', N);
+        head[prefix + at] = (char)c;
+        memcpy(head + prefix + N, ": v\r\n\r\n", 7);
+        int ret = parse(head, prefix + N + 7, &r);
+        if (tern__is_tchar((unsigned char)c)) {
+          ASSERT_EQ(ret, (int)(prefix + N + 7));
+          ASSERT_EQ(r.headers[0].name_len, N);
+        } else if (ret != TERN__PARSE_ERROR) {
+          TEST_FAIL_("name byte 0x%02x at %zu: got %d, want an error", c, at, ret);
+        }
+      }
+      /* In the value, inside it (its ends are trimmed of whitespace); CR and LF end it. */
+      if (at == 0 || at == N - 1 || c == '\r' || c == '\n') continue;
+      memcpy(head, "HTTP/1.1 200 OK\r\nX: ", prefix + 3);
+      memset(head + prefix + 3, 'v', N);
+      head[prefix + 3 + at] = (char)c;
+      memcpy(head + prefix + 3 + N, "\r\n\r\n", 4);
+      int ret = parse(head, prefix + 3 + N + 4, &r);
+      int control = (c < 0x20 && c != '\t') || c == 0x7f;
+      if (control) {
+        if (ret != TERN__PARSE_ERROR)
+          TEST_FAIL_("value byte 0x%02x at %zu: got %d, want an error", c, at, ret);
+      } else {
+        ASSERT_EQ(ret, (int)(prefix + 3 + N + 4));
+        ASSERT_EQ(r.headers[0].value_len, N);
+        ASSERT_EQ((unsigned char)r.headers[0].value[at], (unsigned char)c);
+      }
+    }
+  }
+}
+
 TEST(parse_reject_early) {
   /* Errors in the bytes that have arrived are reported without waiting for the empty line. */
   ASSERT_PARSE_ERROR("X");
