@@ -96,7 +96,12 @@ extension Request {
     /// - Returns: The response, whatever its status.
     /// - Throws: ``TernError`` when the request failed or was cancelled.
     public nonisolated(nonsending) func response() async throws -> Response {
-        try await withTaskCancellationHandler {
+        // The standard library's executor-inheriting form of withTaskCancellationHandler (the
+        // Swift 5 entry point, kept for ABI): the same cancellation record, without the two
+        // executor switches of the isolation-taking form (on entry and on return; each looks
+        // the task's executor preference up under its status lock), about 1,100 instructions
+        // per request (docs/swift-execution.md, session 16).
+        try await _unsafeInheritExecutor_withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation {
                 (continuation: ResponseContinuation) in
                 switch self.admit(waiting: .continuation(continuation)) {
