@@ -48,6 +48,14 @@ static uint64_t ctl_mask(uint64_t w) {
   return (((w - ONES * 0x20) & ~w) | ((del - ONES) & ~del)) & HIGHS;
 }
 
+/* At a control byte of a value: HTAB belongs to it (non-zero: scan on past it), CR or LF ends
+ * it, any other sets *bad. */
+static int value_goes_on(const unsigned char *p, int *bad) {
+  if (*p == '\t') return 1;
+  if (*p != '\r' && *p != '\n') *bad = 1;
+  return 0;
+}
+
 /*
  * Finds the CR or LF that ends the field value or reason phrase starting at p, checking every
  * byte on the way. Returns that byte's address, NULL if the line does not end before `end`, or
@@ -67,12 +75,8 @@ static const unsigned char *find_eol(const unsigned char *p, const unsigned char
       continue;
     }
     p += __builtin_ctz(m);
-    if (*p == '\t') {
-      p++;
-      continue;
-    }
-    if (*p != '\r' && *p != '\n') *bad = 1;
-    return p;
+    if (!value_goes_on(p, bad)) return p;
+    p++;
   }
 #endif
   while ((size_t)(end - p) >= 8) {
@@ -84,12 +88,8 @@ static const unsigned char *find_eol(const unsigned char *p, const unsigned char
     }
 #ifdef SWAR_FIRST_BYTE
     p += SWAR_FIRST_BYTE(m);
-    if (*p == '\t') {
-      p++;
-      continue;
-    }
-    if (*p != '\r' && *p != '\n') *bad = 1;
-    return p;
+    if (!value_goes_on(p, bad)) return p;
+    p++;
 #else
     break;
 #endif
@@ -97,9 +97,7 @@ static const unsigned char *find_eol(const unsigned char *p, const unsigned char
   for (; p < end; p++) {
     unsigned char c = *p;
     if (c >= 0x20 && c != 0x7f) continue;
-    if (c == '\t') continue;
-    if (c != '\r' && c != '\n') *bad = 1;
-    return p;
+    if (!value_goes_on(p, bad)) return p;
   }
   return NULL;
 }
