@@ -61,14 +61,20 @@ static int is_socket(int fd) {
 }
 
 #ifdef TURNAROUND_CALLGRIND
-static atomic_bool collecting;
+// Callgrind's collection state is per thread: a toggle on one thread leaves the others alone.
+// So the flag is the thread's own (a shared one let a thread that never read switch its own
+// collection on).
+static _Thread_local bool collecting;
 #endif
 
 static void note_read(int fd, ssize_t got) {
   if (got > 0 && is_socket(fd)) {
     atomic_store(&last_read_ns, now_ns());
 #ifdef TURNAROUND_CALLGRIND
-    if (!atomic_exchange(&collecting, true)) CALLGRIND_TOGGLE_COLLECT;
+    if (!collecting) {
+      collecting = true;
+      CALLGRIND_TOGGLE_COLLECT;
+    }
 #endif
   }
 }
@@ -76,7 +82,10 @@ static void note_read(int fd, ssize_t got) {
 static void note_write(int fd) {
   if (!is_socket(fd)) return;
 #ifdef TURNAROUND_CALLGRIND
-  if (atomic_exchange(&collecting, false)) CALLGRIND_TOGGLE_COLLECT;
+  if (collecting) {
+    collecting = false;
+    CALLGRIND_TOGGLE_COLLECT;
+  }
 #endif
   long long since = atomic_exchange(&last_read_ns, -1);
   if (since < 0 || samples == NULL) return;
@@ -179,9 +188,10 @@ static int by_value(const void *a, const void *b) {
 
 __attribute__((destructor)) static void report(void) {
 #ifdef TURNAROUND_CALLGRIND
-  // A last read leaves collection on: the sort below is no client's work (it put about 350
-  // instructions per request into some 3,000-request profiles and not into their twins).
-  if (atomic_exchange(&collecting, false)) CALLGRIND_TOGGLE_COLLECT;
+  // The sort below is no client's work. Collection is per thread, and the exiting thread is
+  // often not the one that read (its own state may even be on, inherited from a collecting
+  // creator): stopping instrumentation altogether is the one switch that covers every thread.
+  CALLGRIND_STOP_INSTRUMENTATION;
 #endif
   size_t n = atomic_load(&sample_count);
   if (n > max_samples) n = max_samples;
