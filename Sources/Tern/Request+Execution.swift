@@ -268,16 +268,17 @@ extension Request {
         // Read in place: a copy of the settings costs as much as building the plan.
         let plan = Plan(settings: s.settings, requestID: request.id, queueBudget: budget)
         let handlers = Handlers(taking: &s.settings)
-        let run = Execution(request: request, plan: plan, handlers: handlers, observer: observer)
+        // Moved into the execution, which keeps it inline: not copied.
+        let run = Execution(request: request, plan: consume plan, handlers: handlers, observer: observer)
         s.run = run
         if s.outcome.startDate == nil {
-            // The first execution: the outcome is still empty, three fields say it started
-            // (where a new Outcome was built, moved in and the empty one destroyed).
+            // The first execution: the outcome is still empty, two fields say it started
+            // (where a new Outcome was built, moved in and the empty one destroyed); the effective
+            // URL is the original one until a redirect sets its own.
             s.outcome.startDate = Date()
-            s.outcome.originalURL = plan.url
-            s.outcome.effectiveURL = plan.url
+            s.outcome.originalURL = run.plan.url
         } else {
-            s.outcome = Outcome(startDate: Date(), originalURL: plan.url, effectiveURL: plan.url)
+            s.outcome = Outcome(startDate: Date(), originalURL: run.plan.url)
         }
         return run
     }

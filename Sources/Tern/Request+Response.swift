@@ -19,7 +19,13 @@ struct Outcome: Sendable {
     var attempts = 0
     var isCancelled = false
     var originalURL: URL?
-    var effectiveURL: URL?
+    /// The latest hop's URL once a redirect was followed; `nil`: the original URL's (one URL
+    /// copy, two retains and their releases, fewer per request).
+    var hopURL: URL?
+    var effectiveURL: URL? {
+        get { hopURL ?? originalURL }
+        set { hopURL = newValue }
+    }
     /// The latest completed attempt's report (or a stored response's), whose fields the ones
     /// below read: held, not copied field by field, at every completion.
     var report: AttemptReport?
@@ -146,7 +152,7 @@ extension Request {
     /// head arrived or the request finished; for logs and curl-style `-v` output.
     public var sentRequestHead: String? {
         // The current head's, else (no head came) the report's text: a report has one only then.
-        storage.withLock { $0.outcome.head?.fieldsSource.sentHead ?? $0.outcome.report?.sentHead }
+        storage.withLock { $0.outcome.head?.sentHead ?? $0.outcome.report?.sentHead }
     }
 
     /// The interim (1xx) response heads that came before the head of the latest hop, as

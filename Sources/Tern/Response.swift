@@ -44,7 +44,7 @@ public struct Response: Sendable {
     /// (ASIHTTPRequest's `originalURL`).
     public var originalURL: URL { storage.originalURL }
     /// How many redirects were followed to reach ``url`` (0 when none).
-    public var redirectCount: Int { storage.report.redirectCount }
+    public var redirectCount: Int { storage.redirectCount }
     /// The final status, with its reason phrase.
     ///
     /// A download resumed from a file that was already complete needs no exchange and
@@ -52,82 +52,57 @@ public struct Response: Sendable {
     public var status: HTTPResponse.Status { storage.status }
     /// The HTTP version the response came in, such as ``HTTPVersion/http2``
     /// (``HTTPVersion/http1_1`` for a response from a cache); see ``Request/httpVersion``.
-    public var httpVersion: HTTPVersion { storage.report.head?.httpVersion ?? .http1_1 }
+    public var httpVersion: HTTPVersion { storage.head?.httpVersion ?? .http1_1 }
     /// The response's HTTP minor version: 1 for HTTP/1.1, 0 for HTTP/1.0 and HTTP/2. Read
     /// ``httpVersion`` to tell HTTP/2 apart.
     public var httpMinorVersion: Int { httpVersion.minor }
     /// The response header fields, in the order received.
-    public var headerFields: HTTPFields { head.fields }
+    public var headerFields: HTTPFields { storage.head?.fields ?? [:] }
     /// The body length the server announced (`Content-Length`, or `Content-Size` with a
     /// chunked body), or `nil` when it did not say.
-    public var contentLength: Int64? { storage.report.contentLength }
+    public var contentLength: Int64? { storage.contentLength }
     /// Where the body starts in the resource: the first byte of a 206 range, or 0.
-    public var offset: UInt64 { storage.report.offset }
+    public var offset: UInt64 { storage.offset }
     /// Body bytes received by the final attempt.
-    public var bytesReceived: UInt64 { storage.report.bytesReceived }
+    public var bytesReceived: UInt64 { storage.bytesReceived }
     /// The body kept in memory. Empty when it went to ``Request/downloadFile`` or
     /// ``Request/dataHandler`` (except the up to 1 MiB kept for a non-2xx status with a
     /// download file).
-    public var data: Data { storage.report.data }
+    public var data: Data { storage.data }
     /// The file that received the body, if any.
     public var downloadFile: String? { storage.downloadFile }
     /// True when the request went out on a connection kept from an earlier request.
-    public var isReused: Bool { storage.report.head?.isReused ?? false }
+    public var isReused: Bool { storage.head?.isReused ?? false }
     /// True when the response came from an ``HTTPCache`` rather than the network.
     public var isFromCache: Bool { storage.isFromCache }
     /// How many attempts the request took (1 without retries).
     public var attempts: Int { storage.attempts }
     /// Timings of the final attempt.
-    public var timings: Timings { storage.report.timings }
+    public var timings: Timings { storage.timings }
     /// The request head as sent (request line and header fields), for logs.
-    public var sentRequestHead: String? { storage.report.sentHead ?? head.sentHead }
+    public var sentRequestHead: String? { storage.sentHead ?? storage.head?.sentHead }
     /// The TLS facts of the connection (version, resumption, client certificate asked),
     /// or `nil` for plain HTTP.
-    public var tlsInfo: TLSInfo? { storage.report.tlsInfo }
+    public var tlsInfo: TLSInfo? { storage.tlsInfo }
     /// The encoding Tern decoded the body from (`"gzip"`, `"deflate"`, `"br"` or `"zstd"`),
     /// or `nil` when
     /// ``data`` is the body as sent.
-    public var decodedEncoding: String? { storage.report.decodedEncoding }
+    public var decodedEncoding: String? { storage.decodedEncoding }
     /// Body bytes delivered to memory, the download file or the data handler: the decoded
     /// size when the body was decoded (``bytesReceived`` counts the wire bytes).
-    public var bytesDelivered: UInt64 { storage.report.bytesDelivered }
+    public var bytesDelivered: UInt64 { storage.bytesDelivered }
     /// True when the server answered before the request body was sent, so the body was
     /// skipped (see ``Request/expectContinue``).
-    public var isRequestBodySkipped: Bool { storage.report.bodySkipped }
+    public var isRequestBodySkipped: Bool { storage.bodySkipped }
 
-    /// The header fields (and the request head) as copied from the engine, decoded when read.
-    var head: HeadFields { storage.report.head?.fieldsSource ?? .empty }
 
     /// The response in one object, so that handing it around (into the request's result, to
-    /// each awaiting task) copies one reference. What the final attempt left (or what a cache
-    /// entry stands for) is its report, kept as it is rather than copied field by field.
-    final class Storage: Sendable {
-        let report: AttemptReport
-        let url: URL
-        let originalURL: URL
-        let status: HTTPResponse.Status
-        let downloadFile: String?
-        let isFromCache: Bool
-        let attempts: Int
+    /// each awaiting task) copies one reference: the report the final attempt left (or the one
+    /// a cache entry stands for), kept as it is rather than copied field by field.
+    private let storage: AttemptReport
 
-        init(
-            report: AttemptReport, url: URL, originalURL: URL, status: HTTPResponse.Status,
-            downloadFile: String?, isFromCache: Bool, attempts: Int
-        ) {
-            self.report = report
-            self.url = url
-            self.originalURL = originalURL
-            self.status = status
-            self.downloadFile = downloadFile
-            self.isFromCache = isFromCache
-            self.attempts = attempts
-        }
-    }
-
-    private let storage: Storage
-
-    init(storage: Storage) {
-        self.storage = storage
+    init(report: AttemptReport) {
+        storage = report
     }
 
     /// The status code, such as 200.
@@ -157,13 +132,23 @@ public struct Response: Sendable {
     public var isCompressed: Bool { isCompressedEncoding(encoding) }
 }
 
-/// A response head's fields, and the request head that drew it, copied from the engine in one
-/// piece and decoded only when first read: most callers look at the status and the body alone,
-/// and building `HTTPFields` (a `String` and a validated name per field) was the largest single
-/// cost of a small request in Swift.
+/// A response head as seen when it arrived: the status line, and the fields with the request
+/// head that drew them, copied from the engine in one piece and decoded only when first read
+/// (most callers look at the status and the body alone, and building `HTTPFields`, a `String`
+/// and a validated name per field, was the largest single cost of a small request in Swift).
+///
+/// A class: the head goes from the head callback to the attempt, the request's outcome and the
+/// report, and a reference moves where a struct's fields were copied and destroyed at each
+/// step. One object with its fields: a second for the fields was one more allocation, retain
+/// and release per response.
 ///
 /// `@unchecked Sendable`: `bytes` is written once, in the initializer, and only read after.
-final class HeadFields: @unchecked Sendable {
+final class ResponseHead: @unchecked Sendable {
+    let status: Int
+    let reason: String
+    let httpVersion: Response.HTTPVersion
+    let contentLength: Int64?
+    let isReused: Bool
     /// The engine's field block ("name\0value\0" per field), then the request head as sent;
     /// allocated here and freed with the object (an array was one more object, and its generic
     /// appends about 250 instructions more per response).
@@ -172,19 +157,33 @@ final class HeadFields: @unchecked Sendable {
     private let hasSentHead: Bool
     private let decoded: Mutex<HTTPFields?>
 
-    /// No fields.
-    static let empty = HeadFields(fields: [:])
-
-    /// Fields known already (a stored response).
-    init(fields: HTTPFields) {
+    /// A head whose fields are known already (a stored response, a made-up one).
+    init(
+        status: Int, reason: String, httpVersion: Response.HTTPVersion, fields: HTTPFields,
+        contentLength: Int64?, isReused: Bool
+    ) {
+        self.status = status
+        self.reason = reason
+        self.httpVersion = httpVersion
+        self.contentLength = contentLength
+        self.isReused = isReused
         bytes = UnsafeRawBufferPointer(start: nil, count: 0)
         blockLength = 0
         hasSentHead = false
         decoded = Mutex(fields)
     }
 
-    /// Copies the engine's field block and, when given, the request head.
-    init(block: UnsafeRawBufferPointer, sentHead: UnsafeRawBufferPointer?) {
+    /// A head from the engine: copies its field block and, when given, the request head.
+    init(
+        status: Int, reason: String, httpVersion: Response.HTTPVersion,
+        block: UnsafeRawBufferPointer, sentHead: UnsafeRawBufferPointer?, contentLength: Int64?,
+        isReused: Bool
+    ) {
+        self.status = status
+        self.reason = reason
+        self.httpVersion = httpVersion
+        self.contentLength = contentLength
+        self.isReused = isReused
         let sent = sentHead ?? UnsafeRawBufferPointer(start: nil, count: 0)
         let total = block.count + sent.count
         if total > 0 {

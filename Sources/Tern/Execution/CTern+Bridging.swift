@@ -364,20 +364,19 @@ extension Execution {
     /// defaults are not sent: the engine starts from them.
     func makeCRequest(attempt: Int, timeLeft: Double?) throws(TernError) -> CRequest {
         guard let owner = CRequest() else { throw TernError(code: .outOfMemory) }
-        let p = plan
         let h = owner.pointer
         // withCString: a URL's string is often not native, and the implicit conversion copied it
         // to the heap (utf8CString) where withCString uses a stack buffer.
-        let accepted = p.urlString.withCString { tern_request_set_url(h, $0) }
+        let accepted = plan.urlString.withCString { tern_request_set_url(h, $0) }
         // The engine refuses a port outside 1-65535; the message says which part is wrong.
-        if _slowPath(accepted != 0), let port = p.url.port, !(1...65535).contains(port) {
+        if _slowPath(accepted != 0), let port = plan.url.port, !(1...65535).contains(port) {
             throw TernError(
-                code: .badURL, message: "port \(port) of \(p.urlString) is out of range (1-65535)",
-                host: p.host, phase: .setup)
+                code: .badURL, message: "port \(port) of \(plan.urlString) is out of range (1-65535)",
+                host: plan.host, phase: .setup)
         }
-        try check(accepted, "URL \(p.urlString)")
-        if _slowPath(p.method != "GET") { try check(tern_request_set_method(h, p.method), "method \(p.method)") }
-        for field in p.headers {
+        try check(accepted, "URL \(plan.urlString)")
+        if _slowPath(plan.method != "GET") { try check(tern_request_set_method(h, plan.method), "method \(plan.method)") }
+        for field in plan.headers {
             try check(
                 tern_request_add_header(h, field.name, field.value),
                 "header field \(field.name)"
@@ -394,15 +393,15 @@ extension Execution {
         try configureHops(h)
         // A request that changed no rarely set setting has nothing more to say: no body,
         // download, own TLS options, timeouts or protocol choices.
-        if _slowPath(!p.hasDefaultOptions) { try configureOptions(h, attempt: attempt) }
-        // A switch, not `p.tls == nil`: that compared two TLSOptions? with ==, copying both.
-        if case .none = p.tls, _slowPath(!p.engine.hasDefaultTLS) { try configureTLS(h, p.engine.configuration.tls) }
+        if _slowPath(!plan.hasDefaultOptions) { try configureOptions(h, attempt: attempt) }
+        // A switch, not `plan.tls == nil`: that compared two TLSOptions? with ==, copying both.
+        if case .none = plan.tls, _slowPath(!plan.engine.hasDefaultTLS) { try configureTLS(h, plan.engine.configuration.tls) }
         if _slowPath(timeLeft != nil), let timeLeft {
             try check(tern_request_set_timeout(h, TERN_TIMEOUT_TOTAL, milliseconds(timeLeft)), "total timeout")
         }
         // The request id (not a pointer) lets the log callback name the request safely even
         // after the execution is gone.
-        tern_request_set_user_data(h, UnsafeMutableRawPointer(bitPattern: UInt(p.requestID)))
+        tern_request_set_user_data(h, UnsafeMutableRawPointer(bitPattern: UInt(plan.requestID)))
 
         let context = Unmanaged.passUnretained(self).toOpaque()
         try check(tern_request_set_complete_cb(h, completeCallback, context), "complete callback")
@@ -413,7 +412,7 @@ extension Execution {
             try check(tern_request_set_auth_cb(h, authCallback, context), "auth callback")
         }
         if readsHeadsLate { tern_request_set_whole_at_completion(h, 1) }
-        if _slowPath(p.streamsBody) {
+        if _slowPath(plan.streamsBody) {
             try check(tern_request_set_data_cb(h, dataCallback, context), "data callback")
         }
         return owner
@@ -422,11 +421,10 @@ extension Execution {
     /// The rarely set settings: omitted fields, the body, the download, the request's own TLS
     /// options, timeouts, decoding and protocol choices.
     private func configureOptions(_ h: OpaquePointer, attempt: Int) throws(TernError) {
-        let p = plan
-        for name in p.omittedFields {
+        for name in plan.omittedFields {
             try check(tern_request_omit_header(h, name), "omitted header field \(name)")
         }
-        switch p.body {
+        switch plan.body {
         case .none:
             break
         case .data(let data):
@@ -454,15 +452,15 @@ extension Execution {
                 tern_request_set_body_cb(h, announced, bodyCallback, Unmanaged.passUnretained(self).toOpaque()),
                 "body stream")
         }
-        if p.compressBody { try check(tern_request_set_body_gzip(h, 1), "compressBody") }
-        let expect = p.expectContinue
+        if plan.compressBody { try check(tern_request_set_body_gzip(h, 1), "compressBody") }
+        let expect = plan.expectContinue
         if expect != Request.ExpectContinue() {
             try check(
                 tern_request_set_expect_continue(
                     h, expect.threshold.map { Int64(clamping: $0) } ?? -1, milliseconds(expect.wait)),
                 "expectContinue")
         }
-        let limits = p.decodingLimits
+        let limits = plan.decodingLimits
         if limits != Request.DecodingLimits() {
             let ratio = limits.maxRatio ?? 0
             try check(
@@ -472,12 +470,12 @@ extension Execution {
                 "decodingLimits (maxRatio \(ratio))")
         }
         // TLS options go on http URLs too: a redirect may lead to https.
-        if let own = p.tls { try configureTLS(h, own) }
-        if let d = p.download {
+        if let own = plan.tls { try configureTLS(h, own) }
+        if let d = plan.download {
             // With retries, each attempt keeps its .part for the next to continue; the first
             // starts clean, and the execution removes the .part when it gives up.
             var mode: Int32 = d.resume ? 1 : 0
-            if !d.resume, p.policy.maxRetries > 0 {
+            if !d.resume, plan.policy.maxRetries > 0 {
                 mode = TERN_RESUME_PART
                 if attempt == 1 { removePartialDownload(d.path) }
             }
@@ -488,7 +486,7 @@ extension Execution {
                 try check(tern_request_set_download_any_status(h, 1), "downloadsErrorBodies")
             }
         }
-        let t = p.timeouts
+        let t = plan.timeouts
         if t.connect != 30 {
             try check(tern_request_set_timeout(h, TERN_TIMEOUT_CONNECT, milliseconds(t.connect)), "connect timeout")
         }
@@ -498,23 +496,23 @@ extension Execution {
         if t.body != 60 {
             try check(tern_request_set_timeout(h, TERN_TIMEOUT_BODY, milliseconds(t.body)), "body timeout")
         }
-        switch p.decoding {
+        switch plan.decoding {
         case .automatic: break
         case .raw: try check(tern_request_set_decoding(h, TERN_DECODE_RAW), "decoding")
         case .none: try check(tern_request_set_decoding(h, TERN_DECODE_OFF), "decoding")
         }
-        if !p.persistent { try check(tern_request_set_persistent(h, 0), "persistent") }
-        if p.http10 { try check(tern_request_set_http10(h, 1), "http10") }
+        if !plan.persistent { try check(tern_request_set_persistent(h, 0), "persistent") }
+        if plan.http10 { try check(tern_request_set_http10(h, 1), "http10") }
         // HTTP/1.0 never negotiates HTTP/2: http10 wins over the preference.
-        let version = p.http10 ? .http1_1 : p.httpVersion
+        let version = plan.http10 ? .http1_1 : plan.httpVersion
         if version != .automatic {
             try check(tern_request_set_http_version(h, version.engineValue), "httpVersion \(version)")
         }
-        if p.pipelining { try check(tern_request_set_pipelining(h, 1), "pipelining") }
-        if p.bufferSize != 0 {
+        if plan.pipelining { try check(tern_request_set_pipelining(h, 1), "pipelining") }
+        if plan.bufferSize != 0 {
             try check(
-                p.bufferSize > 0 ? tern_request_set_buffer_size(h, p.bufferSize) : TERN_EINVAL.rawValue,
-                "bufferSize \(p.bufferSize) (must be 1024 bytes to 1 GiB)")
+                plan.bufferSize > 0 ? tern_request_set_buffer_size(h, plan.bufferSize) : TERN_EINVAL.rawValue,
+                "bufferSize \(plan.bufferSize) (must be 1024 bytes to 1 GiB)")
         }
     }
 
@@ -537,82 +535,81 @@ extension Execution {
     /// Redirects, credentials (the request's, else a store's to send at once), the proxy, the
     /// rates and budget, and the priority.
     private func configureHops(_ h: OpaquePointer) throws(TernError) {
-        let p = plan
-        try check(tern_request_set_follow_redirects(h, p.maxRedirects), "maxRedirects")
-        if _slowPath(p.redirectPolicy.rawValue != 0) {
-            try check(tern_request_set_redirect_flags(h, p.redirectPolicy.rawValue), "redirectPolicy")
+        try check(tern_request_set_follow_redirects(h, plan.maxRedirects), "maxRedirects")
+        if _slowPath(plan.redirectPolicy.rawValue != 0) {
+            try check(tern_request_set_redirect_flags(h, plan.redirectPolicy.rawValue), "redirectPolicy")
         }
-        if let credential = p.credential {
+        if let credential = plan.credential {
             try check(
-                tern_request_set_auth(h, credential.engineUser, credential.password, p.authSchemes.rawValue),
+                tern_request_set_auth(h, credential.engineUser, credential.password, plan.authSchemes.rawValue),
                 "credential")
             authentication?.noteRequestCredential(
-                credential, for: p.url, isProxy: false, sentPreemptively: p.authSchemes.isPreemptive)
-        } else if !p.hasExplicitAuthorization, answersChallenges,
+                credential, for: plan.url, isProxy: false, sentPreemptively: plan.authSchemes.isPreemptive)
+        } else if !plan.hasExplicitAuthorization, answersChallenges,
             _slowPath(
-                AuthenticationCoordinator.mayHoldCredentials(p.sessionStore)
-                    || AuthenticationCoordinator.mayHoldCredentials(p.persistentStore)),
-            let (credential, scheme) = authentication?.preemptiveCredential(for: p.url, isProxy: false)
+                AuthenticationCoordinator.mayHoldCredentials(plan.sessionStore)
+                    || AuthenticationCoordinator.mayHoldCredentials(plan.persistentStore)),
+            let (credential, scheme) = authentication?.preemptiveCredential(for: plan.url, isProxy: false)
         {
             try check(
                 tern_request_set_auth(
                     h, credential.engineUser, credential.password,
-                    Self.schemeBits(stored: scheme, allowed: p.authSchemes)),
+                    Self.schemeBits(stored: scheme, allowed: plan.authSchemes)),
                 "stored credential")
         }
-        if _slowPath(p.proxyAutoConfiguration != nil) {
+        if _slowPath(plan.proxyAutoConfiguration != nil) {
             try check(
                 tern_request_set_proxy_callback(
                     h, proxyListCallback, Unmanaged.passUnretained(self).toOpaque()),
                 "PAC callback")
-            if let credential = p.proxyAutoConfigurationCredential {
+            if let credential = plan.proxyAutoConfigurationCredential {
                 try check(
                     tern_request_set_proxy_auth(
-                        h, credential.engineUser, credential.password, p.proxySchemes.rawValue),
+                        h, credential.engineUser, credential.password, plan.proxySchemes.rawValue),
                     "proxy credential")
             }
-        } else if let rules = p.proxyRules, !rules.namesNoProxy, p.maxRedirects > 0,
+        } else if let rules = plan.proxyRules, !rules.namesNoProxy, plan.maxRedirects > 0,
             try configureProxyRules(h, rules)
         {
             // The engine picks each hop's proxy by the environment's rules, each proxy with its
             // own credentials; the first hop's is known to the coordinator.
-            if let proxy = p.proxy, let credential = proxy.credential {
+            if let proxy = plan.proxy, let credential = proxy.credential {
                 authentication?.noteRequestCredential(
                     credential, for: proxy.url, isProxy: true, sentPreemptively: false)
             }
-        } else if let proxy = p.proxy {
+        } else if let proxy = plan.proxy {
             try check(tern_request_set_proxy(h, proxy.url.absoluteString), "proxy \(proxy)")
             if let credential = proxy.credential {
                 try check(
                     tern_request_set_proxy_auth(
-                        h, credential.engineUser, credential.password, p.proxySchemes.rawValue),
+                        h, credential.engineUser, credential.password, plan.proxySchemes.rawValue),
                     "proxy credential")
                 authentication?.noteRequestCredential(
                     credential, for: proxy.url, isProxy: true,
-                    sentPreemptively: p.proxySchemes.isPreemptive)
+                    sentPreemptively: plan.proxySchemes.isPreemptive)
             } else if let (credential, scheme) = authentication?.preemptiveCredential(
                 for: proxy.url, isProxy: true)
             {
                 try check(
                     tern_request_set_proxy_auth(
                         h, credential.engineUser, credential.password,
-                        Self.schemeBits(stored: scheme, allowed: p.proxySchemes)),
+                        Self.schemeBits(stored: scheme, allowed: plan.proxySchemes)),
                     "stored proxy credential")
             }
         }
-        if _slowPath(p.maxReceiveSpeed > 0) {
-            try check(tern_request_set_max_recv_speed(h, p.maxReceiveSpeed), "maxReceiveSpeed")
+        if _slowPath(plan.maxReceiveSpeed > 0) {
+            try check(tern_request_set_max_recv_speed(h, plan.maxReceiveSpeed), "maxReceiveSpeed")
         }
-        if _slowPath(p.maxSendSpeed > 0) {
-            try check(tern_request_set_max_send_speed(h, p.maxSendSpeed), "maxSendSpeed")
+        if _slowPath(plan.maxSendSpeed > 0) {
+            try check(tern_request_set_max_send_speed(h, plan.maxSendSpeed), "maxSendSpeed")
         }
         // The C request takes its own reference to the budget; the plan keeps the Swift
         // object (and so the caller's reference) alive while any attempt may still be made.
-        if let budget = p.bandwidthBudget {
+        if let budget = plan.bandwidthBudget {
             try check(tern_request_set_bandwidth(h, budget.handle), "bandwidthBudget")
         }
-        if _slowPath(p.priority != 0) {
-            try check(tern_request_set_priority(h, Int32(clamping: p.priority)), "priority")
+        if _slowPath(plan.priority != 0) {
+            try check(tern_request_set_priority(h, Int32(clamping: plan.priority)), "priority")
         }
     }
 
@@ -689,9 +686,8 @@ extension Execution {
             status: Int(tern_request_get_status(h)),
             reason: Self.reason(tern_request_get_reason(h)),
             httpVersion: Self.responseVersion(h),
-            fieldsSource: HeadFields(
-                block: UnsafeRawBufferPointer(start: block, count: block == nil ? 0 : blockLength),
-                sentHead: sent.flatMap { sentLength > 0 ? UnsafeRawBufferPointer(start: $0, count: sentLength) : nil }),
+            block: UnsafeRawBufferPointer(start: block, count: block == nil ? 0 : blockLength),
+            sentHead: sent.flatMap { sentLength > 0 ? UnsafeRawBufferPointer(start: $0, count: sentLength) : nil },
             contentLength: length >= 0 ? length : nil,
             isReused: tern_request_is_reused(h) != 0)
     }
@@ -824,7 +820,11 @@ extension Execution {
             bodySkipped: tern_request_is_body_skipped(h) != 0,
             connectStatus: Int(tern_request_get_connect_status(h)),
             redirectedURL: redirected,
-            redirectCount: redirects)
+            redirectCount: redirects,
+            originalURL: plan.url,
+            downloadFile: plan.download?.path,
+            isFromCache: false,
+            attempts: local.number)
     }
 }
 

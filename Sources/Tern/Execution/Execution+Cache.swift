@@ -366,18 +366,17 @@ extension Execution {
         let length = UInt64(isHead ? 0 : entry.bodyLength)
         let responseHead = ResponseHead(
             status: head.status, reason: head.reason, httpVersion: .http1_1,
-            fieldsSource: HeadFields(fields: fields), contentLength: contentLength, isReused: false)
-        let report = AttemptReport(stored: responseHead, data: data, length: length)
+            fields: fields, contentLength: contentLength, isReused: false)
+        let report = AttemptReport(
+            stored: responseHead, data: data, length: length, url: plan.url, downloadFile: downloadFile,
+            isFromCache: true)
         request.storage.withLock { s in
             s.outcome.head = responseHead
             s.outcome.report = report
             s.outcome.progress.bytesReceived = length
             s.outcome.progress.bytesExpected = length
         }
-        return Response(storage: .init(
-            report: report, url: plan.url, originalURL: plan.url,
-            status: HTTPResponse.Status(code: head.status, reasonPhrase: head.reason),
-            downloadFile: downloadFile, isFromCache: true, attempts: 0))
+        return Response(report: report)
     }
 
     /// True for a regular file (false for a device such as /dev/null, or nothing).
@@ -410,17 +409,15 @@ extension Execution {
     /// `only-if-cached` (or the "don't load" policy) with nothing usable stored.
     private func gatewayTimeout() -> Response {
         let head = ResponseHead(
-            status: 504, reason: "Gateway Timeout", httpVersion: .http1_1, fieldsSource: .empty,
+            status: 504, reason: "Gateway Timeout", httpVersion: .http1_1, fields: [:],
             contentLength: 0, isReused: false)
-        let report = AttemptReport(stored: head, data: Data(), length: 0)
+        let report = AttemptReport(
+            stored: head, data: Data(), length: 0, url: plan.url, downloadFile: nil, isFromCache: false)
         request.storage.withLock { s in
             s.outcome.head = head
             s.outcome.report = report
         }
-        return Response(storage: .init(
-            report: report, url: plan.url, originalURL: plan.url,
-            status: HTTPResponse.Status(code: 504, reasonPhrase: "Gateway Timeout"),
-            downloadFile: nil, isFromCache: false, attempts: 0))
+        return Response(report: report)
     }
 }
 
@@ -447,11 +444,15 @@ extension Request {
 
 extension AttemptReport {
     /// What a response the cache answers with stands for: its head and body, no exchange.
-    convenience init(stored head: ResponseHead, data: Data, length: UInt64) {
+    convenience init(
+        stored head: ResponseHead, data: Data, length: UInt64, url: URL, downloadFile: String?,
+        isFromCache: Bool
+    ) {
         self.init(
             error: nil, head: head, data: data, bytesReceived: length,
             contentLength: head.contentLength, offset: 0, timings: Response.Timings(), sentHead: nil,
             tlsInfo: nil, decodedEncoding: nil, bytesDelivered: length, bodySkipped: false,
-            connectStatus: 0, redirectedURL: nil, redirectCount: 0)
+            connectStatus: 0, redirectedURL: nil, redirectCount: 0, originalURL: url,
+            downloadFile: downloadFile, isFromCache: isFromCache, attempts: 0)
     }
 }

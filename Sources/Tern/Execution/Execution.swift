@@ -111,35 +111,11 @@ final class Handlers: Sendable {
     var wantsBytes: Bool { progressHandler != nil || !progressStreams.isEmpty }
 }
 
-/// A response head as seen when it arrived. A class: the head goes from the head callback
-/// to the attempt, the request's outcome and the report, and a reference moves where the
-/// struct's six fields were copied and destroyed at each step.
-final class ResponseHead: Sendable {
-    let status: Int
-    let reason: String
-    let httpVersion: Response.HTTPVersion
-    /// The fields (and the request head that drew them), decoded when read.
-    let fieldsSource: HeadFields
-    var fields: HTTPFields { fieldsSource.fields }
-    let contentLength: Int64?
-    let isReused: Bool
-
-    init(
-        status: Int, reason: String, httpVersion: Response.HTTPVersion, fieldsSource: HeadFields,
-        contentLength: Int64?, isReused: Bool
-    ) {
-        self.status = status
-        self.reason = reason
-        self.httpVersion = httpVersion
-        self.fieldsSource = fieldsSource
-        self.contentLength = contentLength
-        self.isReused = isReused
-    }
-}
-
-/// What one attempt left behind when it completed. A class: the report goes from the
-/// bridging code through the machine's step into the response, and a reference moves where
-/// the struct's seventeen fields were copied and destroyed at each step.
+/// What one attempt left behind when it completed, and, for the attempt that ends an
+/// execution, the response itself: ``Response`` holds this object. A class: the report goes
+/// from the bridging code through the machine's step into the response, and a reference moves
+/// where the struct's seventeen fields were copied and destroyed at each step; one object,
+/// where a response's own box around the report was one more allocation per request.
 final class AttemptReport: Sendable {
     let error: TernError?
     let head: ResponseHead?
@@ -159,12 +135,31 @@ final class AttemptReport: Sendable {
     /// Where the redirects led, cleaned; `nil` when no redirect was followed.
     let redirectedURL: URL?
     let redirectCount: Int
+    /// The URL the execution started from, cleaned.
+    let originalURL: URL
+    /// The download file the body went to, if any.
+    let downloadFile: String?
+    /// The report stands for a stored response.
+    let isFromCache: Bool
+    /// The attempt's number: the attempts made when it ends the execution.
+    let attempts: Int
+
+    /// Where the response came from: the redirects' end, else the original URL.
+    var url: URL { redirectedURL ?? originalURL }
+
+    /// The final status with its reason phrase (status 0, no phrase, without a head).
+    var status: HTTPResponse.Status {
+        guard let head else { return HTTPResponse.Status(code: 0, reasonPhrase: "") }
+        if head.status == 200, head.reason == "OK" { return .ok }
+        return HTTPResponse.Status(code: head.status, reasonPhrase: head.reason)
+    }
 
     init(
         error: TernError?, head: ResponseHead?, data: Data, bytesReceived: UInt64,
         contentLength: Int64?, offset: UInt64, timings: Response.Timings, sentHead: String?,
         tlsInfo: TLSInfo?, decodedEncoding: String?, bytesDelivered: UInt64, bodySkipped: Bool,
-        connectStatus: Int, redirectedURL: URL?, redirectCount: Int
+        connectStatus: Int, redirectedURL: URL?, redirectCount: Int, originalURL: URL,
+        downloadFile: String?, isFromCache: Bool, attempts: Int
     ) {
         self.error = error
         self.head = head
@@ -181,6 +176,21 @@ final class AttemptReport: Sendable {
         self.connectStatus = connectStatus
         self.redirectedURL = redirectedURL
         self.redirectCount = redirectCount
+        self.originalURL = originalURL
+        self.downloadFile = downloadFile
+        self.isFromCache = isFromCache
+        self.attempts = attempts
+    }
+
+    /// The same report with another attempt count.
+    func counting(attempts: Int) -> AttemptReport {
+        AttemptReport(
+            error: error, head: head, data: data, bytesReceived: bytesReceived,
+            contentLength: contentLength, offset: offset, timings: timings, sentHead: sentHead,
+            tlsInfo: tlsInfo, decodedEncoding: decodedEncoding, bytesDelivered: bytesDelivered,
+            bodySkipped: bodySkipped, connectStatus: connectStatus, redirectedURL: redirectedURL,
+            redirectCount: redirectCount, originalURL: originalURL, downloadFile: downloadFile,
+            isFromCache: isFromCache, attempts: attempts)
     }
 }
 
@@ -285,9 +295,8 @@ final class Execution: @unchecked Sendable {
     /// first listener event and in the head handler, which such a request has not).
     let readsHeadsLate: Bool
 
-    init(request: Request, plan: Plan, handlers: Handlers?, observer: (any ExecutionObserver)? = nil) {
+    init(request: Request, plan: consuming Plan, handlers: Handlers?, observer: (any ExecutionObserver)? = nil) {
         self.request = request
-        self.plan = plan
         self.observer = observer
         cacheStage = plan.cache.map(CacheStage.init)
         answersChallenges =
@@ -306,6 +315,8 @@ final class Execution: @unchecked Sendable {
             handlerGate == nil && !deliversOnQueue && observer == nil && cacheStage == nil
         machine = ExecutionMachine(policy: plan.policy)
         local = AttemptLocal(hopURL: plan.url)
+        // Last: the plan moves in, read above without a copy.
+        self.plan = plan
     }
 
     // MARK: - Lifecycle
@@ -947,17 +958,9 @@ final class Execution: @unchecked Sendable {
     var logMetadata: Logger.Metadata { ["tern.request": "\(plan.requestID)"] }
 
     /// The head's status; "200 OK" without checking the phrase again, byte by byte.
-    private static func status(_ head: ResponseHead?) -> HTTPResponse.Status {
-        guard let head else { return HTTPResponse.Status(code: 0, reasonPhrase: "") }
-        if head.status == 200, head.reason == "OK" { return .ok }
-        return HTTPResponse.Status(code: head.status, reasonPhrase: head.reason)
-    }
-
     private func makeResponse(_ report: AttemptReport, attempts: Int) -> Response {
-        Response(storage: .init(
-            report: report, url: report.redirectedURL ?? plan.url, originalURL: plan.url,
-            status: Self.status(report.head), downloadFile: plan.download?.path, isFromCache: false,
-            attempts: attempts))
+        // The report of the attempt that ends the execution counts the attempts made already.
+        Response(report: _fastPath(report.attempts == attempts) ? report : report.counting(attempts: attempts))
     }
 
     private func logSummary(_ result: Result<Response, TernError>, attempts: Int) {

@@ -1,6 +1,8 @@
 // Plan: an immutable copy of a request's settings, resolved into what the engine needs (the
 // URL without credentials, the final header list, body and sink), taken when an execution
-// starts so that later changes to the Request cannot race with it.
+// starts so that later changes to the Request cannot race with it. A struct, kept inline in
+// its execution (its only holder): an object of its own was one more allocation, retain and
+// release per request, and one more pointer to follow at every read.
 
 import Dispatch
 #if canImport(FoundationEssentials)
@@ -10,7 +12,7 @@ import Foundation
 #endif
 import HTTPTypes
 
-final class Plan: Sendable {
+struct Plan: Sendable {
     enum Body: Sendable {
         case none
         case data(Data)
@@ -59,12 +61,25 @@ final class Plan: Sendable {
     /// The caller's own cookies (``Request/cookie`` and `Cookie` fields, joined), sent per hop
     /// to the request's origin only; kept out of ``headers``.
     let manualCookie: String?
+    /// The proxy chosen for the URL and the rules it came from, boxed: most requests have
+    /// neither, and two large optionals stored inline cost a copy of their nil and an outlined
+    /// destroy per plan where a nil reference costs one store.
+    final class ProxyChoice: Sendable {
+        let proxy: ProxyConfiguration?
+        let rules: ProxyEnvironment?
+
+        init(proxy: ProxyConfiguration?, rules: ProxyEnvironment?) {
+            self.proxy = proxy
+            self.rules = rules
+        }
+    }
+    private let proxyChoice: ProxyChoice?
     /// The proxy chosen for the URL: the request's, else its (or the engine's) environment's.
-    let proxy: ProxyConfiguration?
+    var proxy: ProxyConfiguration? { proxyChoice?.proxy }
     var proxySchemes: Request.AuthenticationSchemes { options.value.proxyAuthenticationSchemes }
     /// The environment ``proxy`` came from (none when the request set its own): the engine
     /// applies its rules again for every redirect hop.
-    let proxyRules: ProxyEnvironment?
+    var proxyRules: ProxyEnvironment? { proxyChoice?.rules }
     /// A PAC script that chooses every hop's proxies instead of ``proxy`` and ``proxyRules``.
     var proxyAutoConfiguration: ProxyAutoConfiguration? { options.value.proxyAutoConfiguration }
     /// With a PAC script: ``Request/proxy``'s credential, for whichever proxy it chooses.
@@ -165,10 +180,9 @@ final class Plan: Sendable {
             credential = hasExplicitAuthorization ? nil : target.credential
             bandwidthBudget = queueBudget
             if _fastPath(engine.proxyEnvironmentNamesNoProxy) {
-                proxy = nil
-                proxyRules = nil
+                proxyChoice = nil
             } else {
-                (proxy, proxyRules) = Self.chooseProxy(
+                proxyChoice = Self.chooseProxy(
                     for: target.url, own: nil, environment: nil, engine: engine, fail: &problem)
             }
             body = .none
@@ -197,10 +211,9 @@ final class Plan: Sendable {
         checkFieldsAndURL()
         if v.proxyAutoConfiguration != nil {
             // The engine asks the script for every hop.
-            proxy = nil
-            proxyRules = nil
+            proxyChoice = nil
         } else {
-            (proxy, proxyRules) = Self.chooseProxy(
+            proxyChoice = Self.chooseProxy(
                 for: target.url, own: v.proxy, environment: v.proxyEnvironment, engine: engine,
                 fail: &problem)
         }
@@ -287,23 +300,23 @@ final class Plan: Sendable {
     private static func chooseProxy(
         for url: URL, own: ProxyConfiguration?, environment: ProxyEnvironment?, engine: Engine,
         fail problem: inout TernError?
-    ) -> (ProxyConfiguration?, ProxyEnvironment?) {
-        if let own { return (own, nil) }
+    ) -> ProxyChoice? {
+        if let own { return ProxyChoice(proxy: own, rules: nil) }
         if environment == nil, engine.proxyEnvironmentNamesNoProxy {
             // Most machines: no variable names a proxy. Nothing to choose or keep for later
             // hops, and no copy of the rules (with its release, about 500 instructions).
-            return (nil, nil)
+            return nil
         }
         let rules = environment ?? engine.configuration.proxyEnvironment
         do throws(TernError) {
-            return (try rules.proxy(for: url), rules)
+            return ProxyChoice(proxy: try rules.proxy(for: url), rules: rules)
         } catch {
             if problem == nil {
                 problem = TernError(
                     code: error.code, message: "proxy for \(url.absoluteString): " + error.message,
                     host: url.host ?? "", phase: .setup)
             }
-            return (nil, rules)
+            return ProxyChoice(proxy: nil, rules: rules)
         }
     }
 
