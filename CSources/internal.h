@@ -138,15 +138,16 @@ void tern__encoder_free(tern__encoder *e);
 enum { TERN__RECV = 0, TERN__SEND = 1 };
 #define TERN__METER_SLOTS 10 /* of 100 ms: the meter's second */
 
-/* One direction of a budget. `rate` may be read without the lock (the read and write sizes);
- * everything else is under it. */
+/* One direction of a budget. `rate` may be read without the lock (the read and write sizes),
+ * and the meter's slots are atomic: a bucket with no rate (every engine's, unless it has a
+ * budget) counts its bytes without the lock. The budget's state is under the lock. */
 typedef struct {
   uv_mutex_t lock;
   _Atomic uint64_t rate; /* bytes per second; 0: no budget (the meter still counts) */
   double balance;        /* bytes that may go now; negative: the debt being paid */
   double credits;        /* every byte the rate earned: waiters' marks are counted on it */
   uint64_t stamp_ns;     /* uv_hrtime of the last refill */
-  uint64_t slot_bytes[TERN__METER_SLOTS], slot_epoch[TERN__METER_SLOTS];
+  _Atomic uint64_t slot_bytes[TERN__METER_SLOTS], slot_epoch[TERN__METER_SLOTS];
 } tern__bucket;
 
 /* An engine's budget, a group's (tern_bandwidth_new), or one request's sending budget. */
