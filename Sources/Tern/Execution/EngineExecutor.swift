@@ -12,6 +12,11 @@ public final class EngineExecutor: TaskExecutor, @unchecked Sendable {
     private let core: EngineCore
     private let lock = StateLock(())
     @exclusivity(unchecked) private var jobs: [UnownedJob] = []  // guarded by `lock`
+    /// The jobs the loop thread's drain is running. The two arrays trade places under the lock,
+    /// so neither buffer is reallocated: a copy handed out of the lock made the
+    /// `removeAll(keepingCapacity:)` after it allocate a new one at every drain. Only the
+    /// loop thread's drain touches it.
+    @exclusivity(unchecked) private var running: [UnownedJob] = []
 
     init(core: EngineCore) {
         self.core = core
@@ -29,14 +34,23 @@ public final class EngineExecutor: TaskExecutor, @unchecked Sendable {
         if tern_engine_call(core.handle, drainCallback, context) != 0 {
             // Out of memory: run the jobs elsewhere rather than never.
             Unmanaged<EngineExecutor>.fromOpaque(context).release()
-            DispatchQueue.global().async { self.drain() }
+            DispatchQueue.global().async { self.drainElsewhere() }
         }
     }
 
     fileprivate func drain() {
         core.noteLoopThread()
+        lock.withLock { _ in swap(&jobs, &running) }
+        let me = asUnownedTaskExecutor()
+        for job in running { job.runSynchronously(on: me) }
+        running.removeAll(keepingCapacity: true)
+    }
+
+    /// The drain when the loop could not take one (out of memory): off the loop thread, with
+    /// a batch of its own, `running` left to the loop's drains.
+    private func drainElsewhere() {
         let batch: [UnownedJob] = lock.withLock { _ -> [UnownedJob] in
-            defer { jobs.removeAll(keepingCapacity: true) }
+            defer { jobs = [] }
             return jobs
         }
         let me = asUnownedTaskExecutor()

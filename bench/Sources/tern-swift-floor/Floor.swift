@@ -10,6 +10,9 @@ import Glibc
 final class LoopExecutor: TaskExecutor, @unchecked Sendable {
     let engine: OpaquePointer
     private let lock = Mutex<[UnownedJob]>([])
+    /// The drain's jobs: swapped with the queue under the lock, so no buffer is allocated per
+    /// drain (as Engine.executor does).
+    private var running: [UnownedJob] = []
     init(engine: OpaquePointer) { self.engine = engine }
 
     func enqueue(_ job: consuming ExecutorJob) {
@@ -26,11 +29,9 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
     }
 
     func drain() {
-        let batch = lock.withLock { jobs in
-            defer { jobs.removeAll(keepingCapacity: true) }
-            return jobs
-        }
-        for job in batch { job.runSynchronously(on: asUnownedTaskExecutor()) }
+        lock.withLock { jobs in swap(&jobs, &running) }
+        for job in running { job.runSynchronously(on: asUnownedTaskExecutor()) }
+        running.removeAll(keepingCapacity: true)
     }
 }
 
