@@ -928,6 +928,8 @@ struct tern_engine {
   tern__list went_idle;   /* loop thread: TLS connections pooled in this callback (conn.c) */
   tern__list finished;    /* loop thread: completed requests, unreferenced after the drain */
   tern__list deferred;    /* loop thread: tern_engine_defer calls, run after `finished` */
+  tern__list spare_calls; /* loop thread: run calls' nodes, for the next calls made on it */
+  unsigned nspare_calls;  /* loop thread: how many (at most TERN__SPARE_CALLS) */
   int depth;              /* loop thread: nesting of engine callbacks */
   tern__list queued;      /* loop thread: admitted by max_active_requests later, by priority */
   unsigned nadmitted;     /* loop thread: requests started and not completed */
