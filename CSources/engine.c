@@ -32,52 +32,9 @@ static const tern__owner_ops engine_ops = {
   .drain = drain,
 };
 
-static bool on_loop_thread(const tern_engine_t *eng) {
-  uv_thread_t self = uv_thread_self();
-  return uv_thread_equal(&self, &eng->loop_thread);
-}
-
-/* A function queued by tern_engine_call. */
-typedef struct {
-  tern__list node;
-  void (*fn)(void *arg);
-  void *arg;
-} loop_call;
-
 /* Whether a request of the engine's queue may start now (max_active_requests). */
 static bool may_admit(const tern_engine_t *eng) {
   return !tern__list_empty(&eng->queued) && eng->nadmitted < eng->config.max_active_requests;
-}
-
-/* Nodes of run calls kept for the next calls made on the loop thread. A Swift request makes two
- * (its task's resumption through the executor, its execution's release): a malloc and a free
- * each were about 250 instructions of the loop thread's work per request. */
-#define TERN__SPARE_CALLS 16
-
-/* A node for a call: a spare one on the loop thread, else a new one. */
-static loop_call *call_node(tern_engine_t *eng, bool loop_thread) {
-  if (loop_thread && !tern__list_empty(&eng->spare_calls)) {
-    tern__list *n = eng->spare_calls.next;
-    tern__list_remove(n);
-    eng->nspare_calls--;
-    return tern__container_of(n, loop_call, node);
-  }
-  return tern__malloc(sizeof(loop_call));
-}
-
-/* Takes the first call off a non-empty list, runs it and keeps or frees its node (it may queue
- * more). Loop thread. */
-static void run_first_call(tern_engine_t *eng, tern__list *calls) {
-  tern__list *n = calls->next;
-  tern__list_remove(n);
-  loop_call *call = tern__container_of(n, loop_call, node);
-  call->fn(call->arg);
-  if (eng->nspare_calls < TERN__SPARE_CALLS) {
-    tern__list_insert_tail(&eng->spare_calls, &call->node);
-    eng->nspare_calls++;
-  } else {
-    free(call);
-  }
 }
 
 /* The outermost callback returns (tern__engine_leave at depth 1). */
@@ -98,7 +55,7 @@ static void drain(tern_engine_t *eng) {
         start_request(req);
     }
     while (may_admit(eng)) start_request(tern__wait_take(eng, &eng->queued));
-    if (!tern__list_empty(&eng->ready_calls)) run_first_call(eng, &eng->ready_calls);
+    if (!tern__list_empty(&eng->ready_calls)) tern__engine_run_first_call(eng, &eng->ready_calls);
     tern__conn_report_writes(eng);
   }
   /* Last, once the requests above are on their way: freeing the completed ones is not on the
@@ -110,7 +67,7 @@ static void drain(tern_engine_t *eng) {
   }
   /* A deferred call may queue another (a release that ends a second object): run until none
    * is left, so the list is empty whenever no callback runs. */
-  while (!tern__list_empty(&eng->deferred)) run_first_call(eng, &eng->deferred);
+  while (!tern__list_empty(&eng->deferred)) tern__engine_run_first_call(eng, &eng->deferred);
   tern__conn_trim_idle(eng);
 }
 
@@ -148,34 +105,6 @@ int tern_request_resume_send(tern_request_t *req) {
   int r = tern_engine_call(eng, apply_resume, req);
   if (r) tern__request_unref(req);
   return r;
-}
-
-int tern_engine_call(tern_engine_t *eng, void (*fn)(void *arg), void *arg) {
-  if (eng == NULL || fn == NULL) return TERN_EINVAL;
-  bool loop_thread = on_loop_thread(eng);
-  loop_call *call = call_node(eng, loop_thread);
-  if (call == NULL) return TERN_ENOMEM;
-  call->fn = fn;
-  call->arg = arg;
-  if (loop_thread && eng->depth > 0) {
-    tern__list_insert_tail(&eng->ready_calls, &call->node);
-    return 0;
-  }
-  uv_mutex_lock(&eng->lock);
-  tern__list_insert_tail(&eng->calls, &call->node);
-  uv_mutex_unlock(&eng->lock);
-  uv_async_send(&eng->async);
-  return 0;
-}
-
-int tern_engine_defer(tern_engine_t *eng, void (*fn)(void *arg), void *arg) {
-  if (eng == NULL || fn == NULL || !on_loop_thread(eng) || eng->depth == 0) return TERN_EINVAL;
-  loop_call *call = call_node(eng, true);
-  if (call == NULL) return TERN_ENOMEM;
-  call->fn = fn;
-  call->arg = arg;
-  tern__list_insert_tail(&eng->deferred, &call->node);
-  return 0;
 }
 
 static void thread_main(void *arg) {
@@ -286,18 +215,10 @@ int tern_engine_new_on_loop(tern_engine_t **out, struct uv_loop_s *loop,
   return 0;
 }
 
-static void drop_calls(tern__list *l) {
-  while (!tern__list_empty(l)) {
-    tern__list *n = l->next;
-    tern__list_remove(n);
-    free(tern__container_of(n, loop_call, node));
-  }
-}
-
 static void engine_destroy(tern_engine_t *eng) {
-  drop_calls(&eng->calls);
-  drop_calls(&eng->ready_calls);
-  drop_calls(&eng->spare_calls);
+  tern__engine_drop_calls(&eng->calls);
+  tern__engine_drop_calls(&eng->ready_calls);
+  tern__engine_drop_calls(&eng->spare_calls);
   uv_mutex_destroy(&eng->lock);
   tern_bandwidth_free(eng->bw);
   tern__config_clear(&eng->config);
@@ -357,7 +278,7 @@ int tern_engine_submit(tern_engine_t *eng, tern_request_t *req) {
   req->times_ns[TERN_TIME_START] = 0;
   tern__request_ref(req);
 
-  if (on_loop_thread(eng)) {
+  if (tern__on_loop_thread(eng)) {
     if (eng->stopped) goto refused;
     TERN__STAT_ADD(eng, TERN_STAT_REQUESTS_ACTIVE, 1);
     tern__list_insert_tail(&eng->ready, &req->node);

@@ -928,8 +928,8 @@ struct tern_engine {
   tern__list went_idle;   /* loop thread: TLS connections pooled in this callback (conn.c) */
   tern__list finished;    /* loop thread: completed requests, unreferenced after the drain */
   tern__list deferred;    /* loop thread: tern_engine_defer calls, run after `finished` */
-  tern__list spare_calls; /* loop thread: run calls' nodes, for the next calls made on it */
-  unsigned nspare_calls;  /* loop thread: how many (at most TERN__SPARE_CALLS) */
+  tern__list spare_calls; /* loop thread: run calls' nodes, for the next calls (engine_calls.c) */
+  unsigned nspare_calls;  /* loop thread: how many */
   int depth;              /* loop thread: nesting of engine callbacks */
   tern__list queued;      /* loop thread: admitted by max_active_requests later, by priority */
   unsigned nadmitted;     /* loop thread: requests started and not completed */
@@ -948,6 +948,19 @@ struct tern_engine {
 #define TERN__STAT_SUB(eng, which, n) atomic_fetch_sub(&(eng)->stats[which], (uint64_t)(n))
 
 extern atomic_uint_fast64_t tern__requests_live;
+
+/* True on the engine's loop thread. */
+static inline bool tern__on_loop_thread(const tern_engine_t *eng) {
+  uv_thread_t self = uv_thread_self();
+  return uv_thread_equal(&self, &eng->loop_thread);
+}
+
+/* engine_calls.c: the functions queued to run on the loop thread (tern_engine_call, _defer). */
+/* Takes the first call off a non-empty list, runs it (it may queue more) and keeps its node
+ * for the next call made on the loop thread, or frees it. Loop thread. */
+void tern__engine_run_first_call(tern_engine_t *eng, tern__list *calls);
+/* Frees the nodes of calls that will not run (the engine is going). */
+void tern__engine_drop_calls(tern__list *calls);
 
 /* Wait lists (the engine's queue for max_active_requests, an origin's requests waiting for a
  * connection slot) are kept highest priority first, equal priorities in arrival order: a
