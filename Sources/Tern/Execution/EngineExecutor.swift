@@ -38,6 +38,10 @@ public final class EngineExecutor: TaskExecutor, @unchecked Sendable {
         }
     }
 
+    /// Never re-entered: it runs as a call the engine queued (tern_engine_call), and the engine
+    /// runs its queued calls one after another, so a drain scheduled by a job of this one runs
+    /// after it returns. (Re-entered, the swap below would hand the outer drain's jobs back to
+    /// the queue.)
     fileprivate func drain() {
         core.noteLoopThread()
         lock.withLock { _ in swap(&jobs, &running) }
