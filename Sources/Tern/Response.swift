@@ -95,7 +95,6 @@ public struct Response: Sendable {
     /// skipped (see ``Request/expectContinue``).
     public var isRequestBodySkipped: Bool { storage.bodySkipped }
 
-
     /// The response in one object, so that handing it around (into the request's result, to
     /// each awaiting task) copies one reference: the report the final attempt left (or the one
     /// a cache entry stands for), kept as it is rather than copied field by field.
@@ -106,7 +105,7 @@ public struct Response: Sendable {
     }
 
     /// The status code, such as 200.
-    public var statusCode: Int { status.code }
+    public var statusCode: Int { storage.head?.status ?? 0 }
 
     /// The response's `Content-Encoding` (such as `"gzip"`), if any.
     public var encoding: String? { headerFields[.contentEncoding] }

@@ -181,17 +181,6 @@ final class AttemptReport: Sendable {
         self.isFromCache = isFromCache
         self.attempts = attempts
     }
-
-    /// The same report with another attempt count.
-    func counting(attempts: Int) -> AttemptReport {
-        AttemptReport(
-            error: error, head: head, data: data, bytesReceived: bytesReceived,
-            contentLength: contentLength, offset: offset, timings: timings, sentHead: sentHead,
-            tlsInfo: tlsInfo, decodedEncoding: decodedEncoding, bytesDelivered: bytesDelivered,
-            bodySkipped: bodySkipped, connectStatus: connectStatus, redirectedURL: redirectedURL,
-            redirectCount: redirectCount, originalURL: originalURL, downloadFile: downloadFile,
-            isFromCache: isFromCache, attempts: attempts)
-    }
 }
 
 /// What a ``RequestQueue`` learns from an execution it started. Called on the engine's thread
@@ -371,7 +360,9 @@ final class Execution: @unchecked Sendable {
                     if _slowPath(report.error != nil), let error = report.error {
                         .failure(error)
                     } else {
-                        .success(makeResponse(report, attempts: attempts))
+                        // The machine finishes with the attempt it numbered last, whose report
+                        // counts the attempts made: the report is the response.
+                        .success(Response(report: report))
                     }
                 if _slowPath(cacheStage != nil), let stage = cacheStage { result = afterExchange(result, stage: stage) }
                 finish(result, attempts: attempts)
@@ -956,12 +947,6 @@ final class Execution: @unchecked Sendable {
     }
 
     var logMetadata: Logger.Metadata { ["tern.request": "\(plan.requestID)"] }
-
-    /// The head's status; "200 OK" without checking the phrase again, byte by byte.
-    private func makeResponse(_ report: AttemptReport, attempts: Int) -> Response {
-        // The report of the attempt that ends the execution counts the attempts made already.
-        Response(report: _fastPath(report.attempts == attempts) ? report : report.counting(attempts: attempts))
-    }
 
     private func logSummary(_ result: Result<Response, TernError>, attempts: Int) {
         var line = "\(plan.method) \(plan.urlString): "
