@@ -22,10 +22,7 @@ struct Outcome: Sendable {
     /// The latest hop's URL once a redirect was followed; `nil`: the original URL's (one URL
     /// copy, two retains and their releases, fewer per request).
     var hopURL: URL?
-    var effectiveURL: URL? {
-        get { hopURL ?? originalURL }
-        set { hopURL = newValue }
-    }
+    var effectiveURL: URL? { hopURL ?? originalURL }
     /// The latest completed attempt's report (or a stored response's), whose fields the ones
     /// below read: held, not copied field by field, at every completion.
     var report: AttemptReport?

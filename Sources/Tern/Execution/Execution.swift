@@ -564,7 +564,7 @@ final class Execution: @unchecked Sendable {
                 if !sameOrigin(url, plan.url), !plan.redirectPolicy.contains(.trustsCrossOrigin) {
                     local.leftOrigin = true
                 }
-                request.storage.withLock { $0.outcome.effectiveURL = url }
+                request.storage.withLock { $0.outcome.hopURL = url }
             }
             local.hopURL = url
         }
@@ -784,7 +784,7 @@ final class Execution: @unchecked Sendable {
             if readsHeadsLate { s.outcome.interimHeads = interim }
             s.outcome.head = report.head
             s.outcome.report = report
-            if let url = report.redirectedURL { s.outcome.effectiveURL = url }
+            if let url = report.redirectedURL { s.outcome.hopURL = url }
         }
         var end = ExecutionMachine.AttemptEnd(error: report.error?.code, status: report.head?.status ?? 0)
         if case .stream(_, let stream) = plan.body {
