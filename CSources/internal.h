@@ -83,8 +83,25 @@ typedef struct {
   size_t len, cap;
 } tern__str;
 
-int tern__str_reserve(tern__str *s, size_t extra);
-int tern__str_append(tern__str *s, const void *p, size_t n);
+/* The slow half of tern__str_reserve: grows the buffer (doubling from 64) to fit `extra` more. */
+int tern__str_grow(tern__str *s, size_t extra);
+/* Inline, as is tern__str_append, and always (clang left them out of line in the request head's
+ * long function): every head is some fifteen appends of a few bytes each, where the call cost
+ * more than the copy (callgrind, docs/swift-execution.md). */
+#define TERN__HOT_INLINE static inline __attribute__((always_inline))
+TERN__HOT_INLINE int tern__str_reserve(tern__str *s, size_t extra) {
+  return extra <= s->cap - s->len ? 0 : tern__str_grow(s, extra);
+}
+TERN__HOT_INLINE int tern__str_append(tern__str *s, const void *p, size_t n) {
+  if (n == 0) return 0;
+  if (n > s->cap - s->len) {
+    int r = tern__str_grow(s, n);
+    if (r) return r;
+  }
+  memcpy(s->data + s->len, p, n);
+  s->len += n;
+  return 0;
+}
 int tern__str_appendf(tern__str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends n bytes as base64 (with padding). */
 int tern__str_append_base64(tern__str *s, const void *data, size_t n);

@@ -11,7 +11,7 @@
  * turns a redirected POST into a GET) share it without one calling into the other. */
 char tern__method_get[] = "GET";
 
-int tern__str_reserve(tern__str *s, size_t extra) {
+int tern__str_grow(tern__str *s, size_t extra) {
   if (extra <= s->cap - s->len) return 0;
   if (extra > SIZE_MAX / 2 - s->len) return TERN_ENOMEM;
   size_t need = s->len + extra;
@@ -21,15 +21,6 @@ int tern__str_reserve(tern__str *s, size_t extra) {
   if (p == NULL) return TERN_ENOMEM;
   s->data = p;
   s->cap = cap;
-  return 0;
-}
-
-int tern__str_append(tern__str *s, const void *p, size_t n) {
-  if (n == 0) return 0;
-  int r = tern__str_reserve(s, n);
-  if (r) return r;
-  memcpy(s->data + s->len, p, n);
-  s->len += n;
   return 0;
 }
 
