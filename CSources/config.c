@@ -12,24 +12,46 @@ void tern__config_defaults(tern_config_t *c) {
   c->max_header_size = 65536;
   c->max_conns_per_origin = 0;
   c->pipeline_depth = 1;
+  c->tls.verify = true;
+}
+
+/* *dst = a copy of src (NULL stays NULL). On failure *dst is NULL and the caller clears. */
+static int copy_string(char **dst, const char *src) {
+  *dst = src ? tern__strdup(src) : NULL;
+  return src && *dst == NULL ? TERN_ENOMEM : 0;
 }
 
 int tern__config_copy(tern_config_t *dst, const tern_config_t *src) {
   *dst = *src;
   dst->user_agent = NULL;
+  dst->tls.ca_file = dst->tls.ca_path = dst->tls.cert = dst->tls.key = dst->tls.password = NULL;
   memset(&dst->resolve, 0, sizeof dst->resolve);
   if (tern__str_append(&dst->resolve, src->resolve.data, src->resolve.len)) return TERN_ENOMEM;
-  if (src->user_agent) {
-    dst->user_agent = tern__strdup(src->user_agent);
-    if (dst->user_agent == NULL) return TERN_ENOMEM;
-  }
+  if (copy_string(&dst->user_agent, src->user_agent) ||
+      copy_string(&dst->tls.ca_file, src->tls.ca_file) ||
+      copy_string(&dst->tls.ca_path, src->tls.ca_path) ||
+      copy_string(&dst->tls.cert, src->tls.cert) || copy_string(&dst->tls.key, src->tls.key) ||
+      copy_string(&dst->tls.password, src->tls.password))
+    return TERN_ENOMEM;
   return 0;
+}
+
+static void free_secret(char **s) {
+  if (*s) memset(*s, 0, strlen(*s));
+  free(*s);
+  *s = NULL;
 }
 
 void tern__config_clear(tern_config_t *c) {
   free(c->user_agent);
   c->user_agent = NULL;
   tern__str_free(&c->resolve);
+  free(c->tls.ca_file);
+  free(c->tls.ca_path);
+  free(c->tls.cert);
+  free(c->tls.key);
+  c->tls.ca_file = c->tls.ca_path = c->tls.cert = c->tls.key = NULL;
+  free_secret(&c->tls.password);
 }
 
 int tern_config_new(tern_config_t **out) {
@@ -158,5 +180,51 @@ int tern_config_set_user_agent(tern_config_t *c, const char *ua) {
   free(c->user_agent);
   c->user_agent = copy;
   c->user_agent_set = true;
+  return 0;
+}
+
+int tern_config_set_tls_verify(tern_config_t *c, int verify) {
+  if (c == NULL) return TERN_EINVAL;
+  c->tls.verify = verify != 0;
+  return 0;
+}
+
+/* Replaces *slot with a copy of value (NULL clears it). */
+static int replace_string(char **slot, const char *value) {
+  char *copy = NULL;
+  if (copy_string(&copy, value)) return TERN_ENOMEM;
+  free(*slot);
+  *slot = copy;
+  return 0;
+}
+
+int tern_config_set_tls_ca_file(tern_config_t *c, const char *path) {
+  if (c == NULL) return TERN_EINVAL;
+  return replace_string(&c->tls.ca_file, path);
+}
+
+int tern_config_set_tls_ca_path(tern_config_t *c, const char *dir) {
+  if (c == NULL) return TERN_EINVAL;
+  return replace_string(&c->tls.ca_path, dir);
+}
+
+int tern_config_set_tls_client_cert(tern_config_t *c, const char *cert_file, const char *key_file,
+                                    const char *password) {
+  if (c == NULL || (cert_file == NULL && (key_file || password))) return TERN_EINVAL;
+  /* All three or none: a failed copy leaves the certificate unset, never half of it. */
+  char *cert = NULL, *key = NULL, *pass = NULL;
+  if (copy_string(&cert, cert_file) || copy_string(&key, key_file) ||
+      copy_string(&pass, password)) {
+    free(cert);
+    free(key);
+    free_secret(&pass);
+    return TERN_ENOMEM;
+  }
+  free(c->tls.cert);
+  free(c->tls.key);
+  free_secret(&c->tls.password);
+  c->tls.cert = cert;
+  c->tls.key = key;
+  c->tls.password = pass;
   return 0;
 }

@@ -221,6 +221,11 @@ struct tern_config {
   void *log_data;
   tern__str resolve;     /* "host\tport\taddr,addr\n" lines from tern_config_add_resolve */
   uint64_t dns_cache_ms; /* how long the resolver's answers are reused; 0: not at all */
+  /* The TLS settings of requests that set none of their own (tern_config_set_tls_*). */
+  struct {
+    bool verify;
+    char *ca_file, *ca_path, *cert, *key, *password;
+  } tls;
 };
 
 void tern__config_defaults(tern_config_t *c);
@@ -627,6 +632,10 @@ struct tern_request {
   /* ---- TLS settings, and facts of the connection that carried the request (tls.c) ---- */
   struct {
     bool verify;
+    /* Set by any tern_request_set_tls_* call: the strings below are the request's. Otherwise
+     * they are the engine's (tern_config_set_tls_*), borrowed at each hop's preparation and
+     * never freed by the request: the engine outlives every request it runs. */
+    bool own;
     char *ca_file, *ca_path, *cert, *key, *password;
     char *id; /* the settings as one string: pool and context key */
     const char *version;

@@ -69,12 +69,14 @@ static void destroy(tern_request_t *req) {
   tern__auth_clear(&req->proxy.given);
   tern__auth_clear(&req->auth.www);
   tern__auth_clear(&req->auth.proxy);
-  free(req->tls.ca_file);
-  free(req->tls.ca_path);
-  free(req->tls.cert);
-  free(req->tls.key);
-  if (req->tls.password) memset(req->tls.password, 0, strlen(req->tls.password));
-  free(req->tls.password);
+  if (req->tls.own) {
+    free(req->tls.ca_file);
+    free(req->tls.ca_path);
+    free(req->tls.cert);
+    free(req->tls.key);
+    if (req->tls.password) memset(req->tls.password, 0, strlen(req->tls.password));
+    free(req->tls.password);
+  }
   free(req->tls.id);
   free(req->head);
   free(req->resp.block);
@@ -494,8 +496,18 @@ int tern_request_set_decoding_limits(tern_request_t *req, uint64_t max_bytes, un
   return 0;
 }
 
+/* The first TLS setter makes the request's TLS settings its own, from the library's defaults:
+ * whatever the engine's were is no longer looked at (and was never the request's to free). */
+static void own_tls(tern_request_t *req) {
+  if (req->tls.own) return;
+  req->tls.own = true;
+  req->tls.verify = true;
+  req->tls.ca_file = req->tls.ca_path = req->tls.cert = req->tls.key = req->tls.password = NULL;
+}
+
 int tern_request_set_tls_verify(tern_request_t *req, int verify) {
   CHECK_NEW(req);
+  own_tls(req);
   req->tls.verify = verify != 0;
   return 0;
 }
@@ -511,11 +523,13 @@ static int set_string(char **slot, const char *value) {
 
 int tern_request_set_tls_ca_file(tern_request_t *req, const char *path) {
   CHECK_NEW(req);
+  own_tls(req);
   return set_string(&req->tls.ca_file, path);
 }
 
 int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir) {
   CHECK_NEW(req);
+  own_tls(req);
   return set_string(&req->tls.ca_path, dir);
 }
 
@@ -523,6 +537,7 @@ int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
                                      const char *key_file, const char *password) {
   CHECK_NEW(req);
   if (cert_file == NULL && (key_file || password)) return TERN_EINVAL;
+  own_tls(req);
   int r = set_string(&req->tls.cert, cert_file);
   if (!r) r = set_string(&req->tls.key, key_file);
   if (!r) r = set_string(&req->tls.password, password);

@@ -86,6 +86,16 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   r = tern__request_open_body(req);
   if (r) return r;
 
+  /* Without settings of its own, a request takes the engine's, by reference: copying them
+   * for every request cost more than building its head (callgrind, docs/swift-execution.md). */
+  if (!req->tls.own) {
+    req->tls.verify = cfg->tls.verify;
+    req->tls.ca_file = cfg->tls.ca_file;
+    req->tls.ca_path = cfg->tls.ca_path;
+    req->tls.cert = cfg->tls.cert;
+    req->tls.key = cfg->tls.key;
+    req->tls.password = cfg->tls.password;
+  }
   if (req->url.tls && req->tls.id == NULL && (req->tls.id = tls_identity(req)) == NULL)
     return TERN_ENOMEM;
 

@@ -178,6 +178,22 @@ TERN_API int tern_config_set_http2_open_when_full(tern_config_t *config, int ena
 /** The User-Agent sent when a request sets none (default "tern/VERSION"; NULL or "" sends none).
  *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_user_agent(tern_config_t *config, const char *user_agent);
+/** The TLS settings of every request that sets none of its own (the tern_request_set_tls_*
+ *  calls below): verification (default 1; 0 is curl's -k), a CA file or an OpenSSL hashed CA
+ *  directory in place of the system store, a client certificate (PEM chain) with its key (NULL:
+ *  in the certificate file) and the key's password. A request that calls any
+ *  tern_request_set_tls_* function has its own settings instead, starting from the library's
+ *  defaults. The engine keeps copies; requests use them without copying. Strings are copied;
+ *  NULL clears. Thread: any, one at a time per config. Since 0.4. */
+TERN_API int tern_config_set_tls_verify(tern_config_t *config, int verify);
+/** See tern_config_set_tls_verify. Thread: any, one at a time per config. Since 0.4. */
+TERN_API int tern_config_set_tls_ca_file(tern_config_t *config, const char *path);
+/** See tern_config_set_tls_verify. Thread: any, one at a time per config. Since 0.4. */
+TERN_API int tern_config_set_tls_ca_path(tern_config_t *config, const char *dir);
+/** See tern_config_set_tls_verify. TERN_EINVAL for a key or password without a certificate.
+ *  Thread: any, one at a time per config. Since 0.4. */
+TERN_API int tern_config_set_tls_client_cert(tern_config_t *config, const char *cert_file,
+                                             const char *key_file, const char *password);
 
 /** Log levels, least severe first. Since 0.1. */
 typedef enum {
@@ -673,8 +689,10 @@ typedef enum {
  *  of a connection of their own) speak HTTP/1.1 whatever is set.
  *  Returns 0 or TERN_EINVAL. Thread: the request's owner, before submit. Since 0.4. */
 TERN_API int tern_request_set_http_version(tern_request_t *req, tern_http_version version);
-/* TLS (https:// URLs). Verification is on by default against the system trust store. Requests
- * with different TLS settings never share a pooled connection. */
+/* TLS (https:// URLs). Verification is on by default against the system trust store. A request
+ * that calls none of these uses its engine's settings (tern_config_set_tls_verify and the
+ * calls after it); the first of them gives the request settings of its own, starting from
+ * these defaults. Requests with different TLS settings never share a pooled connection. */
 
 /** 0 disables certificate and host name verification (curl's -k). Default 1.
  *  Thread: the request's owner, before submit. Since 0.1. */

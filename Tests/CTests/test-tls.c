@@ -272,6 +272,74 @@ TEST(tls_settings_isolate_pool_and_sessions) {
   test_finish(eng);
 }
 
+/* The engine's TLS settings (tern_config_set_tls_*) serve every request without settings of
+ * its own; the config may go once the engine has its copies. A request with any setting of
+ * its own starts from the defaults instead, and never shares the engine-set connection. */
+TEST(tls_engine_settings_serve_requests_without_their_own) {
+  tern_config_t *cfg = NULL;
+  ASSERT_EQ(tern_config_new(&cfg), 0);
+  ASSERT_EQ(tern_config_set_tls_client_cert(cfg, NULL, "key.pem", NULL), TERN_EINVAL);
+  ASSERT_EQ(tern_config_set_tls_ca_file(cfg, "/nonexistent/replaced.pem"), 0);
+  ASSERT_EQ(tern_config_set_tls_ca_file(cfg, testsrv_get("CA_PEM")), 0);
+  ASSERT_EQ(tern_config_set_tls_client_cert(cfg, testsrv_get("CLIENT_CERT"),
+                                            testsrv_get("CLIENT_KEY"), NULL),
+            0);
+  tern_engine_t *eng = test_engine_new(cfg);
+  tern_config_free(cfg);
+
+  /* The engine's CA file verifies the server, its certificate answers nginx's request. */
+  tern_request_t *req = tls_request("localhost", "TLS_PORT", "/1k.bin", false);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  test_assert_req_body_sha(req, "SHA_1K");
+  tern_request_free(req);
+  req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", false);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  ASSERT_EQ(tern_request_get_status(req), 200);
+  ASSERT_STR_EQ(tern_request_get_header(req, "X-Client-Verify"), "SUCCESS");
+  tern_request_free(req);
+
+  /* One setting of its own: the system store again, and not the pooled connection. */
+  req = tls_request("localhost", "TLS_PORT", "/1k.bin", false);
+  ASSERT_EQ(tern_request_set_tls_verify(req, 1), 0);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, TERN_ETLSUNKNOWNCA);
+  ASSERT_EQ(tern_request_is_reused(req), 0);
+  tern_request_free(req);
+  /* Its own CA file and no certificate: nginx answers 400, having asked for one. */
+  req = tls_request("localhost", "TLS_CLIENTCERT_PORT", "/1k.bin", true);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  ASSERT_EQ(tern_request_get_status(req), 400);
+  ASSERT_STR_EQ(tern_request_get_header(req, "X-Client-Verify"), "NONE");
+  tern_request_free(req);
+
+  /* And the engine's settings still serve the next request without its own, reusing. */
+  req = tls_request("localhost", "TLS_PORT", "/1k.bin", false);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  ASSERT_EQ(tern_request_is_reused(req), 1);
+  tern_request_free(req);
+  test_finish(eng);
+
+  /* Verification off at the engine: curl -k for every request that does not say otherwise. */
+  ASSERT_EQ(tern_config_new(&cfg), 0);
+  ASSERT_EQ(tern_config_set_tls_verify(cfg, 0), 0);
+  eng = test_engine_new(cfg);
+  tern_config_free(cfg);
+  req = tls_request("localhost", "TLS_SELFSIGNED_PORT", "/1k.bin", false);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, 0);
+  tern_request_free(req);
+  req = tls_request("localhost", "TLS_SELFSIGNED_PORT", "/1k.bin", true);
+  test_run(eng, req);
+  ASSERT_TERN_ERR(req, TERN_ETLSUNKNOWNCA);
+  tern_request_free(req);
+  test_finish(eng);
+}
+
 /* ---- client certificates ---- */
 
 /* nginx with ssl_verify_client on asks for a certificate, completes the handshake without one
