@@ -240,10 +240,6 @@ public final class Engine: Sendable {
     /// no proxy settings of its own goes direct, with nothing to choose per request.
     let proxyEnvironmentNamesNoProxy: Bool
 
-    /// The configuration's TLS options are the defaults: a request without TLS options of its
-    /// own sets none on its C request.
-    let hasDefaultTLS: Bool
-
     /// The logger takes debug lines: only then are a request's lines built. Read once, as the
     /// engine decides once whether its C side logs.
     let logsDebug: Bool
@@ -260,7 +256,6 @@ public final class Engine: Sendable {
     public init(configuration: Configuration = Configuration()) throws(TernError) {
         self.configuration = configuration
         proxyEnvironmentNamesNoProxy = configuration.proxyEnvironment.namesNoProxy
-        hasDefaultTLS = configuration.tls == TLSOptions.default
         logsDebug = configuration.logger.logLevel <= .debug
         let bridge =
             CEngine.wantsLog(for: configuration.logger)
