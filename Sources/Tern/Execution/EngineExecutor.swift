@@ -47,7 +47,9 @@ public final class EngineExecutor: TaskExecutor, @unchecked Sendable {
         lock.withLock { _ in swap(&jobs, &running) }
         let me = asUnownedTaskExecutor()
         for job in running { job.runSynchronously(on: me) }
-        running.removeAll(keepingCapacity: true)
+        // Emptied one by one: `removeAll(keepingCapacity:)` went through the generic
+        // replaceSubrange, some 60 instructions for the usual one job.
+        while running.popLast() != nil {}
     }
 
     /// The drain when the loop could not take one (out of memory): off the loop thread, with

@@ -31,7 +31,9 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
     func drain() {
         lock.withLock { jobs in swap(&jobs, &running) }
         for job in running { job.runSynchronously(on: asUnownedTaskExecutor()) }
-        running.removeAll(keepingCapacity: true)
+        // Emptied one by one: `removeAll(keepingCapacity:)` went through the generic
+        // replaceSubrange, some 60 instructions for the usual one job.
+        while running.popLast() != nil {}
     }
 }
 
