@@ -1189,6 +1189,22 @@ int tern__tls_start(tern__conn *c);
  * done when c->handshaking turns false). Returns 0, 1 when the peer sent close_notify, or a
  * TERN_E* code (set on the oldest request). */
 int tern__tls_recv(tern__conn *c, size_t n);
+/* The read BIO's state (tls_bio.c): ciphertext OpenSSL reads in place or from a copy kept
+ * aside, and the TLS framing of what it has read. */
+struct tern__tls_in {
+  const char *view; /* ciphertext in c->buf not yet read by OpenSSL, during tern__tls_recv */
+  size_t view_len;
+  char *held; /* ciphertext kept aside, not yet read (the front is read first) */
+  size_t held_len, held_cap;
+  /* TLS framing of what OpenSSL has read: bytes of the record it is inside, and its length */
+  size_t partial, rec_len;
+  unsigned char hdr[5];
+};
+/* The read BIO's method, made on first use (NULL when out of memory). */
+struct bio_method_st *tern__tls_in_method(void);
+/* Keeps n bytes of ciphertext aside, after those already kept; false when out of memory. */
+bool tern__tls_in_hold(struct tern__tls_in *in, const char *p, size_t n);
+
 /* The same for ciphertext read `gap` bytes past len, at buf[len + gap, len + gap + n): OpenSSL
  * reads it in place when gap >= tern__tls_read_gap(c), else from a copy. */
 int tern__tls_recv_at(tern__conn *c, size_t gap, size_t n);

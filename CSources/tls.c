@@ -1,7 +1,7 @@
 /* TLS through OpenSSL over libuv streams.
  *
- * Incoming ciphertext is read into the connection's one buffer and decrypted in place (see
- * "The read BIO" below). Outgoing ciphertext collects in a memory BIO that is detached from the
+ * Incoming ciphertext is read into the connection's one buffer and decrypted in place, through
+ * the read BIO of tls_bio.c. Outgoing ciphertext collects in a memory BIO that is detached from the
  * SSL object for each write, so OpenSSL cannot reallocate memory libuv is still sending.
  *
  * Contexts (SSL_CTX) are per engine and per distinct TLS settings; sessions are kept per origin
@@ -27,114 +27,6 @@
  * (out of memory), never left at -1 for the process's life as a once-only init would. */
 static atomic_int conn_index = -1;
 static pthread_mutex_t index_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* ---- The read BIO ----
- *
- * OpenSSL reads ciphertext from the connection buffer itself (the "view", set only while
- * tern__tls_recv runs) and writes the plaintext it decrypts at c->len, in the same buffer. That
- * is safe as long as no plaintext lands on ciphertext OpenSSL has not read yet. Without
- * read-ahead, OpenSSL reads a record exactly (its 5-byte header, then its body) and writes its
- * plaintext only once the whole record is read; a record's plaintext is shorter than the record
- * (no compression: SSL_OP_NO_COMPRESSION). So plaintext written since the view began never
- * passes the view's read position, except by what OpenSSL could write without reading from the
- * view: plaintext it already decrypted (SSL_pending), the start of a record it has taken in
- * part (`partial`), and ciphertext kept aside here (`held`). Their sum is the gap
- * (tern__tls_read_gap): conn.c reads ciphertext that far past c->len; when it could not (no
- * room), the bytes are copied aside (`held`) and OpenSSL reads them from there. */
-struct tern__tls_in {
-  const char *view; /* ciphertext in c->buf not yet read by OpenSSL, during tern__tls_recv */
-  size_t view_len;
-  char *held; /* ciphertext kept aside, not yet read (the front is read first) */
-  size_t held_len, held_cap;
-  /* TLS framing of what OpenSSL has read: bytes of the record it is inside, and its length */
-  size_t partial, rec_len;
-  unsigned char hdr[5];
-};
-
-/* Follows the record framing over bytes handed to OpenSSL. */
-static void in_track(struct tern__tls_in *in, const unsigned char *p, size_t n) {
-  while (n > 0) {
-    if (in->partial < 5) {
-      in->hdr[in->partial++] = *p++;
-      n--;
-      if (in->partial == 5) in->rec_len = 5 + ((size_t)in->hdr[3] << 8 | in->hdr[4]);
-    } else {
-      size_t take = in->rec_len - in->partial < n ? in->rec_len - in->partial : n;
-      in->partial += take;
-      p += take;
-      n -= take;
-    }
-    if (in->partial == in->rec_len) in->partial = in->rec_len = 0;
-  }
-}
-
-static int in_read(BIO *b, char *out, int len) {
-  struct tern__tls_in *in = BIO_get_data(b);
-  BIO_clear_retry_flags(b);
-  size_t want = len > 0 ? (size_t)len : 0, got = 0;
-  if (in->held_len > 0 && want > 0) { /* rare: no need to avoid moving the rest down */
-    got = in->held_len < want ? in->held_len : want;
-    memcpy(out, in->held, got);
-    memmove(in->held, in->held + got, in->held_len - got);
-    in->held_len -= got;
-  }
-  if (in->view_len > 0 && want > got) {
-    size_t k = in->view_len < want - got ? in->view_len : want - got;
-    memcpy(out + got, in->view, k);
-    in->view += k;
-    in->view_len -= k;
-    got += k;
-  }
-  if (got == 0) {
-    BIO_set_retry_read(b);
-    return -1;
-  }
-  in_track(in, (const unsigned char *)out, got);
-  return (int)got;
-}
-
-static long in_ctrl(BIO *b, int cmd, long num, void *ptr) {
-  (void)num, (void)ptr;
-  const struct tern__tls_in *in = BIO_get_data(b);
-  if (cmd == BIO_CTRL_PENDING) return (long)(in->held_len + in->view_len);
-  return cmd == BIO_CTRL_FLUSH; /* nothing else applies */
-}
-
-/* The BIO_METHOD, made on first use and again after a failure (out of memory). */
-static BIO_METHOD *_Atomic in_method;
-
-static BIO_METHOD *get_in_method(void) {
-  BIO_METHOD *m = atomic_load(&in_method);
-  if (m) return m;
-  pthread_mutex_lock(&index_lock);
-  m = atomic_load(&in_method);
-  if (m == NULL) { /* a read-only BIO: OpenSSL never writes to the read side */
-    int type = BIO_get_new_index();
-    m = type == -1 ? NULL : BIO_meth_new(type | BIO_TYPE_SOURCE_SINK, "tern ciphertext in");
-    if (m && (BIO_meth_set_read(m, in_read) != 1 || BIO_meth_set_ctrl(m, in_ctrl) != 1)) {
-      BIO_meth_free(m);
-      m = NULL;
-    }
-    atomic_store(&in_method, m);
-  }
-  pthread_mutex_unlock(&index_lock);
-  return m;
-}
-
-/* Keeps n bytes of ciphertext aside, after those already kept. */
-static bool in_hold(struct tern__tls_in *in, const char *p, size_t n) {
-  if (n == 0) return true;
-  if (in->held_cap - in->held_len < n) {
-    size_t cap = in->held_len + n;
-    char *h = tern__realloc(in->held, cap);
-    if (h == NULL) return false;
-    in->held = h;
-    in->held_cap = cap;
-  }
-  memcpy(in->held + in->held_len, p, n);
-  in->held_len += n;
-  return true;
-}
 
 struct tern__tls_ctx {
   tern__list node;
@@ -399,7 +291,7 @@ int tern__tls_start(tern__conn *c) {
     tern__request_set_error(req, t->load_error, "%s", t->load_msg);
     return t->load_error;
   }
-  BIO_METHOD *in_m = get_in_method();
+  BIO_METHOD *in_m = tern__tls_in_method();
   if (in_m == NULL) return TERN_ENOMEM;
   c->tls_in = tern__calloc(1, sizeof *c->tls_in);
   if (c->tls_in == NULL) return TERN_ENOMEM;
@@ -534,8 +426,7 @@ static int decrypt(tern__conn *c, size_t base, size_t *produced, int *closed) {
     if (k > 0) {
       *produced += (size_t)k;
       /* Nothing left to read: no ciphertext handed over, none buffered in OpenSSL. Another
-       * SSL_read would only fail with WANT_READ, and that failure and its error-queue checks
-       * cost more than the record's decryption (callgrind, docs/swift-execution.md). */
+       * SSL_read would only fail with WANT_READ, at more cost than the record's decryption. */
       if (c->tls_in->view_len == 0 && c->tls_in->held_len == 0 && !SSL_has_pending(c->ssl))
         return 0;
       continue;
@@ -573,13 +464,13 @@ int tern__tls_recv_at(tern__conn *c, size_t gap, size_t n) {
   if (gap >= tern__tls_read_gap(c)) {
     in->view = cipher;
     in->view_len = n;
-  } else if (!in_hold(in, cipher, n)) {
+  } else if (!tern__tls_in_hold(in, cipher, n)) {
     return TERN_ENOMEM;
   }
   int r = decrypt(c, base, &produced, &closed);
   /* Whatever OpenSSL did not read (after close_notify or an error) must not stay a view of a
    * buffer that changes once this returns. */
-  bool kept = r < 0 || in_hold(in, in->view, in->view_len);
+  bool kept = r < 0 || tern__tls_in_hold(in, in->view, in->view_len);
   in->view = NULL;
   in->view_len = 0;
   if (r < 0) return r;
