@@ -85,6 +85,11 @@ static int setup_response(tern__conn *c, tern_request_t *req, size_t head_len, i
   return 0;
 }
 
+/* Bytes wait until the request's head is out; an answer may come while its body goes. */
+static bool reads_for(const tern__conn *c, const tern_request_t *req) {
+  return req->send != TERN__SEND_NOTHING && !c->done_after_write;
+}
+
 int tern__http1_read(tern__conn *c) {
   while (c->state == TERN__CONN_ACTIVE) {
     tern_request_t *req = tern__conn_first(c);
@@ -94,9 +99,7 @@ int tern__http1_read(tern__conn *c) {
       }
       return TERN__READ_MORE;
     }
-    /* Bytes wait until the request's head is out; an answer may come while its body goes. */
-    if (req->send == TERN__SEND_NOTHING || c->done_after_write) return TERN__READ_MORE;
-    if (c->len == 0) return TERN__READ_MORE;
+    if (!reads_for(c, req) || c->len == 0) return TERN__READ_MORE;
     int r;
     switch (c->rstate) {
       case TERN__RESP_HEAD: {
@@ -166,17 +169,15 @@ int tern__http1_read(tern__conn *c) {
         }
         int done = setup_response(c, req, (size_t)r, minor, status, reason, reason_len, h, nh);
         if (done < 0) return done;
-        size_t after_head = c->len - (size_t)r;
         /* The whole body came with the head (every small response): it goes out from where it
-         * lies, as the next turn of the loop would have sent it, instead of being moved to the
+         * lies, under the checks the loop's next turn would make, instead of being moved to the
          * buffer's start first (a copy of every small body, callgrind). */
-        if (!done && c->rstate == TERN__RESP_LENGTH && after_head >= c->body_left &&
-            c->state == TERN__CONN_ACTIVE && tern__conn_first(c) == req &&
-            req->send != TERN__SEND_NOTHING && !c->done_after_write) {
-          size_t n = (size_t)c->body_left;
-          if ((r = tern__request_deliver(req, c->buf + (c->len - after_head), n)) != 0) return r;
+        if (!done && c->rstate == TERN__RESP_LENGTH && c->len - (size_t)r >= c->body_left &&
+            c->state == TERN__CONN_ACTIVE && tern__conn_first(c) == req && reads_for(c, req)) {
+          size_t n = (size_t)c->body_left, head = (size_t)r;
+          if ((r = tern__request_deliver(req, c->buf + head, n)) != 0) return r;
           c->body_left = 0;
-          tern__conn_consume(c, c->len - after_head + n);
+          tern__conn_consume(c, head + n);
           return TERN__READ_DONE;
         }
         tern__conn_consume(c, (size_t)r);

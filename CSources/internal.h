@@ -83,7 +83,8 @@ typedef struct {
   size_t len, cap;
 } tern__str;
 
-/* The slow half of tern__str_reserve: grows the buffer (doubling from 64) to fit `extra` more. */
+/* The slow half of tern__str_reserve, for when `extra` more does not fit: grows the buffer
+ * (doubling from 64). */
 int tern__str_grow(tern__str *s, size_t extra);
 /* Inline, as is tern__str_append, and always (clang left them out of line in the request head's
  * long function): every head is some fifteen appends of a few bytes each, where the call cost

@@ -12,7 +12,6 @@
 char tern__method_get[] = "GET";
 
 int tern__str_grow(tern__str *s, size_t extra) {
-  if (extra <= s->cap - s->len) return 0;
   if (extra > SIZE_MAX / 2 - s->len) return TERN_ENOMEM;
   size_t need = s->len + extra;
   size_t cap = s->cap ? s->cap : 64;
