@@ -117,17 +117,12 @@ enum CEngine {
         }
         // The engine's TLS options live in the C engine, which lends them to every request
         // without options of its own: set per request, they cost about 800 instructions each.
-        let tls = c.tls
-        if !tls.verifiesPeer { try check(tern_config_set_tls_verify(config, 0), "tls.verifiesPeer") }
-        if let file = tls.caFile { try check(tern_config_set_tls_ca_file(config, file), "tls.caFile \(file)") }
-        if let dir = tls.caDirectory {
-            try check(tern_config_set_tls_ca_path(config, dir), "tls.caDirectory \(dir)")
-        }
-        if let cert = tls.clientCertificate {
-            try check(
-                tern_config_set_tls_client_cert(config, cert.certificateFile, cert.keyFile, cert.password),
-                "tls.clientCertificate \(cert.certificateFile)")
-        }
+        try c.tls.apply(
+            check: check,
+            verify: { tern_config_set_tls_verify(config, $0) },
+            caFile: { tern_config_set_tls_ca_file(config, $0) },
+            caDirectory: { tern_config_set_tls_ca_path(config, $0) },
+            clientCertificate: { tern_config_set_tls_client_cert(config, $0.certificateFile, $0.keyFile, $0.password) })
         if let log, let level = logLevel(for: log.logger) {
             try check(
                 tern_config_set_log_cb(
@@ -528,21 +523,14 @@ extension Execution {
     }
 
     /// The request's own TLS options, read in place (a copy of them costs about 100
-    /// instructions). They replace the engine's whole: the first setter, always called, tells
-    /// the engine so even when they are the defaults.
+    /// instructions). They replace the engine's whole.
     private func configureTLS(_ h: OpaquePointer, _ tls: borrowing TLSOptions) throws(TernError) {
-        try check(tern_request_set_tls_verify(h, tls.verifiesPeer ? 1 : 0), "tls.verifiesPeer")
-        if let file = tls.caFile {
-            try check(tern_request_set_tls_ca_file(h, file), "tls.caFile \(file)")
-        }
-        if let dir = tls.caDirectory {
-            try check(tern_request_set_tls_ca_path(h, dir), "tls.caDirectory \(dir)")
-        }
-        if let cert = tls.clientCertificate {
-            try check(
-                tern_request_set_tls_client_cert(h, cert.certificateFile, cert.keyFile, cert.password),
-                "tls.clientCertificate \(cert.certificateFile)")
-        }
+        try tls.apply(
+            check: { (r, what) throws(TernError) in try check(r, what) },
+            verify: { tern_request_set_tls_verify(h, $0) },
+            caFile: { tern_request_set_tls_ca_file(h, $0) },
+            caDirectory: { tern_request_set_tls_ca_path(h, $0) },
+            clientCertificate: { tern_request_set_tls_client_cert(h, $0.certificateFile, $0.keyFile, $0.password) })
     }
 
     /// Redirects, credentials (the request's, else a store's to send at once), the proxy, the
@@ -838,6 +826,28 @@ extension Execution {
             downloadFile: plan.download?.path,
             isFromCache: false,
             attempts: local.number)
+    }
+}
+
+extension TLSOptions {
+    /// Hands the options to the engine's four TLS setters, an engine config's or one C
+    /// request's, checking each result under the option's name: one list for both, so an
+    /// option added reaches both. Verification is always set: on a C request, the first TLS
+    /// setter gives it settings of its own, in place of the engine's, even when they are the
+    /// defaults.
+    func apply(
+        check: (Int32, String) throws(TernError) -> Void,
+        verify: (Int32) -> Int32,
+        caFile setCAFile: (String) -> Int32,
+        caDirectory setCADirectory: (String) -> Int32,
+        clientCertificate setClientCertificate: (ClientCertificate) -> Int32
+    ) throws(TernError) {
+        try check(verify(verifiesPeer ? 1 : 0), "tls.verifiesPeer")
+        if let file = caFile { try check(setCAFile(file), "tls.caFile \(file)") }
+        if let dir = caDirectory { try check(setCADirectory(dir), "tls.caDirectory \(dir)") }
+        if let cert = clientCertificate {
+            try check(setClientCertificate(cert), "tls.clientCertificate \(cert.certificateFile)")
+        }
     }
 }
 
