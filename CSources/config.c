@@ -12,7 +12,7 @@ void tern__config_defaults(tern_config_t *c) {
   c->max_header_size = 65536;
   c->max_conns_per_origin = 0;
   c->pipeline_depth = 1;
-  c->tls.verify = true;
+  tern__tls_conf_init(&c->tls);
 }
 
 /* *dst = a copy of src (NULL stays NULL). On failure *dst is NULL and the caller clears. */
@@ -21,37 +21,85 @@ static int copy_string(char **dst, const char *src) {
   return src && *dst == NULL ? TERN_ENOMEM : 0;
 }
 
-int tern__config_copy(tern_config_t *dst, const tern_config_t *src) {
-  *dst = *src;
-  dst->user_agent = NULL;
-  dst->tls.ca_file = dst->tls.ca_path = dst->tls.cert = dst->tls.key = dst->tls.password = NULL;
-  memset(&dst->resolve, 0, sizeof dst->resolve);
-  if (tern__str_append(&dst->resolve, src->resolve.data, src->resolve.len)) return TERN_ENOMEM;
-  if (copy_string(&dst->user_agent, src->user_agent) ||
-      copy_string(&dst->tls.ca_file, src->tls.ca_file) ||
-      copy_string(&dst->tls.ca_path, src->tls.ca_path) ||
-      copy_string(&dst->tls.cert, src->tls.cert) || copy_string(&dst->tls.key, src->tls.key) ||
-      copy_string(&dst->tls.password, src->tls.password))
-    return TERN_ENOMEM;
-  return 0;
-}
-
+/* A secret's bytes are overwritten before its memory goes back to the allocator. */
 static void free_secret(char **s) {
   if (*s) memset(*s, 0, strlen(*s));
   free(*s);
   *s = NULL;
 }
 
+/* ---- TLS settings, an engine's or a request's own ---- */
+
+void tern__tls_conf_init(tern__tls_conf *t) {
+  memset(t, 0, sizeof *t);
+  t->verify = true;
+}
+
+void tern__tls_conf_clear(tern__tls_conf *t) {
+  free(t->ca_file);
+  free(t->ca_path);
+  free(t->cert);
+  free(t->key);
+  free_secret(&t->password);
+  tern__tls_conf_init(t);
+}
+
+int tern__tls_conf_copy(tern__tls_conf *dst, const tern__tls_conf *src) {
+  tern__tls_conf_init(dst);
+  dst->verify = src->verify;
+  if (copy_string(&dst->ca_file, src->ca_file) || copy_string(&dst->ca_path, src->ca_path) ||
+      copy_string(&dst->cert, src->cert) || copy_string(&dst->key, src->key) ||
+      copy_string(&dst->password, src->password))
+    return TERN_ENOMEM;
+  return 0;
+}
+
+int tern__tls_conf_set_string(char **slot, const char *value) {
+  char *copy = NULL;
+  if (copy_string(&copy, value)) return TERN_ENOMEM;
+  free(*slot);
+  *slot = copy;
+  return 0;
+}
+
+int tern__tls_conf_set_client_cert(tern__tls_conf *t, const char *cert_file, const char *key_file,
+                                   const char *password) {
+  if (cert_file == NULL && (key_file || password)) return TERN_EINVAL;
+  char *cert = NULL, *key = NULL, *pass = NULL;
+  if (copy_string(&cert, cert_file) || copy_string(&key, key_file) ||
+      copy_string(&pass, password)) {
+    free(cert);
+    free(key);
+    free_secret(&pass);
+    return TERN_ENOMEM;
+  }
+  free(t->cert);
+  free(t->key);
+  free_secret(&t->password);
+  t->cert = cert;
+  t->key = key;
+  t->password = pass;
+  return 0;
+}
+
+/* ---- the engine's configuration ---- */
+
+int tern__config_copy(tern_config_t *dst, const tern_config_t *src) {
+  *dst = *src;
+  dst->user_agent = NULL;
+  tern__tls_conf_init(&dst->tls);
+  memset(&dst->resolve, 0, sizeof dst->resolve);
+  if (tern__str_append(&dst->resolve, src->resolve.data, src->resolve.len)) return TERN_ENOMEM;
+  if (copy_string(&dst->user_agent, src->user_agent) || tern__tls_conf_copy(&dst->tls, &src->tls))
+    return TERN_ENOMEM;
+  return 0;
+}
+
 void tern__config_clear(tern_config_t *c) {
   free(c->user_agent);
   c->user_agent = NULL;
   tern__str_free(&c->resolve);
-  free(c->tls.ca_file);
-  free(c->tls.ca_path);
-  free(c->tls.cert);
-  free(c->tls.key);
-  c->tls.ca_file = c->tls.ca_path = c->tls.cert = c->tls.key = NULL;
-  free_secret(&c->tls.password);
+  tern__tls_conf_clear(&c->tls);
 }
 
 int tern_config_new(tern_config_t **out) {
@@ -189,42 +237,18 @@ int tern_config_set_tls_verify(tern_config_t *c, int verify) {
   return 0;
 }
 
-/* Replaces *slot with a copy of value (NULL clears it). */
-static int replace_string(char **slot, const char *value) {
-  char *copy = NULL;
-  if (copy_string(&copy, value)) return TERN_ENOMEM;
-  free(*slot);
-  *slot = copy;
-  return 0;
-}
-
 int tern_config_set_tls_ca_file(tern_config_t *c, const char *path) {
   if (c == NULL) return TERN_EINVAL;
-  return replace_string(&c->tls.ca_file, path);
+  return tern__tls_conf_set_string(&c->tls.ca_file, path);
 }
 
 int tern_config_set_tls_ca_path(tern_config_t *c, const char *dir) {
   if (c == NULL) return TERN_EINVAL;
-  return replace_string(&c->tls.ca_path, dir);
+  return tern__tls_conf_set_string(&c->tls.ca_path, dir);
 }
 
 int tern_config_set_tls_client_cert(tern_config_t *c, const char *cert_file, const char *key_file,
                                     const char *password) {
-  if (c == NULL || (cert_file == NULL && (key_file || password))) return TERN_EINVAL;
-  /* All three or none: a failed copy leaves the certificate unset, never half of it. */
-  char *cert = NULL, *key = NULL, *pass = NULL;
-  if (copy_string(&cert, cert_file) || copy_string(&key, key_file) ||
-      copy_string(&pass, password)) {
-    free(cert);
-    free(key);
-    free_secret(&pass);
-    return TERN_ENOMEM;
-  }
-  free(c->tls.cert);
-  free(c->tls.key);
-  free_secret(&c->tls.password);
-  c->tls.cert = cert;
-  c->tls.key = key;
-  c->tls.password = pass;
-  return 0;
+  if (c == NULL) return TERN_EINVAL;
+  return tern__tls_conf_set_client_cert(&c->tls, cert_file, key_file, password);
 }

@@ -206,6 +206,29 @@ void tern__bandwidth_unref(tern_bandwidth_t *bw);
 
 /* ---- configuration (config.c) ---------------------------------------------------------------- */
 
+/* TLS settings, an engine's (tern_config_set_tls_*) or a request's own (tern_request_set_tls_*):
+ * verification, CA file or directory, client certificate, its key and the key's password. One
+ * type for both, so that a request without its own borrows the engine's whole, and every
+ * setting added reaches both. Helpers in config.c. */
+typedef struct {
+  bool verify;
+  char *ca_file, *ca_path, *cert, *key, *password;
+} tern__tls_conf;
+
+/* The defaults (verification on, nothing else set), without freeing anything. */
+void tern__tls_conf_init(tern__tls_conf *t);
+/* Frees the strings (the password wiped first) and goes back to the defaults. */
+void tern__tls_conf_clear(tern__tls_conf *t);
+/* *dst = a deep copy of src; on failure (TERN_ENOMEM) dst holds what was copied, for
+ * tern__tls_conf_clear. */
+int tern__tls_conf_copy(tern__tls_conf *dst, const tern__tls_conf *src);
+/* Replaces *slot (one of the strings) with a copy of value; NULL clears it. */
+int tern__tls_conf_set_string(char **slot, const char *value);
+/* The client certificate, its key and password: all three or none (TERN_EINVAL for a key or
+ * password without a certificate; TERN_ENOMEM leaves the old three). */
+int tern__tls_conf_set_client_cert(tern__tls_conf *t, const char *cert_file, const char *key_file,
+                                   const char *password);
+
 struct tern_config {
   size_t buffer_size;
   uint64_t idle_timeout_ms;
@@ -222,11 +245,7 @@ struct tern_config {
   void *log_data;
   tern__str resolve;     /* "host\tport\taddr,addr\n" lines from tern_config_add_resolve */
   uint64_t dns_cache_ms; /* how long the resolver's answers are reused; 0: not at all */
-  /* The TLS settings of requests that set none of their own (tern_config_set_tls_*). */
-  struct {
-    bool verify;
-    char *ca_file, *ca_path, *cert, *key, *password;
-  } tls;
+  tern__tls_conf tls;    /* of requests that set none of their own (tern_config_set_tls_*) */
 };
 
 void tern__config_defaults(tern_config_t *c);
@@ -632,12 +651,11 @@ struct tern_request {
 
   /* ---- TLS settings, and facts of the connection that carried the request (tls.c) ---- */
   struct {
-    bool verify;
-    /* Set by any tern_request_set_tls_* call: the strings below are the request's. Otherwise
-     * they are the engine's (tern_config_set_tls_*), borrowed at each hop's preparation and
-     * never freed by the request: the engine outlives every request it runs. */
+    tern__tls_conf conf;
+    /* Set by any tern_request_set_tls_* call: conf is the request's. Otherwise it is the
+     * engine's (tern_config_set_tls_*), borrowed at each hop's preparation and never freed by
+     * the request: the engine outlives every request it runs. */
     bool own;
-    char *ca_file, *ca_path, *cert, *key, *password;
     char *id; /* the settings as one string: pool and context key */
     const char *version;
     bool resumed, cert_requested;

@@ -26,7 +26,7 @@ int tern_request_new(tern_request_t **out) {
   req->timeouts[TERN_TIMEOUT_BODY] = 60000;
   req->timeouts[TERN_TIMEOUT_TOTAL] = 0;
   req->persistent = true;
-  req->tls.verify = true;
+  tern__tls_conf_init(&req->tls.conf);
   req->sink.decoded_max_ratio = 200;
   req->expect_min = 1 << 20;
   req->expect_wait_ms = 1000;
@@ -69,14 +69,7 @@ static void destroy(tern_request_t *req) {
   tern__auth_clear(&req->proxy.given);
   tern__auth_clear(&req->auth.www);
   tern__auth_clear(&req->auth.proxy);
-  if (req->tls.own) {
-    free(req->tls.ca_file);
-    free(req->tls.ca_path);
-    free(req->tls.cert);
-    free(req->tls.key);
-    if (req->tls.password) memset(req->tls.password, 0, strlen(req->tls.password));
-    free(req->tls.password);
-  }
+  if (req->tls.own) tern__tls_conf_clear(&req->tls.conf);
   free(req->tls.id);
   free(req->head);
   free(req->resp.block);
@@ -501,36 +494,27 @@ int tern_request_set_decoding_limits(tern_request_t *req, uint64_t max_bytes, un
 static void own_tls(tern_request_t *req) {
   if (req->tls.own) return;
   req->tls.own = true;
-  req->tls.verify = true;
-  req->tls.ca_file = req->tls.ca_path = req->tls.cert = req->tls.key = req->tls.password = NULL;
+  tern__tls_conf_init(&req->tls.conf);
 }
 
 int tern_request_set_tls_verify(tern_request_t *req, int verify) {
   CHECK_NEW(req);
   own_tls(req);
-  req->tls.verify = verify != 0;
+  req->tls.conf.verify = verify != 0;
   return 0;
 }
 
 /* Replaces *slot with a copy of value (NULL clears it). */
-static int set_string(char **slot, const char *value) {
-  char *copy = NULL;
-  if (value && (copy = tern__strdup(value)) == NULL) return TERN_ENOMEM;
-  free(*slot);
-  *slot = copy;
-  return 0;
-}
-
 int tern_request_set_tls_ca_file(tern_request_t *req, const char *path) {
   CHECK_NEW(req);
   own_tls(req);
-  return set_string(&req->tls.ca_file, path);
+  return tern__tls_conf_set_string(&req->tls.conf.ca_file, path);
 }
 
 int tern_request_set_tls_ca_path(tern_request_t *req, const char *dir) {
   CHECK_NEW(req);
   own_tls(req);
-  return set_string(&req->tls.ca_path, dir);
+  return tern__tls_conf_set_string(&req->tls.conf.ca_path, dir);
 }
 
 int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
@@ -538,10 +522,7 @@ int tern_request_set_tls_client_cert(tern_request_t *req, const char *cert_file,
   CHECK_NEW(req);
   if (cert_file == NULL && (key_file || password)) return TERN_EINVAL;
   own_tls(req);
-  int r = set_string(&req->tls.cert, cert_file);
-  if (!r) r = set_string(&req->tls.key, key_file);
-  if (!r) r = set_string(&req->tls.password, password);
-  return r;
+  return tern__tls_conf_set_client_cert(&req->tls.conf, cert_file, key_file, password);
 }
 
 int tern_request_set_max_recv_speed(tern_request_t *req, uint64_t bytes_per_second) {

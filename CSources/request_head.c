@@ -56,14 +56,14 @@ static const char *u64_text(uint64_t v, char buf[21]) {
  * TLS contexts' key. Copied piece by piece (every https request makes one; a formatted print
  * cost more than the rest of preparing it). */
 static char *tls_identity(const tern_request_t *req) {
-  const char *parts[5] = { req->tls.ca_file, req->tls.ca_path, req->tls.cert, req->tls.key,
-                           req->tls.password };
+  const char *parts[5] = { req->tls.conf.ca_file, req->tls.conf.ca_path, req->tls.conf.cert,
+                           req->tls.conf.key, req->tls.conf.password };
   size_t lens[5], total = 2;
   for (int i = 0; i < 5; i++) total += 1 + (lens[i] = parts[i] ? strlen(parts[i]) : 0);
   char *id = tern__malloc(total + 1), *p = id;
   if (id == NULL) return NULL;
   *p++ = 'v';
-  *p++ = req->tls.verify ? '1' : '0';
+  *p++ = req->tls.conf.verify ? '1' : '0';
   for (int i = 0; i < 5; i++) {
     *p++ = '|';
     if (lens[i]) memcpy(p, parts[i], lens[i]);
@@ -88,14 +88,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
 
   /* Without settings of its own, a request takes the engine's, by reference: copying them
    * for every request cost more than building its head (callgrind, docs/swift-execution.md). */
-  if (!req->tls.own) {
-    req->tls.verify = cfg->tls.verify;
-    req->tls.ca_file = cfg->tls.ca_file;
-    req->tls.ca_path = cfg->tls.ca_path;
-    req->tls.cert = cfg->tls.cert;
-    req->tls.key = cfg->tls.key;
-    req->tls.password = cfg->tls.password;
-  }
+  if (!req->tls.own) req->tls.conf = cfg->tls;
   if (req->url.tls && req->tls.id == NULL && (req->tls.id = tls_identity(req)) == NULL)
     return TERN_ENOMEM;
 

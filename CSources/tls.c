@@ -125,20 +125,21 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
   SSL_CTX_sess_set_new_cb(ctx, on_new_session);
   SSL_CTX_set_client_cert_cb(ctx, on_client_cert);
-  SSL_CTX_set_verify(ctx, req->tls.verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
-  if (req->tls.ca_file || req->tls.ca_path) {
+  SSL_CTX_set_verify(ctx, req->tls.conf.verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
+  if (req->tls.conf.ca_file || req->tls.conf.ca_path) {
     /* What is wrong with a file is said in its words ("No such file or directory"), before
      * OpenSSL's codes; a CA directory OpenSSL would only consult during the handshake. */
-    if ((req->tls.ca_file && unreadable(t, TERN_ETLSCAFILE, "CA file", req->tls.ca_file, false)) ||
-        (req->tls.ca_path &&
-         unreadable(t, TERN_ETLSCAFILE, "CA directory", req->tls.ca_path, true)))
+    if ((req->tls.conf.ca_file &&
+         unreadable(t, TERN_ETLSCAFILE, "CA file", req->tls.conf.ca_file, false)) ||
+        (req->tls.conf.ca_path &&
+         unreadable(t, TERN_ETLSCAFILE, "CA directory", req->tls.conf.ca_path, true)))
       return;
-    if (SSL_CTX_load_verify_locations(ctx, req->tls.ca_file, req->tls.ca_path) != 1) {
+    if (SSL_CTX_load_verify_locations(ctx, req->tls.conf.ca_file, req->tls.conf.ca_path) != 1) {
       openssl_error_string(err, sizeof err);
       t->load_error = TERN_ETLSCAFILE;
       snprintf(t->load_msg, sizeof t->load_msg,
                "CA file %.200s holds no usable PEM certificate (%.160s)",
-               req->tls.ca_file ? req->tls.ca_file : req->tls.ca_path, err);
+               req->tls.conf.ca_file ? req->tls.conf.ca_file : req->tls.conf.ca_path, err);
       return;
     }
   } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
@@ -149,26 +150,27 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
   }
   /* Always our callback: OpenSSL's default one would prompt on the terminal and block the
    * loop thread when an encrypted key comes without a password. */
-  if (req->tls.password) t->password = tern__strdup(req->tls.password);
+  if (req->tls.conf.password) t->password = tern__strdup(req->tls.conf.password);
   SSL_CTX_set_default_passwd_cb(ctx, on_password);
   SSL_CTX_set_default_passwd_cb_userdata(ctx, t);
-  if (req->tls.cert) {
-    const char *key = req->tls.key ? req->tls.key : req->tls.cert;
-    if (unreadable(t, TERN_ETLSCERTFILE, "client certificate", req->tls.cert, false) ||
+  if (req->tls.conf.cert) {
+    const char *key = req->tls.conf.key ? req->tls.conf.key : req->tls.conf.cert;
+    if (unreadable(t, TERN_ETLSCERTFILE, "client certificate", req->tls.conf.cert, false) ||
         unreadable(t, TERN_ETLSCERTFILE, "client key", key, false))
       return;
     t->load_error = TERN_ETLSCERTFILE;
-    if (SSL_CTX_use_certificate_chain_file(ctx, req->tls.cert) != 1) {
+    if (SSL_CTX_use_certificate_chain_file(ctx, req->tls.conf.cert) != 1) {
       openssl_error_string(err, sizeof err);
       snprintf(t->load_msg, sizeof t->load_msg,
-               "client certificate %.200s holds no usable PEM certificate (%.160s)", req->tls.cert,
-               err);
+               "client certificate %.200s holds no usable PEM certificate (%.160s)",
+               req->tls.conf.cert, err);
     } else if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
       bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
       openssl_error_string(err, sizeof err);
       if (mismatch)
         snprintf(t->load_msg, sizeof t->load_msg,
-                 "client key %.200s does not belong to the certificate %.200s", key, req->tls.cert);
+                 "client key %.200s does not belong to the certificate %.200s", key,
+                 req->tls.conf.cert);
       else if (t->password_asked && t->password == NULL)
         snprintf(t->load_msg, sizeof t->load_msg,
                  "client key %.200s is encrypted and no password was given", key);
@@ -181,7 +183,8 @@ static void ctx_load(tern__tls_ctx *t, const tern_request_t *req) {
     } else if (SSL_CTX_check_private_key(ctx) != 1) {
       openssl_error_string(err, sizeof err);
       snprintf(t->load_msg, sizeof t->load_msg,
-               "client key %.200s does not belong to the certificate %.200s", key, req->tls.cert);
+               "client key %.200s does not belong to the certificate %.200s", key,
+               req->tls.conf.cert);
     } else {
       t->load_error = 0;
     }
@@ -316,7 +319,7 @@ int tern__tls_start(tern__conn *c) {
   unsigned char ip[16];
   bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
   if (!is_ip) SSL_set_tlsext_host_name(ssl, host); /* SNI carries names, never addresses */
-  if (req->tls.verify) {
+  if (req->tls.conf.verify) {
     X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
     int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host) : SSL_set1_host(ssl, host);
     if (ok != 1) return TERN_ENOMEM;
