@@ -251,6 +251,7 @@ void tern__request_rewind(tern_request_t *req) {
   free(req->resp.block);
   req->resp.block = NULL;
   req->resp.count = 0;
+  req->resp.names = 0;
   req->resp.body.len = 0;
   req->resp.interim.len = 0;
   req->resp.received = 0;

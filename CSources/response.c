@@ -15,6 +15,7 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
   req->resp.block = NULL;
   req->resp.reason = NULL;
   req->resp.count = 0;
+  req->resp.names = 0;
   req->resp.status = status;
   req->resp.minor = minor;
   req->resp.version = minor == 1 ? 11 : 10;
@@ -27,7 +28,9 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
   if (block == NULL) return TERN_ENOMEM;
   char **pairs = (char **)(void *)block;
   char *s = block + ptrs;
+  uint64_t names = 0;
   for (size_t i = 0; i < n; i++) {
+    if (h[i].name_len > 0) names |= tern__field_bit(h[i].name, h[i].name_len);
     pairs[2 * i] = s;
     memcpy(s, h[i].name, h[i].name_len);
     s += h[i].name_len;
@@ -42,15 +45,18 @@ int tern__request_set_response(tern_request_t *req, int minor, int status, const
   req->resp.reason = s;
   req->resp.block = block;
   req->resp.count = n;
+  req->resp.names = names;
   return 0;
 }
 
 /* The value of the first field named `name` (any case), or NULL. Every response looks up a
- * few names; a field's name length is where its value begins (the block's layout), so only
- * names of the same length are compared. */
+ * few names, most of them absent: resp.names answers those without a scan. Otherwise a field's
+ * name length is where its value begins (the block's layout), so only names of the same length
+ * are compared. */
 const char *tern__request_header_value(const tern_request_t *req, const char *name) {
   char **pairs = (char **)(void *)req->resp.block;
   size_t n = strlen(name);
+  if (n > 0 && !(req->resp.names & tern__field_bit(name, n))) return NULL;
   for (size_t i = 0; i < req->resp.count; i++)
     if ((size_t)(pairs[2 * i + 1] - pairs[2 * i]) == n + 1 && strcasecmp(pairs[2 * i], name) == 0)
       return pairs[2 * i + 1];

@@ -6,6 +6,9 @@
 
 #include "internal.h"
 
+#include <ctype.h>
+#include <stdio.h>
+
 static void expect_resolve(const char *base, const char *ref, const char *want) {
   tern__url u;
   ASSERT_EQ(tern__url_parse(&u, base), 0);
@@ -578,4 +581,65 @@ TEST(zstd_degenerate_blocks_are_refused_whole_and_cut_anywhere) {
         TEST_FAIL_("%s, first %zu bytes then %zu at a time: result %d, %zu bytes", cases[c].what,
                    first, piece, r, o.len);
     }
+}
+
+/* The response's field filter (resp.names) must never hide a field: every name present is
+ * found in any case, and absent names come back NULL, whether or not their bit is shared. */
+TEST(response_field_lookup_filter_hides_nothing) {
+  static const char *const names[] = {
+    "Server",
+    "Date",
+    "Content-Type",
+    "Content-Length",
+    "Last-Modified",
+    "Connection",
+    "ETag",
+    "X-Connection",
+    "X-Remote-Port",
+    "Accept-Ranges",
+    "Keep-Alive",
+    "Cache-Control",
+    "Vary",
+    "Set-Cookie",
+    "Location",
+    "x",
+    "X-A-Very-Long-Field-Name-Of-Its-Own",
+  };
+  enum { N = sizeof names / sizeof names[0] };
+  tern__header_t h[N];
+  char values[N][8];
+  for (size_t i = 0; i < N; i++) {
+    snprintf(values[i], sizeof values[i], "v%zu", i);
+    h[i] = (tern__header_t){ names[i], strlen(names[i]), values[i], strlen(values[i]) };
+  }
+  tern_request_t *req = NULL;
+  ASSERT_EQ(tern_request_new(&req), 0);
+  /* Each prefix of the list, so that names are also looked up while absent. */
+  for (size_t n = 0; n <= N; n++) {
+    ASSERT_EQ(tern__request_set_response(req, 1, 200, "OK", 2, h, n), 0);
+    for (size_t i = 0; i < N; i++) {
+      char lower[64], upper[64];
+      size_t len = strlen(names[i]);
+      for (size_t k = 0; k <= len; k++) {
+        lower[k] = (char)tolower((unsigned char)names[i][k]);
+        upper[k] = (char)toupper((unsigned char)names[i][k]);
+      }
+      const char *want = i < n ? values[i] : NULL;
+      const char *got[3] = { tern_request_get_header(req, names[i]),
+                             tern_request_get_header(req, lower),
+                             tern_request_get_header(req, upper) };
+      for (int k = 0; k < 3; k++)
+        if (got[k] != want && (got[k] == NULL || want == NULL || strcmp(got[k], want) != 0))
+          TEST_FAIL_("%zu fields: \"%s\" gave %s, want %s", n, names[i], got[k] ? got[k] : "NULL",
+                     want ? want : "NULL");
+    }
+    /* Names that no response here carries, some sharing a bit with one that is there. */
+    static const char *const absent[] = {
+      "Content-Encoding", "Content-Range", "Retry-After", "WWW-Authenticate", "Servers", "Dat", ""
+    };
+    for (size_t a = 0; a < sizeof absent / sizeof absent[0]; a++)
+      if (tern_request_get_header(req, absent[a]) != NULL)
+        TEST_FAIL_("%zu fields: \"%s\" found but absent", n, absent[a]);
+  }
+  tern_request_free(req);
 }
