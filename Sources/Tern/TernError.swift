@@ -177,11 +177,28 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong, as a code to match on.
     public let code: Code
     /// What went wrong, in words, naming the host and phase where known.
-    public let message: String
+    public var message: String { details.message }
     /// The host the request was talking to, if any.
-    public let host: String?
+    public var host: String? { details.host }
     /// The stage of the exchange that failed, if known.
-    public let phase: Phase?
+    public var phase: Phase? { details.phase }
+
+    /// The words, host and phase, in one object. Inline, their three strings made
+    /// `Result<Response, TernError>` a layout the compiler copies and destroys through the
+    /// generic value witnesses (about 140 and 80 instructions each time); every request copies
+    /// its result about five times, and only a failure makes an error.
+    private final class Details: Sendable {
+        let message: String
+        let host: String?
+        let phase: Phase?
+
+        init(message: String, host: String?, phase: Phase?) {
+            self.message = message
+            self.host = host
+            self.phase = phase
+        }
+    }
+    private let details: Details
 
     /// Creates an error.
     ///
@@ -192,9 +209,8 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
     ///   - phase: The stage that failed; derived from the code when `nil`.
     public init(code: Code, message: String? = nil, host: String? = nil, phase: Phase? = nil) {
         self.code = code
-        self.message = message ?? code.description
-        self.host = host
-        self.phase = phase ?? Self.defaultPhase(for: code)
+        details = Details(
+            message: message ?? code.description, host: host, phase: phase ?? Self.defaultPhase(for: code))
     }
 
     public var description: String {
