@@ -349,11 +349,10 @@ final class Execution: @unchecked Sendable {
             let target = lock.withLock { _ in current }
             if let target { cancelCRequest(target) }
         case .finish(let ending):
-            let attempts = lock.withLock { _ in machine.attempts }
             switch ending {
             case .lastAttempt:
                 guard let report else {
-                    finish(.failure(cancelledError()), attempts: attempts)
+                    finish(.failure(cancelledError()), attempts: lock.withLock { _ in machine.attempts })
                     return
                 }
                 var result: Result<Response, TernError> =
@@ -365,11 +364,13 @@ final class Execution: @unchecked Sendable {
                         .success(Response(report: report))
                     }
                 if _slowPath(cacheStage != nil), let stage = cacheStage { result = afterExchange(result, stage: stage) }
-                finish(result, attempts: attempts)
+                // The report's number is the machine's count of attempts (it numbered this one
+                // last): read there rather than under the lock once more.
+                finish(result, attempts: report.attempts)
             case .cancelled:
-                finish(.failure(cancelledError()), attempts: attempts)
+                finish(.failure(cancelledError()), attempts: lock.withLock { _ in machine.attempts })
             case .totalTimedOut:
-                finish(.failure(totalTimeoutError()), attempts: attempts)
+                finish(.failure(totalTimeoutError()), attempts: lock.withLock { _ in machine.attempts })
             }
         case .nothing:
             break
