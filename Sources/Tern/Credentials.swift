@@ -4,6 +4,7 @@
 // this file only decides which user and password to hand it.
 
 import Dispatch
+import Synchronization
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -281,44 +282,55 @@ public final class SessionCredentialStore: CredentialStore {
 
     // Sendable: the table lives in a Locked box.
     private let table = Locked(CredentialTable())
+    /// The table's entry count, published by every locked section (``withTable(_:)``) so that
+    /// ``isEmpty`` takes no lock.
+    private let entryCount = Atomic<Int>(0)
 
     /// Creates an empty store.
     public init() {}
 
     /// True when nothing is stored: every request asks the shared store, which most apps
-    /// never fill, so the lookup's URL parsing is skipped then.
-    var isEmpty: Bool { table.withLock { $0.entries.isEmpty } }
+    /// never fill, so the lookup's URL parsing and the table's lock are skipped then.
+    var isEmpty: Bool { entryCount.load(ordering: .acquiring) == 0 }
+
+    /// Runs `body` on the table under its lock, then publishes the entry count.
+    private func withTable<Result>(_ body: (inout CredentialTable) throws -> Result) rethrows -> Result {
+        try table.withLock { table in
+            defer { entryCount.store(table.entries.count, ordering: .releasing) }
+            return try body(&table)
+        }
+    }
 
     /// The credential for `space`'s realm, else the realm-less one of its origin.
     public func credential(for space: ProtectionSpace) -> Credential? {
-        table.withLock { $0.entry(for: space)?.credential }
+        withTable { $0.entry(for: space)?.credential }
     }
 
     /// The credential stored last for `space`'s origin, whatever its realm, and its space.
     public func mostRecentCredential(forOriginOf space: ProtectionSpace)
         -> (space: ProtectionSpace, credential: Credential)?
     {
-        table.withLock { $0.mostRecent(forOriginOf: space).map { ($0.space, $0.credential) } }
+        withTable { $0.mostRecent(forOriginOf: space).map { ($0.space, $0.credential) } }
     }
 
     /// Stores `credential` for `space`; it becomes the origin's most recent.
     public func set(_ credential: Credential, for space: ProtectionSpace) {
-        table.withLock { $0.set(credential, for: space) }
+        withTable { $0.set(credential, for: space) }
     }
 
     /// Removes the credential ``credential(for:)`` returns for `space`.
     public func removeCredential(for space: ProtectionSpace) {
-        table.withLock { $0.remove(for: space) }
+        withTable { $0.remove(for: space) }
     }
 
     /// Every stored credential by protection space.
     public var allCredentials: [ProtectionSpace: Credential] {
-        table.withLock { $0.all }
+        withTable { $0.all }
     }
 
     /// Forgets every credential.
     public func removeAll() {
-        table.withLock { $0 = CredentialTable() }
+        withTable { $0 = CredentialTable() }
     }
 }
 
