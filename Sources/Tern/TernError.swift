@@ -374,6 +374,16 @@ public struct TernError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// `dump(_:)` and debuggers show the code, message, host and phase, as when they were stored
+/// inline (they share one object now, which a default mirror would show instead).
+extension TernError: CustomReflectable {
+    public var customMirror: Mirror {
+        Mirror(
+            self, children: ["code": code, "message": message, "host": host as Any, "phase": phase as Any],
+            displayStyle: .struct)
+    }
+}
+
 extension TernError: LocalizedError {
     /// The message, with the host when the message does not name it, the code and the phase:
     /// "connect to example.com:80: connection refused (ECONNREFUSED, connect phase)". This is

@@ -19,6 +19,16 @@ extension TernTests {
             }
         }
 
+        @Test func dumpShowsTheErrorsParts() {
+            let error = TernError(code: .connectionRefused, message: "connect to h:1: refused", host: "h")
+            var dumped = ""
+            dump(error, to: &dumped)
+            for part in ["connect to h:1: refused", "\"h\"", "connect", "code"] {
+                #expect(dumped.contains(part), "\(dumped)")
+            }
+            #expect(!dumped.contains("Details"), "\(dumped)")
+        }
+
         @Test func connectionRefused() throws {
             let error = try #require(failure(Request(url: URL(string: "http://127.0.0.1:1/x")!)))
             #expect(error == .connectionRefused)
