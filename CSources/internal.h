@@ -561,8 +561,8 @@ struct tern_request {
     char *reason; /* in block */
     char *block;  /* one block: header pointers, NUL-terminated strings, then the reason */
     size_t count;
-    /* One bit per field present, at tern__field_bit(name): a lookup of a name whose bit is
-     * clear (most lookups: Content-Encoding, Set-Cookie, Location, ETag) ends without a scan. */
+    /* One bit per field present (response.c's field_bit): a lookup of a name whose bit is clear
+     * (most lookups: Content-Encoding, Set-Cookie, Location, ETag) ends without a scan. */
     uint64_t names;
     tern__str body;
     tern__str interim; /* this hop's interim (1xx) heads as received, at most TERN__MAX_INTERIM */
@@ -694,13 +694,6 @@ void tern__request_rewind(tern_request_t *req);
 int tern__request_set_response(tern_request_t *req, int minor, int status, const char *reason,
                                size_t reason_len, const tern__header_t *h, size_t n);
 const char *tern__request_header_value(const tern_request_t *req, const char *name);
-/* A field name's bit in resp.names, from its length and first letter (any case): the names one
- * response carries mostly land on bits of their own, and a shared bit only costs the scan the
- * filter would have saved. Cheap on purpose: it is computed for every field of every response.
- * `len` is at least 1. */
-static inline uint64_t tern__field_bit(const char *name, size_t len) {
-  return UINT64_C(1) << ((((unsigned char)name[0] & 31u) - (unsigned)len * 4u) & 63u);
-}
 
 /* body.c: request body sources */
 /* Drops the body (any kind) and its segments: the request then has none. */

@@ -9,7 +9,6 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
-import Synchronization
 
 /// One HTTP cookie, as stored in a ``CookieJar``.
 ///
@@ -579,7 +578,7 @@ public final class CookieJar: Sendable {
         var lastAccess: Date
     }
 
-    struct State: Sendable {
+    struct State: Sendable, CountedValue {
         /// Entries by domain, then identity: a lookup visits only the host's own domains.
         var domains: [String: [Key: Entry]] = [:]
         var count = 0
@@ -587,19 +586,7 @@ public final class CookieJar: Sendable {
     }
 
     // Sendable: `state` is a Locked box and `clock` is a Sendable function.
-    private let state = Locked(State())
-    /// `state.count`, published by every locked section (``withState(_:)``) so that
-    /// ``isEmpty`` takes no lock: every request of a jar's user asks it, and most jars (the
-    /// shared one above all) stay empty.
-    private let cookieCount = Atomic<Int>(0)
-
-    /// Runs `body` on the state under its lock, then publishes the cookie count.
-    private func withState<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
-        try state.withLock { state in
-            defer { cookieCount.store(state.count, ordering: .releasing) }
-            return try body(&state)
-        }
-    }
+    private let state = CountedLocked(State())
     private let clock: @Sendable () -> Date
 
     /// Creates an empty jar.
@@ -680,7 +667,7 @@ public final class CookieJar: Sendable {
         }
 
         var found: [Entry] = []
-        withState { state in
+        state.withLock { state in
             for domain in candidates {
                 guard var entries = state.domains[domain] else { continue }
                 var changed = false
@@ -716,7 +703,7 @@ public final class CookieJar: Sendable {
     }
 
     /// True when the jar holds no cookie (expired ones not yet removed count).
-    public var isEmpty: Bool { cookieCount.load(ordering: .acquiring) == 0 }
+    public var isEmpty: Bool { state.isEmpty }
 
     /// The value of the `Cookie` header for `url` (`"a=1; b=2"`), or `nil` when no cookie
     /// applies. See ``cookies(for:)`` for which cookies and in which order.
@@ -780,7 +767,7 @@ public final class CookieJar: Sendable {
     /// Removes the cookie with `cookie`'s name, domain and path, if stored.
     public func remove(_ cookie: Cookie) {
         let key = Key(name: cookie.name, domain: cookie.domain, path: cookie.path)
-        withState { state in
+        state.withLock { state in
             if state.domains[key.domain]?.removeValue(forKey: key) != nil {
                 state.count -= 1
                 if state.domains[key.domain]?.isEmpty == true { state.domains[key.domain] = nil }
@@ -790,7 +777,7 @@ public final class CookieJar: Sendable {
 
     /// Removes every cookie.
     public func removeAll() {
-        withState { $0 = State(nextSequence: $0.nextSequence) }
+        state.withLock { $0 = State(nextSequence: $0.nextSequence) }
     }
 
     /// Removes the cookies that have expired.
@@ -811,7 +798,7 @@ public final class CookieJar: Sendable {
     public func removeAll(where shouldBeRemoved: (Cookie) throws -> Bool) rethrows {
         let keys = try sortedEntries().filter { try shouldBeRemoved($0.cookie) }
             .map { Key(name: $0.cookie.name, domain: $0.cookie.domain, path: $0.cookie.path) }
-        withState { state in
+        state.withLock { state in
             for key in keys where state.domains[key.domain]?.removeValue(forKey: key) != nil {
                 state.count -= 1
                 if state.domains[key.domain]?.isEmpty == true { state.domains[key.domain] = nil }
@@ -824,7 +811,7 @@ public final class CookieJar: Sendable {
     /// Inserts a parsed cookie; returns it as stored, or `nil` when it was refused or deleted.
     private func insert(_ cookie: Cookie, now: Date, fromSecureOrigin: Bool) -> Cookie? {
         let key = Key(name: cookie.name, domain: cookie.domain, path: cookie.path)
-        return withState { state -> Cookie? in
+        return state.withLock { state -> Cookie? in
             // RFC 6265bis 5.6 step 16: a cookie from an insecure origin may not shadow a
             // Secure cookie of the same name whose domain and path overlap it.
             if !cookie.isSecure && !fromSecureOrigin {
@@ -914,7 +901,7 @@ public final class CookieJar: Sendable {
 
     /// Every entry, expired or not, in creation order.
     private func sortedEntries() -> [Entry] {
-        let entries = withState { state in state.domains.values.flatMap(\.values) }
+        let entries = state.withLock { state in state.domains.values.flatMap(\.values) }
         return entries.sorted { $0.sequence < $1.sequence }
     }
 

@@ -4,7 +4,6 @@
 // this file only decides which user and password to hand it.
 
 import Dispatch
-import Synchronization
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -226,7 +225,7 @@ public protocol CredentialStore: AnyObject, Sendable {
 }
 
 /// The entries of a store, with their order of storage; shared by the two stores.
-struct CredentialTable: Sendable {
+struct CredentialTable: Sendable, CountedValue {
     struct Entry: Sendable, Codable {
         var space: ProtectionSpace
         var credential: Credential
@@ -235,6 +234,7 @@ struct CredentialTable: Sendable {
     }
 
     private(set) var entries: [ProtectionSpace.Key: Entry] = [:]
+    var count: Int { entries.count }
     private var nextStamp: UInt64 = 1
 
     init(entries: [Entry] = []) {
@@ -281,56 +281,45 @@ public final class SessionCredentialStore: CredentialStore {
     public static let shared = SessionCredentialStore()
 
     // Sendable: the table lives in a Locked box.
-    private let table = Locked(CredentialTable())
-    /// The table's entry count, published by every locked section (``withTable(_:)``) so that
-    /// ``isEmpty`` takes no lock.
-    private let entryCount = Atomic<Int>(0)
+    private let table = CountedLocked(CredentialTable())
 
     /// Creates an empty store.
     public init() {}
 
     /// True when nothing is stored: every request asks the shared store, which most apps
     /// never fill, so the lookup's URL parsing and the table's lock are skipped then.
-    var isEmpty: Bool { entryCount.load(ordering: .acquiring) == 0 }
-
-    /// Runs `body` on the table under its lock, then publishes the entry count.
-    private func withTable<Result>(_ body: (inout CredentialTable) throws -> Result) rethrows -> Result {
-        try table.withLock { table in
-            defer { entryCount.store(table.entries.count, ordering: .releasing) }
-            return try body(&table)
-        }
-    }
+    var isEmpty: Bool { table.isEmpty }
 
     /// The credential for `space`'s realm, else the realm-less one of its origin.
     public func credential(for space: ProtectionSpace) -> Credential? {
-        withTable { $0.entry(for: space)?.credential }
+        table.withLock { $0.entry(for: space)?.credential }
     }
 
     /// The credential stored last for `space`'s origin, whatever its realm, and its space.
     public func mostRecentCredential(forOriginOf space: ProtectionSpace)
         -> (space: ProtectionSpace, credential: Credential)?
     {
-        withTable { $0.mostRecent(forOriginOf: space).map { ($0.space, $0.credential) } }
+        table.withLock { $0.mostRecent(forOriginOf: space).map { ($0.space, $0.credential) } }
     }
 
     /// Stores `credential` for `space`; it becomes the origin's most recent.
     public func set(_ credential: Credential, for space: ProtectionSpace) {
-        withTable { $0.set(credential, for: space) }
+        table.withLock { $0.set(credential, for: space) }
     }
 
     /// Removes the credential ``credential(for:)`` returns for `space`.
     public func removeCredential(for space: ProtectionSpace) {
-        withTable { $0.remove(for: space) }
+        table.withLock { $0.remove(for: space) }
     }
 
     /// Every stored credential by protection space.
     public var allCredentials: [ProtectionSpace: Credential] {
-        withTable { $0.all }
+        table.withLock { $0.all }
     }
 
     /// Forgets every credential.
     public func removeAll() {
-        withTable { $0 = CredentialTable() }
+        table.withLock { $0 = CredentialTable() }
     }
 }
 

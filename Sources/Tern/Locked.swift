@@ -1,6 +1,6 @@
-// Locks: a value behind a lock (Alamofire's `Protected`, NIO's `NIOLockedValueBox`), a mutex
-// with a condition for the places that wait, and the lock of an execution's guarded fields
-// (StateLock). The first two are plain pthread objects: ThreadSanitizer understands them
+// Locks: a value behind a lock (Alamofire's `Protected`, NIO's `NIOLockedValueBox`), and one
+// whose emptiness reads take no lock (CountedLocked), a mutex with a condition for the places
+// that wait, and the lock of an execution's guarded fields (StateLock). The first two are plain pthread objects: ThreadSanitizer understands them
 // (Synchronization.Mutex's futex path on Linux is invisible to it and shows up as false races),
 // and they need nothing from Foundation. StateLock is a Mutex except in the ThreadSanitizer
 // build.
@@ -81,6 +81,35 @@ final class Locked<Value>: @unchecked Sendable {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
+    }
+}
+
+/// A locked value that counts what it holds (a jar's cookies, a store's credentials).
+protocol CountedValue {
+    var count: Int { get }
+}
+
+/// A ``Locked`` value whose count every locked section publishes, so that ``isEmpty`` takes no
+/// lock: every request asks the shared cookie jar and credential store whether they hold
+/// anything, and most apps fill neither. A reader that sees a count (acquire) then takes the
+/// lock for the contents.
+final class CountedLocked<Value: CountedValue>: Sendable {
+    private let locked: Locked<Value>
+    private let published = Atomic<Int>(0)
+
+    init(_ value: consuming Value) {
+        published.store(value.count, ordering: .relaxed)
+        locked = Locked(value)
+    }
+
+    var isEmpty: Bool { published.load(ordering: .acquiring) == 0 }
+
+    /// Runs `body` with exclusive access to the value, then publishes its count.
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try locked.withLock { value in
+            defer { published.store(value.count, ordering: .releasing) }
+            return try body(&value)
+        }
     }
 }
 

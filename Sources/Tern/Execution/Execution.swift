@@ -352,7 +352,7 @@ final class Execution: @unchecked Sendable {
             switch ending {
             case .lastAttempt:
                 guard let report else {
-                    finish(.failure(cancelledError()), attempts: lock.withLock { _ in machine.attempts })
+                    finish(.failure(cancelledError()), attempts: attemptsMade)
                     return
                 }
                 var result: Result<Response, TernError> =
@@ -368,9 +368,9 @@ final class Execution: @unchecked Sendable {
                 // last): read there rather than under the lock once more.
                 finish(result, attempts: report.attempts)
             case .cancelled:
-                finish(.failure(cancelledError()), attempts: lock.withLock { _ in machine.attempts })
+                finish(.failure(cancelledError()), attempts: attemptsMade)
             case .totalTimedOut:
-                finish(.failure(totalTimeoutError()), attempts: lock.withLock { _ in machine.attempts })
+                finish(.failure(totalTimeoutError()), attempts: attemptsMade)
             }
         case .nothing:
             break
@@ -439,16 +439,16 @@ final class Execution: @unchecked Sendable {
         }
     }
 
+    /// The attempts the machine has numbered so far.
+    private var attemptsMade: Int { lock.withLock { _ in machine.attempts } }
+
     /// An attempt that never reached the engine ends the execution with its error.
     private func attemptFailedLocally(_ number: Int, _ error: TernError) {
         let step = lock.withLock { _ in
             machine.attemptEnded(
                 attempt: number, .init(error: error.code, canReplayBody: false), now: monotonicSeconds())
         }
-        if case .finish = step {
-            let attempts = lock.withLock { _ in machine.attempts }
-            finish(.failure(error), attempts: attempts)
-        }
+        if case .finish = step { finish(.failure(error), attempts: attemptsMade) }
     }
 
     /// Pauses or resumes reading the current attempt's response (a streamed body whose
