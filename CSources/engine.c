@@ -406,24 +406,29 @@ static bool fail_over(tern_request_t *req, int err) {
   return true;
 }
 
+/* The failure a request ends with: the one recorded first, else `err` with its message. */
+static TERN__COLD int record_failure(tern_request_t *req, int err) {
+  if (req->error) return req->error;
+  tern__request_set_error(req, err, "%s: %s", req->url.hostport, tern_strerror(err));
+  return err;
+}
+
 static void complete(tern_request_t *req, int err) {
   if (atomic_load(&req->state) == TERN__REQ_DONE) return;
   if (fail_over(req, err)) return;
   tern_engine_t *eng = req->engine;
   err = tern__request_finish_file(req, err);
   /* One rule: the first failure recorded (code and message together) is the request's. */
-  if (err && req->error)
-    err = req->error;
-  else if (err)
-    tern__request_set_error(req, err, "%s: %s", req->url.hostport, tern_strerror(err));
-  if (!err) {
+  if (TERN__UNLIKELY(err))
+    err = record_failure(req, err);
+  else {
     req->error = 0;
     req->errmsg[0] = '\0';
   }
   tern__wait_leave(eng, req);
   tern__list_remove(&req->node);
   req->conn = NULL;
-  if (req->hop.conn) { /* kept for an NTLM hop that never went: back to the pool */
+  if (TERN__UNLIKELY(req->hop.conn != NULL)) { /* kept for an NTLM hop that never went */
     tern__conn *c = req->hop.conn;
     req->hop.conn = NULL;
     tern__pool_unkeep(c);
@@ -447,7 +452,7 @@ static void complete(tern_request_t *req, int err) {
     tern__log(eng, TERN_LOG_INFO, req, "%s %s done: status %d, %llu body bytes in %.3f s",
               req->method, req->url.target, req->resp.status,
               (unsigned long long)req->resp.received, tern_request_get_time(req, TERN_TIME_END));
-  if (err && req->notify.progress && !released)
+  if (TERN__UNLIKELY(err) && req->notify.progress && !released)
     (void)req->notify.progress(req,
                                req->resp.status ? TERN_PROGRESS_DOWNLOAD : TERN_PROGRESS_UPLOAD, -1,
                                req->resp.received, 0, req->notify.progress_data);

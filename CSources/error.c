@@ -88,9 +88,8 @@ void tern__request_set_error(tern_request_t *req, int err, const char *fmt, ...)
 
 /* ---- logging ---- */
 
-void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *req, const char *fmt,
-               ...) {
-  if (!TERN__LOGGING(eng, level)) return;
+void tern__log_line(const tern_engine_t *eng, tern_log_level level, tern_request_t *req,
+                    const char *fmt, ...) {
   char line[512];
   va_list ap;
   va_start(ap, fmt);

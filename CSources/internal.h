@@ -86,6 +86,14 @@ typedef struct {
 /* The slow half of tern__str_reserve, for when `extra` more does not fit: grows the buffer
  * (doubling from 64). */
 int tern__str_grow(tern__str *s, size_t extra);
+/* The common path of a function that runs for every request should span few cache lines: at
+ * one connection a client's code is mostly evicted while it waits for the server, and each line
+ * its turnaround touches is fetched again (bench/turnaround/footprint). TERN__UNLIKELY marks the
+ * branches to rare work, so the compilers lay it out past the common path; TERN__COLD puts rare
+ * work (errors, uncommon features) in functions of its own, out of the way. */
+#define TERN__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TERN__COLD        __attribute__((noinline, cold))
+
 /* Inline, as is tern__str_append, and always (clang left them out of line in the request head's
  * long function): every head is some fifteen appends of a few bytes each, where the call cost
  * more than the copy (callgrind, docs/swift-execution.md). */
@@ -1255,9 +1263,18 @@ void tern__tls_origin_free(tern__origin *o);
 
 /* error.c */
 int tern__map_uv_error(int uverr, int fallback);
-/* Formats and routes one log line when the engine logs at `level`. */
-void tern__log(const tern_engine_t *eng, tern_log_level level, tern_request_t *req, const char *fmt,
-               ...) __attribute__((format(printf, 4, 5)));
+/* Formats and routes one log line. Called through tern__log, which checks the level first. */
+TERN__COLD void tern__log_line(const tern_engine_t *eng, tern_log_level level, tern_request_t *req,
+                               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 #define TERN__LOGGING(eng, level) ((eng)->config.log_cb && (level) >= (eng)->config.log_level)
+/* Logs a line when the engine logs at `level`. A statement: the arguments are only evaluated,
+ * and the line only formatted, when it does; otherwise each call site is a test and a branch
+ * past it (several run for every request). */
+#define tern__log(eng, level, req, ...)                                                            \
+  do {                                                                                             \
+    const tern_engine_t *tern__log_eng_ = (eng);                                                   \
+    if (TERN__UNLIKELY(TERN__LOGGING(tern__log_eng_, (level))))                                    \
+      tern__log_line(tern__log_eng_, (level), (req), __VA_ARGS__);                                 \
+  } while (0)
 
 #endif

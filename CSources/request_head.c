@@ -73,12 +73,76 @@ static char *tls_identity(const tern_request_t *req) {
   return id;
 }
 
-int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
-  req->idempotent = method_is(req, "GET") || method_is(req, "HEAD") || method_is(req, "PUT") ||
-                    method_is(req, "DELETE") || method_is(req, "OPTIONS") ||
-                    method_is(req, "TRACE");
+/* The rare parts of a head, out of line (TERN__COLD): the common head, a GET with the default
+ * fields, then runs through one short stretch of code. */
+
+/* Authorization and Proxy-Authorization, when the engine writes them. */
+static TERN__COLD int put_credentials(tern_request_t *req, tern__str *h, const char *target,
+                                      bool absolute) {
+  int r = 0;
+  if (req->auth.www.scheme && req->auth.www.user && !req->user_authorization) {
+    tern__str wa = { 0 };
+    r = tern__auth_credentials(req, &req->auth.www, req->method, target, &wa);
+    if (!r && wa.len) {
+      r = cat(h, "Authorization: ", NULL);
+      if (!r) r = tern__str_append(h, wa.data, wa.len);
+      if (!r) r = cat(h, "\r\n", NULL);
+    }
+    tern__str_free(&wa);
+  }
+  if (!r && absolute && !req->user_proxy_authorization) {
+    tern__str pa = { 0 };
+    r = tern__request_proxy_authorization(req, req->method, target, &pa);
+    if (!r && pa.len) {
+      r = cat(h, "Proxy-Authorization: ", NULL);
+      if (!r) r = tern__str_append(h, pa.data, pa.len);
+      if (!r) r = cat(h, "\r\n", NULL);
+    }
+    tern__str_free(&pa);
+  }
+  return r;
+}
+
+/* Range, and If-Range for a resumed download. */
+static TERN__COLD int put_range(const tern_request_t *req, tern__str *h, const char *validator) {
+  char n1[21], n2[21];
+  int r = cat(h, "Range: bytes=", u64_text(req->sink.range_start, n1), "-",
+              req->sink.end ? u64_text(req->sink.end - 1, n2) : "", "\r\n", NULL);
+  /* If-Range: the partial file continues only if the resource is still the one it began
+   * with; otherwise the server sends it whole (200) and the download restarts. */
+  if (!r && req->sink.resume_from > 0 && validator[0])
+    r = cat(h, "If-Range: ", validator, "\r\n", NULL);
+  return r;
+}
+
+/* Content-Length or Transfer-Encoding, for a request that has a body or a method that
+ * expects one. */
+static __attribute__((noinline)) int put_length(const tern_request_t *req, tern__str *h) {
+  char n1[21];
+  if (req->upload.held) return cat(h, "Content-Length: 0\r\n", NULL);
+  if (req->upload.len == UINT64_MAX) return cat(h, "Transfer-Encoding: chunked\r\n", NULL);
+  return cat(h, "Content-Length: ", u64_text(req->upload.len, n1), "\r\n", NULL);
+}
+
+/* A method other than GET: whether it is idempotent (RFC 9110 9.2.2) and whether it is HEAD. */
+static __attribute__((noinline)) void classify_method(tern_request_t *req) {
+  req->idempotent = method_is(req, "HEAD") || method_is(req, "PUT") || method_is(req, "DELETE") ||
+                    method_is(req, "OPTIONS") || method_is(req, "TRACE");
   req->is_head = method_is(req, "HEAD");
-  if (req->user_connection_close) req->persistent = false;
+}
+
+static TERN__COLD int put_custom_agent(const tern_config_t *cfg, tern__str *h) {
+  return cfg->user_agent[0] ? cat(h, "User-Agent: ", cfg->user_agent, "\r\n", NULL) : 0;
+}
+
+int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
+  if (method_is(req, "GET")) {
+    req->idempotent = true;
+    req->is_head = false;
+  } else {
+    classify_method(req);
+  }
+  if (TERN__UNLIKELY(req->user_connection_close)) req->persistent = false;
 
   /* Each hop picks its proxy again: a redirect may change the scheme or reach a no_proxy host. */
   int r = tern__request_choose_proxy(req);
@@ -92,7 +156,8 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (req->url.tls && req->tls.id == NULL && (req->tls.id = tls_identity(req)) == NULL)
     return TERN_ENOMEM;
 
-  char validator[256] = "";
+  char validator[256]; /* not zeroed whole: four cache lines of stack for every request */
+  validator[0] = '\0';
   r = tern__request_prepare_download(req, validator, sizeof validator);
   if (r) return r;
 
@@ -102,7 +167,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     req->hop.in_request_cb = true;
     int stop = req->hop.request_cb(req, tern_request_get_effective_url(req), req->hop.request_data);
     req->hop.in_request_cb = false;
-    if (stop) {
+    if (TERN__UNLIKELY(stop)) {
       tern__request_set_error(req, TERN_ECANCELED, "canceled by the hop-request callback");
       return TERN_ECANCELED;
     }
@@ -113,9 +178,12 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   bool absolute = req->proxy.host && req->proxy.kind == TERN__PROXY_KIND_HTTP && !req->url.tls;
   const char *target = req->url.target;
   tern__str abs_target = { 0 };
-  if (absolute) {
+  if (TERN__UNLIKELY(absolute)) {
     r = cat(&abs_target, "http://", req->url.hostport, req->url.target, NULL);
-    if (r) return r;
+    if (r) {
+      tern__str_free(&abs_target); /* the pieces that fitted before memory ran out */
+      return r;
+    }
     target = abs_target.data;
   }
   /* An NTLM NEGOTIATE goes without the body, which the AUTHENTICATE hop sends whole (as curl
@@ -129,36 +197,21 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
                        !req->user_proxy_authorization));
   bool body = req->upload.kind != TERN__BODY_NONE && !req->upload.held;
   tern__str h = { 0 };
-  char n1[21], n2[21];
   r = tern__str_reserve(&h, 256 + strlen(target) + req->headers.len + req->hop.headers.len);
   if (!r) r = put(&h, req->method);
   if (!r) r = PUT_LIT(&h, " ");
   if (!r) r = put(&h, target);
-  if (!r) r = req->http10 ? PUT_LIT(&h, " HTTP/1.0\r\n") : PUT_LIT(&h, " HTTP/1.1\r\n");
-  if (req->auth.www.scheme == TERN_AUTH_BASIC && req->auth.www.tries == 0) req->auth.www.tries = 1;
-  if (req->auth.proxy.scheme == TERN_AUTH_BASIC && req->auth.proxy.tries == 0)
-    req->auth.proxy.tries = 1; /* a preemptive send is an answer: a 401 to it is final */
-  if (!r && req->auth.www.scheme && req->auth.www.user && !req->user_authorization) {
-    tern__str wa = { 0 };
-    r = tern__auth_credentials(req, &req->auth.www, req->method, target, &wa);
-    if (!r && wa.len) {
-      r = cat(&h, "Authorization: ", NULL);
-      if (!r) r = tern__str_append(&h, wa.data, wa.len);
-      if (!r) r = cat(&h, "\r\n", NULL);
-    }
-    tern__str_free(&wa);
+  if (!r)
+    r = TERN__UNLIKELY(req->http10) ? PUT_LIT(&h, " HTTP/1.0\r\n") : PUT_LIT(&h, " HTTP/1.1\r\n");
+  if (TERN__UNLIKELY(req->auth.www.scheme || req->auth.proxy.scheme)) {
+    if (req->auth.www.scheme == TERN_AUTH_BASIC && req->auth.www.tries == 0)
+      req->auth.www.tries = 1;
+    if (req->auth.proxy.scheme == TERN_AUTH_BASIC && req->auth.proxy.tries == 0)
+      req->auth.proxy.tries = 1; /* a preemptive send is an answer: a 401 to it is final */
   }
-  if (!r && absolute && !req->user_proxy_authorization) {
-    tern__str pa = { 0 };
-    r = tern__request_proxy_authorization(req, req->method, target, &pa);
-    if (!r && pa.len) {
-      r = cat(&h, "Proxy-Authorization: ", NULL);
-      if (!r) r = tern__str_append(&h, pa.data, pa.len);
-      if (!r) r = cat(&h, "\r\n", NULL);
-    }
-    tern__str_free(&pa);
-  }
-  tern__str_free(&abs_target);
+  if (!r && TERN__UNLIKELY((req->auth.www.scheme && req->auth.www.user) || absolute))
+    r = put_credentials(req, &h, target, absolute);
+  if (TERN__UNLIKELY(absolute)) tern__str_free(&abs_target);
   /* The fields every request has go piece by piece, each length known or measured once. */
   if (!r && !req->user_host && !(req->omit & TERN__OMIT_HOST)) {
     r = PUT_LIT(&h, "Host: ");
@@ -166,63 +219,50 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     if (!r) r = PUT_LIT(&h, "\r\n");
   }
   if (!r && !req->user_agent && !(req->omit & TERN__OMIT_USER_AGENT)) {
-    if (!cfg->user_agent_set) {
+    if (!TERN__UNLIKELY(cfg->user_agent_set)) {
       r = PUT_LIT(&h, "User-Agent: tern/");
       if (!r) r = put(&h, tern_version_string());
       if (!r) r = PUT_LIT(&h, "\r\n");
-    } else if (cfg->user_agent[0]) {
-      r = cat(&h, "User-Agent: ", cfg->user_agent, "\r\n", NULL);
+    } else {
+      r = put_custom_agent(cfg, &h);
     }
   }
   if (!r && !req->user_accept && !(req->omit & TERN__OMIT_ACCEPT))
     r = PUT_LIT(&h, "Accept: */*\r\n");
-  if (!r && req->sink.range_sent) {
-    r = cat(&h, "Range: bytes=", u64_text(req->sink.range_start, n1), "-",
-            req->sink.end ? u64_text(req->sink.end - 1, n2) : "", "\r\n", NULL);
-    /* If-Range: the partial file continues only if the resource is still the one it began
-     * with; otherwise the server sends it whole (200) and the download restarts. */
-    if (!r && req->sink.resume_from > 0 && validator[0])
-      r = cat(&h, "If-Range: ", validator, "\r\n", NULL);
-  }
-  if (!r && req->upload.gzip && body) r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
+  if (!r && TERN__UNLIKELY(req->sink.range_sent)) r = put_range(req, &h, validator);
+  if (!r && TERN__UNLIKELY(req->upload.gzip && body))
+    r = cat(&h, "Content-Encoding: gzip\r\n", NULL);
   if (!r && req->sink.decode_mode != TERN_DECODE_OFF && !req->user_accept_encoding &&
       !(req->omit & TERN__OMIT_ACCEPT_ENCODING)) {
     r = PUT_LIT(&h, "Accept-Encoding: ");
     if (!r) r = put(&h, tern__accept_encoding());
     if (!r) r = PUT_LIT(&h, "\r\n");
   }
-  if (!r) {
-    if (req->upload.held)
-      r = cat(&h, "Content-Length: 0\r\n", NULL);
-    else if (req->upload.len == UINT64_MAX)
-      r = cat(&h, "Transfer-Encoding: chunked\r\n", NULL);
-    else if (req->upload.kind != TERN__BODY_NONE || method_is(req, "POST") ||
-             method_is(req, "PUT") || method_is(req, "PATCH"))
-      r = cat(&h, "Content-Length: ", u64_text(req->upload.len, n1), "\r\n", NULL);
-  }
+  /* POST, PUT and PATCH say their length even without a body; other methods only with one. */
+  if (!r &&
+      (req->upload.held || req->upload.len == UINT64_MAX || req->upload.kind != TERN__BODY_NONE ||
+       method_is(req, "POST") || method_is(req, "PUT") || method_is(req, "PATCH")))
+    r = put_length(req, &h);
   req->expect_continue =
       body && req->expect_min >= 0 && !req->http10 && !(req->omit & TERN__OMIT_EXPECT) &&
       req->upload.len > 0 &&
       (req->upload.len == UINT64_MAX || req->upload.len >= (uint64_t)req->expect_min);
-  if (!r && req->expect_continue) r = cat(&h, "Expect: 100-continue\r\n", NULL);
-  if (!r && !req->user_connection_close && !(req->omit & TERN__OMIT_CONNECTION)) {
-    if (!req->persistent && !req->http10)
-      r = cat(&h, "Connection: close\r\n", NULL);
-    else if (req->persistent && req->http10)
-      r = cat(&h, "Connection: keep-alive\r\n", NULL);
-  }
+  if (!r && TERN__UNLIKELY(req->expect_continue)) r = cat(&h, "Expect: 100-continue\r\n", NULL);
+  if (!r && TERN__UNLIKELY(req->persistent == req->http10) && !req->user_connection_close &&
+      !(req->omit & TERN__OMIT_CONNECTION))
+    r = cat(&h, req->http10 ? "Connection: keep-alive\r\n" : "Connection: close\r\n", NULL);
   if (!r && req->headers.len) r = tern__str_append(&h, req->headers.data, req->headers.len);
   if (!r && req->hop.headers.len)
     r = tern__str_append(&h, req->hop.headers.data, req->hop.headers.len);
   if (!r) r = tern__str_append(&h, "\r\n", 3); /* with a NUL, for tern_request_get_request_head */
-  if (!r) h.len--;
-  if (r) {
+  if (TERN__UNLIKELY(r)) {
     if (r == TERN_EBADHEADER)
       tern__request_set_error(req, r, "%s: a control character in the Digest credentials",
                               req->url.hostport);
     tern__str_free(&h);
     return r;
   }
+  h.len--;
   free(req->head);
   req->head = h.data;
   req->head_len = h.len;
