@@ -146,6 +146,36 @@ static bool reads_for(const tern__conn *c, const tern_request_t *req) {
   return req->send != TERN__SEND_NOTHING && !c->done_after_write;
 }
 
+/* A chunked body's bytes: decoded in the buffer and delivered. Out of the small response's way,
+ * as is the read to the connection's end below. */
+static __attribute__((noinline)) int read_chunked(tern__conn *c, tern_request_t *req) {
+  int r;
+  size_t dlen = c->len;
+  ssize_t rest = tern__decode_chunked(&c->chunked, c->buf, &dlen);
+  if (rest == TERN__PARSE_ERROR) {
+    tern__request_set_error(req, TERN_ECHUNKED, "%s: malformed chunked body", req->url.hostport);
+    return TERN_ECHUNKED;
+  }
+  if (dlen && (r = tern__request_deliver(req, c->buf, dlen)) != 0) return r;
+  if (rest == TERN__PARSE_INCOMPLETE) {
+    c->len = 0;
+    if ((r = tern__request_progress_download(req, false)) != 0) return r;
+    return 0;
+  }
+  c->len = dlen + (size_t)rest;
+  tern__conn_consume(c, dlen);
+  return TERN__READ_DONE;
+}
+
+/* A body that ends with the connection: all of it is delivered. */
+static __attribute__((noinline)) int read_to_close(tern__conn *c, tern_request_t *req) {
+  int r;
+  if ((r = tern__request_deliver(req, c->buf, c->len)) != 0) return r;
+  c->len = 0;
+  if ((r = tern__request_progress_download(req, false)) != 0) return r;
+  return 0;
+}
+
 int tern__http1_read(tern__conn *c) {
   while (c->state == TERN__CONN_ACTIVE) {
     tern_request_t *req = tern__conn_first(c);
@@ -221,30 +251,8 @@ int tern__http1_read(tern__conn *c) {
         if ((r = tern__request_progress_download(req, false)) != 0) return r;
         return 0;
       }
-      case TERN__RESP_CHUNKED: {
-        size_t dlen = c->len;
-        ssize_t rest = tern__decode_chunked(&c->chunked, c->buf, &dlen);
-        if (rest == TERN__PARSE_ERROR) {
-          tern__request_set_error(req, TERN_ECHUNKED, "%s: malformed chunked body",
-                                  req->url.hostport);
-          return TERN_ECHUNKED;
-        }
-        if (dlen && (r = tern__request_deliver(req, c->buf, dlen)) != 0) return r;
-        if (rest == TERN__PARSE_INCOMPLETE) {
-          c->len = 0;
-          if ((r = tern__request_progress_download(req, false)) != 0) return r;
-          return 0;
-        }
-        c->len = dlen + (size_t)rest;
-        tern__conn_consume(c, dlen);
-        return TERN__READ_DONE;
-      }
-      case TERN__RESP_CLOSE: {
-        if ((r = tern__request_deliver(req, c->buf, c->len)) != 0) return r;
-        c->len = 0;
-        if ((r = tern__request_progress_download(req, false)) != 0) return r;
-        return 0;
-      }
+      case TERN__RESP_CHUNKED: return read_chunked(c, req);
+      case TERN__RESP_CLOSE: return read_to_close(c, req);
     }
   }
   return 0;
