@@ -73,10 +73,9 @@ static char *tls_identity(const tern_request_t *req) {
   return id;
 }
 
-/* The rare parts of a head, out of line (TERN__COLD): the common head, a GET with the default
- * fields, then runs through one short stretch of code. */
-
-/* Authorization and Proxy-Authorization, when the engine writes them. */
+/* The rare parts of a head are out of line (TERN__COLD), so that the common head, a GET with the
+ * default fields, runs through one short stretch of code. This one: Authorization and
+ * Proxy-Authorization, when the engine writes them. */
 static TERN__COLD int put_credentials(tern_request_t *req, tern__str *h, const char *target,
                                       bool absolute) {
   int r = 0;
@@ -238,10 +237,10 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
     if (!r) r = put(&h, tern__accept_encoding());
     if (!r) r = PUT_LIT(&h, "\r\n");
   }
-  /* POST, PUT and PATCH say their length even without a body; other methods only with one. */
-  if (!r &&
-      (req->upload.held || req->upload.len == UINT64_MAX || req->upload.kind != TERN__BODY_NONE ||
-       method_is(req, "POST") || method_is(req, "PUT") || method_is(req, "PATCH")))
+  /* POST, PUT and PATCH say their length even without a body; other methods only with one
+   * (a held or chunked body is a body: tern__request_open_body). */
+  if (!r && (req->upload.kind != TERN__BODY_NONE || method_is(req, "POST") ||
+             method_is(req, "PUT") || method_is(req, "PATCH")))
     r = put_length(req, &h);
   req->expect_continue =
       body && req->expect_min >= 0 && !req->http10 && !(req->omit & TERN__OMIT_EXPECT) &&
