@@ -1,9 +1,10 @@
-// Locks: a value behind a lock (Alamofire's `Protected`, NIO's `NIOLockedValueBox`), and one
-// whose emptiness reads take no lock (CountedLocked), a mutex with a condition for the places
-// that wait, and the lock of an execution's guarded fields (StateLock). The first two are plain pthread objects: ThreadSanitizer understands them
-// (Synchronization.Mutex's futex path on Linux is invisible to it and shows up as false races),
-// and they need nothing from Foundation. StateLock is a Mutex except in the ThreadSanitizer
-// build.
+// Locks: a value behind a lock (Locked: Alamofire's `Protected`, NIO's `NIOLockedValueBox`),
+// one whose emptiness is read without the lock (CountedLocked, over a Locked and an atomic), a
+// mutex with a condition for the places that wait, and the lock of an execution's guarded
+// fields (StateLock). Locked and the mutex are plain pthread objects: ThreadSanitizer
+// understands them (Synchronization.Mutex's futex path on Linux is invisible to it and shows up
+// as false races), and they need nothing from Foundation. StateLock is a Mutex except in the
+// ThreadSanitizer build.
 
 #if canImport(Glibc)
 import Glibc
