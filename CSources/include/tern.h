@@ -30,9 +30,10 @@ extern "C" {
 #  define TERN_API
 #endif
 
-/* The header's version (the library's may differ: tern_version). Since 0.1. */
+/* The header's version (the library's may differ: tern_version). CMakeLists.txt, tern.pc and
+ * the CMake package take their version from these lines. Since 0.1. */
 #define TERN_VERSION_MAJOR 0
-#define TERN_VERSION_MINOR 1
+#define TERN_VERSION_MINOR 5
 #define TERN_VERSION_PATCH 0
 #define TERN_VERSION_HEX                                                                           \
   ((TERN_VERSION_MAJOR << 16) | (TERN_VERSION_MINOR << 8) | TERN_VERSION_PATCH)
