@@ -10,7 +10,7 @@ void tern__config_defaults(tern_config_t *c) {
   c->idle_timeout_ms = 60000;
   c->dns_cache_ms = 60000;
   c->max_header_size = 65536;
-  c->max_conns_per_origin = 0;
+  c->max_conns_per_origin = 6; /* as browsers and URLSession */
   c->pipeline_depth = 1;
   tern__tls_conf_init(&c->tls);
 }

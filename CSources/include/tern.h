@@ -144,7 +144,9 @@ TERN_API int tern_config_set_dns_cache_timeout(tern_config_t *config, uint64_t m
  *  must also fit the connection buffer, so the effective bound is the smaller of the two.
  *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_max_header_size(tern_config_t *config, size_t bytes);
-/** Connections per origin, busy and idle (default 0: unlimited). Excess requests wait.
+/** Connections per origin, busy and idle (default 6, as browsers and URLSession open; 0:
+ *  unlimited). Requests beyond them wait for a connection of their origin to come free,
+ *  counted by TERN_STAT_REQUESTS_WAITING. The default was 0 (unlimited) before 0.5.
  *  Thread: any, one at a time per config. Since 0.1. */
 TERN_API int tern_config_set_max_connections_per_origin(tern_config_t *config, unsigned n);
 /** Requests in progress at once in the whole engine (default 0: unlimited). A request is in

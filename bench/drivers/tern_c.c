@@ -179,6 +179,8 @@ int main(int argc, char **argv) {
   if (tern_config_new(&cfg) != 0) bench_die(BENCH_EXIT_FAILED, "out of memory");
   if (r.args.mode == BENCH_GET || r.args.mode == BENCH_FANOUT || r.args.mode == BENCH_H2GET)
     tern_config_set_max_connections_per_origin(cfg, (unsigned)r.args.c);
+  else if (r.args.mode == BENCH_IDLE) /* N connections to one origin, past the default 6 */
+    tern_config_set_max_connections_per_origin(cfg, (unsigned)r.args.n);
   /* The CA once for the engine, as an app trusting one CA everywhere sets it: each request
    * then uses the engine's without a copy of its own. */
   if (r.args.cafile != NULL && (e = tern_config_set_tls_ca_file(cfg, r.args.cafile)) != 0)
