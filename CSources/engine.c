@@ -306,6 +306,55 @@ refused:
   return TERN_ESHUTDOWN;
 }
 
+/* ---- tern_request_perform: submit, then wait on the calling thread ---- */
+
+typedef struct {
+  uv_mutex_t lock;
+  uv_cond_t cond;
+  bool done; /* guarded by lock */
+  int status;
+  tern_complete_cb cb; /* the caller's own complete callback, run first */
+  void *cb_data;
+} perform_wait;
+
+static void perform_done(tern_request_t *req, int status, void *user_data) {
+  perform_wait *w = user_data;
+  if (w->cb) w->cb(req, status, w->cb_data);
+  uv_mutex_lock(&w->lock);
+  w->status = status;
+  w->done = true;
+  /* Signalled under the lock: the waiter, whose stack holds `w`, cannot return before the
+   * unlock below, and nothing here touches `w` after it. */
+  uv_cond_signal(&w->cond);
+  uv_mutex_unlock(&w->lock);
+}
+
+int tern_request_perform(tern_engine_t *eng, tern_request_t *req) {
+  if (eng == NULL || req == NULL || tern__on_loop_thread(eng)) return TERN_EINVAL;
+  if (atomic_load(&req->state) != TERN__REQ_NEW) return TERN_EBUSY;
+  perform_wait w = { .cb = req->notify.complete, .cb_data = req->notify.complete_data };
+  if (uv_mutex_init(&w.lock)) return TERN_ENOMEM;
+  if (uv_cond_init(&w.cond)) {
+    uv_mutex_destroy(&w.lock);
+    return TERN_ENOMEM;
+  }
+  req->notify.complete = perform_done;
+  req->notify.complete_data = &w;
+  int r = tern_engine_submit(eng, req);
+  if (r == 0) {
+    uv_mutex_lock(&w.lock);
+    while (!w.done) uv_cond_wait(&w.cond, &w.lock);
+    uv_mutex_unlock(&w.lock);
+    r = w.status;
+  }
+  /* The loop thread read these before the wake-up above and reads them no more. */
+  req->notify.complete = w.cb;
+  req->notify.complete_data = w.cb_data;
+  uv_cond_destroy(&w.cond);
+  uv_mutex_destroy(&w.lock);
+  return r;
+}
+
 void tern_request_cancel(tern_request_t *req) {
   if (req == NULL) return;
   atomic_store(&req->cancel_requested, true);

@@ -246,6 +246,21 @@ TERN_API void tern_engine_free(tern_engine_t *engine);
  *  loop thread. On error nothing runs and the request may be changed and submitted again.
  *  Thread: any. Since 0.1. */
 TERN_API int tern_engine_submit(tern_engine_t *engine, tern_request_t *req);
+/** Submits `req` to `engine` and waits on the calling thread until it completes: the blocking
+ *  form of tern_engine_submit, for a program with nothing else to do meanwhile. Returns the
+ *  request's result, 0 or the TERN_E* code it completed with (as tern_request_get_error); or
+ *  the error of tern_engine_submit (TERN_EBUSY, TERN_EBADURL, TERN_ESHUTDOWN...), in which case
+ *  nothing ran and tern_request_is_done is 0. An HTTP error status is a completed request
+ *  (0): tern_request_get_status gives it. Everything set on the request works as with
+ *  tern_engine_submit, its own complete callback included (it runs on the loop thread before
+ *  this call returns); afterwards the getters read the response from the calling thread.
+ *  Several threads may each perform a request on one engine at once. Another thread may cancel
+ *  the request meanwhile (TERN_ECANCELED) but must not free it. For an engine on the caller's
+ *  loop (tern_engine_new_on_loop), that loop must keep running on its own thread meanwhile.
+ *  It would stall the loop it runs on: on this engine's loop thread it returns TERN_EINVAL at
+ *  once and submits nothing, and it must not be called from another engine's callbacks.
+ *  Thread: any but the engine's loop thread. Since 0.5. */
+TERN_API int tern_request_perform(tern_engine_t *engine, tern_request_t *req);
 /** Runs fn(arg) on the engine's loop thread, in the order of the calls: when called from inside
  *  an engine callback, right after that callback returns (no wake-up); from any other thread,
  *  soon, through the loop's wake-up. Lets a caller move work (such as resuming a task) onto
