@@ -96,7 +96,7 @@ int tern__str_grow(tern__str *s, size_t extra);
 
 /* Inline, as is tern__str_append, and always (clang left them out of line in the request head's
  * long function): every head is some fifteen appends of a few bytes each, where the call cost
- * more than the copy (callgrind, docs/swift-execution.md). */
+ * more than the copy (callgrind, bench/HISTORY-swift-path.md). */
 #define TERN__HOT_INLINE static inline __attribute__((always_inline))
 /* Growing is the exception (a head reserves its room first), so its call is laid out past the
  * copies: inlined some fifteen times in a head, it was a skipped block between each two. */

@@ -150,7 +150,7 @@ int tern__request_prepare(tern_request_t *req, const tern_config_t *cfg) {
   if (r) return r;
 
   /* Without settings of its own, a request takes the engine's, by reference: copying them
-   * for every request cost more than building its head (callgrind, docs/swift-execution.md). */
+   * for every request cost more than building its head (callgrind, bench/HISTORY-swift-path.md). */
   if (!req->tls.own) req->tls.conf = cfg->tls;
   if (req->url.tls && req->tls.id == NULL && (req->tls.id = tls_identity(req)) == NULL)
     return TERN_ENOMEM;

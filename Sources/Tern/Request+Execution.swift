@@ -100,7 +100,7 @@ extension Request {
         // Swift 5 entry point, kept for ABI): the same cancellation record, without the two
         // executor switches of the isolation-taking form (on entry and on return; each looks
         // the task's executor preference up under its status lock), about 1,100 instructions
-        // per request (docs/swift-execution.md, session 16).
+        // per request (bench/HISTORY-swift-path.md).
         try await _unsafeInheritExecutor_withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation {
                 (continuation: ResponseContinuation) in

@@ -400,7 +400,7 @@ extension TernCommand {
 // `main` is synchronous: the work runs in a detached task that ends the process with exit(),
 // and the main thread parks. An `async` main would park it in dispatch_main() instead, whose
 // pthread_exit unwinds the main thread's stack: the unwinder's binary search and FDE reads
-// keep about 0.5 MiB of .eh_frame_hdr and .eh_frame resident (docs/swift-execution.md).
+// keep about 0.5 MiB of .eh_frame_hdr and .eh_frame resident (bench/HISTORY-swift-path.md).
 @main
 enum Main {
     static func main() {

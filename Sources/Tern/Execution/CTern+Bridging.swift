@@ -355,7 +355,7 @@ private let bodyCallback: tern_read_cb = { _, buffer, capacity, context in
 extension Execution {
     // The failure is built out of line and the branch marked unlikely, so that the set-up's
     // fast path lies on a few contiguous cache lines: each request runs it once, with the
-    // instruction cache cold (docs/swift-execution.md, session 16).
+    // instruction cache cold (bench/HISTORY-swift-path.md).
     @inline(__always)
     private func check(_ r: Int32, _ what: @autoclosure () -> String) throws(TernError) {
         if _slowPath(r != 0) { throw setupError(r, what()) }

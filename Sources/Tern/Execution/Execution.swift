@@ -378,7 +378,7 @@ final class Execution: @unchecked Sendable {
     }
 
     // Out of line, as the timeout's error below: the path every request takes (submit, then
-    // finish) stays on few cache lines (docs/swift-execution.md, session 16).
+    // finish) stays on few cache lines (bench/HISTORY-swift-path.md).
     @inline(never)
     private func scheduleRetry(after delay: Double, attempt number: Int, report: AttemptReport?) {
         if plan.logsDebug {

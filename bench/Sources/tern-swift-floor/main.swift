@@ -3,7 +3,7 @@
 // around tern_request_new/set_url/submit, resumed from the complete callback with the status
 // and a copy of the body, its task running on the engine's loop thread (a TaskExecutor over
 // tern_engine_call, as Engine.executor). bench/run does not run it by default; it measures how
-// close to tern-c any Swift async API over this engine can come (docs/swift-execution.md).
+// close to tern-c any Swift async API over this engine can come (bench/HISTORY-swift-path.md).
 //
 //   tern-swift-floor get URL N C
 
