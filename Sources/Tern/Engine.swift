@@ -198,7 +198,7 @@ public final class Engine: Sendable {
         }
     }()
 
-    /// The version of the C engine in use, such as `"0.1.0"`.
+    /// The version of the C engine in use, such as `"0.5.0"`.
     public static var version: String { CEngine.versionString }
 
     /// The settings this engine was created with.

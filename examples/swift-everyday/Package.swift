@@ -3,7 +3,7 @@
 // scripts/test.sh builds it against this checkout and runs it against the test servers.
 //
 // Here Tern is the checkout two directories up. A package of yours names it by URL instead (see
-// the README): .package(url: "https://github.com/ORG/tern", from: "0.1.0").
+// the README): .package(url: "https://github.com/ORG/tern", from: "0.5.0").
 import PackageDescription
 
 let package = Package(

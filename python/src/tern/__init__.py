@@ -69,7 +69,7 @@ from ._tern import lib as _lib
 if TYPE_CHECKING:
     from ._async import AsyncClient
 
-__version__ = "0.3.0"
+__version__ = "0.5.0"
 
 
 def __getattr__(name: str) -> Any:
