@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
-for src in examples/fetch.c Tests/TernTests/ReadmeExampleTests.swift scripts/demo.sh \
+for src in examples/fetch.c examples/get.c Tests/TernTests/ReadmeExampleTests.swift scripts/demo.sh \
   examples/swift-everyday/Sources/first/main.swift \
   examples/swift-everyday/Sources/everyday/Everyday.swift python/tests/test_readme.py \
   examples/swift-everyday/Sources/filetransfer/main.swift \
