@@ -349,9 +349,7 @@ static void try_from_callback(tern_request_t *req, int status, void *user_data) 
   atomic_fetch_add(&t->calls, 1);
 }
 
-static void try_from_call(void *arg) {
-  try_from_callback(NULL, 0, arg);
-}
+static void try_from_call(void *arg) { try_from_callback(NULL, 0, arg); }
 
 /* On the engine's own loop thread (a complete callback, a tern_engine_call function) perform
  * returns TERN_EINVAL at once instead of waiting for a loop it would stall, and submits
