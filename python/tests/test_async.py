@@ -175,6 +175,13 @@ def test_a_closed_loop_does_not_break_the_engine(servers):
 
     run(main())
     time.sleep(0.5)
+
+    async def again():
+        return await client.get(servers.nginx("/1k.bin"))
+
+    # The dropped completion left the client able to serve the next loop's request.
+    r = run(again())
+    assert r.status_code == 200 and sha(r.content) == servers.must("SHA_1K")
     run(client.aclose())
 
 
@@ -198,3 +205,44 @@ def test_plain_requests_take_no_engine_thread(servers):
     rs, before, during = run(main())
     assert all(r.status_code == 200 and len(r.content) == 1024 for r in rs)
     assert during == before
+
+
+def test_200_gathered_gets_with_the_defaults_against_a_small_server(tmp_path):
+    # python3 -m http.server answers one connection at a time and keeps a slow backlog: with
+    # the default of 6 connections per origin the 200 requests queue in the engine instead of
+    # opening 200 connections at once, and all of them succeed.
+    import socket
+    import subprocess
+    import sys
+
+    payload = b"x" * 2048
+    (tmp_path / "f.bin").write_bytes(payload)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "python3 -m http.server did not start"
+                time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}/f.bin"
+
+        async def main():
+            async with tern.AsyncClient() as client:
+                # A bound against a hang, not a speed figure.
+                return await asyncio.wait_for(
+                    asyncio.gather(*(client.get(url) for _ in range(200))), 120)
+
+        responses = run(main())
+        assert len(responses) == 200
+        assert all(r.status_code == 200 and r.content == payload for r in responses)
+    finally:
+        server.kill()
+        server.wait()

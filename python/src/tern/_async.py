@@ -397,7 +397,7 @@ class AsyncClient:
         proxy_auth: Optional[Tuple[str, str]] = None,
         decompress: bool = True,
         user_agent: Optional[str] = None,
-        max_connections_per_origin: int = 0,
+        max_connections_per_origin: int = 6,
         max_active_requests: int = 0,
         idle_timeout: Optional[float] = None,
         buffer_size: Optional[int] = None,

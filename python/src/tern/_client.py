@@ -340,8 +340,8 @@ class Client:
       (``{"http": ..., "https": ...}``), ``no_proxy``: hosts reached directly (curl's syntax),
       ``proxy_auth``: ``(user, password)`` for the proxy (Basic or Digest);
     - ``decompress``: ask for gzip/deflate (and br, zstd when built in) and decode (default);
-    - engine settings: ``user_agent``, ``max_connections_per_origin``, ``max_active_requests``
-      (both 0: unlimited), ``idle_timeout`` (seconds a pooled connection is kept),
+    - engine settings: ``user_agent``, ``max_connections_per_origin`` (default 6, as
+      browsers and URLSession; 0: unlimited), ``max_active_requests`` (0: unlimited), ``idle_timeout`` (seconds a pooled connection is kept),
       ``buffer_size`` (the I/O buffer of each connection), ``resolve`` (curl's ``--resolve``
       entries ``"HOST:PORT:ADDR"``).
 
@@ -366,7 +366,7 @@ class Client:
         proxy_auth: Optional[Tuple[str, str]] = None,
         decompress: bool = True,
         user_agent: Optional[str] = None,
-        max_connections_per_origin: int = 0,
+        max_connections_per_origin: int = 6,
         max_active_requests: int = 0,
         idle_timeout: Optional[float] = None,
         buffer_size: Optional[int] = None,

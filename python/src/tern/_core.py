@@ -87,7 +87,7 @@ def _config(
     try:
         if user_agent is not None:
             check(lib.tern_config_set_user_agent(cfg, user_agent.encode()), "user_agent")
-        if max_connections_per_origin:
+        if max_connections_per_origin is not None:
             check(
                 lib.tern_config_set_max_connections_per_origin(cfg, max_connections_per_origin),
                 "max_connections_per_origin",
