@@ -116,6 +116,12 @@ _Noreturn void test__fail(void) { abort(); }
 static void run_case(test_fn fn) { fn(); }
 #endif
 
+_Noreturn void test_skip(const char *reason) {
+  fprintf(stderr, "SKIPPED: %s\n", reason);
+  fflush(stderr);
+  _exit(TEST_SKIP_EXIT);
+}
+
 static void on_alarm(int sig) {
   (void)sig;
   static const char msg[] = "test timed out (watchdog)\n";

@@ -512,10 +512,10 @@ TEST(faults_connect_timeout) {
     if (poll(&pfd, 1, 300) == 0) hanging = 1;
   }
   if (!hanging) {
-    /* Not the Linux behaviour this relies on: say so rather than fail on the platform. */
-    fprintf(stderr,
-            "faults_connect_timeout: SKIPPED: a full accept queue did not make "
-            "connect hang on this system\n");
+    /* Not the Linux behaviour this relies on: a skip, which CI reports and fails on. */
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    close(lfd);
+    test_skip("a full accept queue did not make connect hang on this system");
   } else {
     tern_engine_t *eng = test_engine_new(NULL);
     char url[64];
