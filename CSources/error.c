@@ -7,6 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <nghttp2/nghttp2.h>
+#include <openssl/crypto.h>
+#include <zlib.h>
+#ifdef TERN_HAVE_BROTLI
+#  include <brotli/decode.h>
+#endif
+#ifdef TERN_HAVE_ZSTD
+#  include <zstd.h>
+#endif
+
 #define TERN_STR_(x)  #x
 #define TERN_XSTR_(x) TERN_STR_(x)
 
@@ -15,6 +25,45 @@ unsigned tern_version(void) { return TERN_VERSION_HEX; }
 const char *tern_version_string(void) {
   return TERN_XSTR_(TERN_VERSION_MAJOR) "." TERN_XSTR_(TERN_VERSION_MINOR) "." TERN_XSTR_(
       TERN_VERSION_PATCH);
+}
+
+/* "libtern/V libuv/V OpenSSL/V zlib/V nghttp2/V [brotli/V] [zstd/V]", made once: the versions
+ * of the libraries in use at run time, which may differ from the headers built against. */
+static char version_info[256];
+static uv_once_t version_info_once = UV_ONCE_INIT;
+
+static void version_info_make(void) {
+  char openssl[64] = "unknown";
+  /* "OpenSSL 3.0.15 19 Sep 2024": the second word. */
+  const char *full = OpenSSL_version(OPENSSL_VERSION);
+  const char *space = full ? strchr(full, ' ') : NULL;
+  if (space) {
+    size_t n = strcspn(space + 1, " ");
+    if (n >= sizeof openssl) n = sizeof openssl - 1;
+    memcpy(openssl, space + 1, n);
+    openssl[n] = '\0';
+  }
+  const nghttp2_info *h2 = nghttp2_version(0);
+  int len = snprintf(version_info, sizeof version_info,
+                     "libtern/%s libuv/%s OpenSSL/%s zlib/%s nghttp2/%s", tern_version_string(),
+                     uv_version_string(), openssl, zlibVersion(), h2 ? h2->version_str : "unknown");
+#ifdef TERN_HAVE_BROTLI
+  uint32_t br = BrotliDecoderVersion();
+  if (len > 0 && (size_t)len < sizeof version_info)
+    len += snprintf(version_info + len, sizeof version_info - (size_t)len, " brotli/%u.%u.%u",
+                    (unsigned)(br >> 24), (unsigned)((br >> 12) & 0xfff), (unsigned)(br & 0xfff));
+#endif
+#ifdef TERN_HAVE_ZSTD
+  if (len > 0 && (size_t)len < sizeof version_info)
+    snprintf(version_info + len, sizeof version_info - (size_t)len, " zstd/%s",
+             ZSTD_versionString());
+#endif
+  (void)len;
+}
+
+const char *tern_version_info(void) {
+  uv_once(&version_info_once, version_info_make);
+  return version_info;
 }
 
 const char *tern_strerror(int err) {

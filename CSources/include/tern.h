@@ -43,6 +43,11 @@ extern "C" {
 TERN_API unsigned tern_version(void);
 /** The library's version as "MAJOR.MINOR.PATCH". Thread: any. Since 0.1. */
 TERN_API const char *tern_version_string(void);
+/** The versions of the library and of the libraries it runs on, as curl -V prints them:
+ *  "libtern/0.5.0 libuv/1.44.2 OpenSSL/3.0.15 zlib/1.2.13 nghttp2/1.52.0", then " brotli/V"
+ *  and " zstd/V" when built with those decoders. Read from the libraries at run time; the
+ *  string is static. Thread: any. Since 0.5. */
+TERN_API const char *tern_version_info(void);
 
 /*
  * Errors. Negative codes; 0 is success. The list is append-only: a code keeps its number for

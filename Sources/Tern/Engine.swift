@@ -201,6 +201,11 @@ public final class Engine: Sendable {
     /// The version of the C engine in use, such as `"0.5.0"`.
     public static var version: String { CEngine.versionString }
 
+    /// The versions of the C engine and of the libraries it runs on, read at run time, as
+    /// `curl -V` lists them: `"libtern/0.5.0 libuv/1.44.2 OpenSSL/3.0.15 zlib/1.2.13
+    /// nghttp2/1.52.0"`, then `brotli/…` and `zstd/…` when the engine decodes those.
+    public static var libraryVersions: String { CEngine.versionInfo }
+
     /// The settings this engine was created with.
     public let configuration: Configuration
 

@@ -408,6 +408,12 @@ enum Main {
         signal(SIGPIPE, SIG_IGN)  // a closed pipe becomes a write error (exit 23)
         let argv = CurlArguments.commandLine()
         let arguments = CurlArguments.normalize(argv.words)
+        // As curl: -V or --version prints the versions and features and ends, whatever else
+        // the command line holds.
+        if arguments.contains("-V") || arguments.contains("--version") {
+            Output.stdout(versionReport())
+            exit(0)
+        }
         let command: TernCommand
         do {
             command = try TernCommand.parse(normalized: arguments, urlForms: argv.urlForms)
@@ -434,6 +440,27 @@ enum Main {
         Task.detached { exit(await runner.run()) }
         parkMainThread()
     }
+}
+
+/// What `tern -V` prints, in `curl -V`'s shape: the program, its platform and the libraries'
+/// versions; the protocols; the features, of which br and zstd only when the engine has them.
+func versionReport() -> String {
+    var system = utsname()
+    uname(&system)
+    func field<T>(_ value: T) -> String {
+        withUnsafeBytes(of: value) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+    }
+    let libraries = Engine.libraryVersions
+    var features = ["AsynchDNS"]
+    if libraries.contains(" brotli/") { features.append("brotli") }
+    features += ["Digest", "HTTP2", "IPv6", "Largefile", "libz", "NTLM", "SSL", "threadsafe"]
+    if libraries.contains(" zstd/") { features.append("zstd") }
+    return "tern \(Engine.version) (\(field(system.machine))-\(field(system.sysname).lowercased())) "
+        + "\(libraries)\n"
+        + "Protocols: http https\n"
+        + "Features: \(features.joined(separator: " "))\n"
 }
 
 /// Parks the calling (main) thread for good. SIGINT and SIGTERM are blocked in it since

@@ -643,3 +643,21 @@ TEST(response_field_lookup_filter_hides_nothing) {
   }
   tern_request_free(req);
 }
+
+/* tern_version_info names the library first, then each library it runs on with its version,
+ * the same string on every call. */
+TEST(version_info_names_each_library_with_its_version) {
+  const char *info = tern_version_info();
+  ASSERT(info != NULL);
+  char want[64];
+  snprintf(want, sizeof want, "libtern/%s ", tern_version_string());
+  ASSERT(strncmp(info, want, strlen(want)) == 0);
+  static const char *const names[] = { " libuv/", " OpenSSL/", " zlib/", " nghttp2/" };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const char *at = strstr(info, names[i]);
+    ASSERT(at != NULL);
+    ASSERT(isdigit((unsigned char)at[strlen(names[i])]));
+  }
+  ASSERT(strstr(info, "unknown") == NULL);
+  ASSERT(tern_version_info() == info);
+}

@@ -92,6 +92,26 @@ extension TernTests {
             #expect(run.stdout.isEmpty)
         }
 
+        @Test func versionListsTheLibrariesProtocolsAndFeaturesAsCurlDoes() throws {
+            for flag in ["-V", "--version"] {
+                // Like curl, the flag wins over the rest of the command line: no URL needed,
+                // and a URL given is not fetched.
+                let run = try tern([flag, "http://127.0.0.1:1/"])
+                #expect(run.status == 0)
+                let lines = run.text.split(separator: "\n").map(String.init)
+                #expect(lines.count == 3)
+                #expect(lines.first?.hasPrefix("tern \(Engine.version) (") == true)
+                for library in ["libtern/\(Engine.version) ", " libuv/", " OpenSSL/", " zlib/", " nghttp2/"] {
+                    #expect(lines.first?.contains(library) == true, "\(library) in \(lines)")
+                }
+                #expect(lines.dropFirst().first == "Protocols: http https")
+                let features = lines.last?.split(separator: " ").map(String.init) ?? []
+                #expect(features.first == "Features:")
+                #expect(features.contains("HTTP2") && features.contains("NTLM") && features.contains("libz"))
+                #expect(run.stderr.isEmpty)
+            }
+        }
+
         @Test func unresolvableExits6() throws {
             #expect(try tern(["-s", "http://tern-test.invalid/"]).status == 6)
         }

@@ -30,6 +30,8 @@ import Darwin
 enum CEngine {
     static var versionString: String { String(cString: tern_version_string()) }
 
+    static var versionInfo: String { String(cString: tern_version_info()) }
+
     static func errorName(_ code: Int32) -> String { String(cString: tern_err_name(code)) }
 
     static func errorDescription(_ code: Int32) -> String {
