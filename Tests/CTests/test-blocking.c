@@ -20,21 +20,6 @@
 
 /* ---- helpers ---- */
 
-/* A free loopback port: bound, then closed, so a connect to it is refused. */
-static int unused_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT(fd >= 0);
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  socklen_t sl = sizeof sa;
-  ASSERT_EQ(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
-
 /* Waits (bounded, scaled) until cond(eng) holds; polls, as the engine's counters are atomics
  * with nothing to wait on. */
 static void wait_until(tern_engine_t *eng, bool (*cond)(tern_engine_t *eng), const char *what) {
@@ -153,7 +138,7 @@ TEST(blocking_http_404) {
 
 TEST(blocking_connection_refused) {
   tern_engine_t *eng = test_engine_new(NULL);
-  char *url = test_fmt("http://127.0.0.1:%d/", unused_port());
+  char *url = test_fmt("http://127.0.0.1:%d/", test_unused_port());
   tern_request_t *req = test_request_url(url);
   free(url);
   complete_seen seen = { 0 };

@@ -263,21 +263,6 @@ static void watch_wait(watch_t *w, uint64_t ms) {
   pthread_mutex_unlock(&w->mu);
 }
 
-/* A free loopback port: bound, then closed, so a connect to it is refused. */
-static int unused_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT(fd >= 0);
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  socklen_t sl = sizeof sa;
-  ASSERT_EQ(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
-
 static const char *header_or_empty(const tern_request_t *req, const char *name) {
   const char *v = tern_request_get_header(req, name);
   return v ? v : "";
@@ -626,7 +611,7 @@ TEST(faults_bad_chunks) {
 TEST(faults_connection_refused) {
   tern_engine_t *eng = test_engine_new(NULL);
   char url[64];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d/", unused_port());
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/", test_unused_port());
   tern_request_t *req = req_new_url(url);
   ASSERT_EQ(run(eng, req), TERN_ECONNREFUSED);
   ASSERT_EQ(tern_request_get_status(req), 0);

@@ -13,6 +13,9 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 /* ---- waiting ---- */
 
@@ -251,4 +254,19 @@ void test_assert_gunzip_sha(const void *z, size_t zlen, size_t size, const char 
   testsrv_sha256_mem(plain, size, got);
   ASSERT_STR_EQ(got, want);
   free(plain);
+}
+
+/* A free loopback port: bound, then closed, so a connect to it is refused. */
+int test_unused_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT(fd >= 0);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  socklen_t sl = sizeof sa;
+  ASSERT_EQ(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+  close(fd);
+  return ntohs(sa.sin_port);
 }

@@ -29,6 +29,9 @@ struct timespec test_deadline(uint64_t ms);
 /* Elapsed-time checks need a clock that never jumps. */
 uint64_t test_now_ms(void);
 
+/* A free loopback port: bound, then closed, so a connect to it is refused. */
+int test_unused_port(void);
+
 /* Counts complete callbacks, so a test can wait for a batch and notice a second completion. */
 typedef struct {
   pthread_mutex_t lock;
